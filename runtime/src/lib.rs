@@ -1,0 +1,2 @@
+#![deny(unsafe_op_in_unsafe_fn)]
+mod sync;
