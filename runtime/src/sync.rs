@@ -17,6 +17,8 @@ pub(crate) use loom::thread;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic;
 #[cfg(not(loom))]
+#[allow(unused_imports)]
 pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
+#[allow(unused_imports)]
 pub(crate) use std::thread;

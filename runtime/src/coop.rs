@@ -1,0 +1,97 @@
+//! Cooperation: how a task that is always ready is made to step aside.
+//!
+//! An executor on one thread only gets control back when a task's `poll`
+//! returns. A task reading from a socket that always has data, or accepting
+//! from a listener that always fails with EMFILE, never returns `Pending` on
+//! its own: it would run forever and every other task, and `epoll_wait`
+//! itself, would starve (tokio hit both: an echo server that never yielded,
+//! and an accept loop on EMFILE that starved the tasks that would have freed
+//! descriptors).
+//!
+//! Two mechanisms, both tokio's:
+//! - a **budget per poll**: before polling a task the executor gives it
+//!   [`TASK_BUDGET`] units; every I/O operation that completes, with data or
+//!   with an error, spends one. At zero, the next I/O operation returns
+//!   `Pending` after waking the task, so it goes to the back of the queue.
+//! - an **event interval** (in the executor): after a fixed number of polls
+//!   the executor looks at epoll with a zero timeout even if tasks are still
+//!   queued, so readiness is collected while busy.
+//!
+//! [`yield_now`] is the manual version: go to the back of the queue once.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// How many I/O operations a task may complete in one poll (tokio: 128).
+pub const TASK_BUDGET: u32 = 128;
+
+thread_local! {
+    /// None outside the executor: code driven by hand is never throttled.
+    static BUDGET: Cell<Option<u32>> = const { Cell::new(None) };
+}
+
+/// Runs `poll` (one task's poll) with a fresh budget.
+pub(crate) fn with_budget<R>(budget: u32, poll: impl FnOnce() -> R) -> R {
+    struct Restore(Option<u32>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BUDGET.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(BUDGET.with(|b| b.replace(Some(budget))));
+    poll()
+}
+
+/// Spends one unit of the current task's budget, or, if it is spent,
+/// schedules the task again and returns `Pending`.
+pub fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
+    BUDGET.with(|b| match b.get() {
+        Some(0) => {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+        Some(n) => {
+            b.set(Some(n - 1));
+            Poll::Ready(())
+        }
+        None => Poll::Ready(()),
+    })
+}
+
+/// Gives back the unit spent by [`poll_proceed`] when the operation turned
+/// out to block: only operations that complete are charged.
+pub fn refund() {
+    BUDGET.with(|b| {
+        if let Some(n) = b.get() {
+            b.set(Some(n.saturating_add(1)));
+        }
+    });
+}
+
+/// Goes to the back of the run queue once, letting every other ready task
+/// (and, at the next event interval, the reactor) run first.
+pub fn yield_now() -> YieldNow {
+    YieldNow { yielded: false }
+}
+
+/// The future of [`yield_now`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct YieldNow {
+    yielded: bool,
+}
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            return Poll::Ready(());
+        }
+        self.yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}

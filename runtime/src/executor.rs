@@ -1,0 +1,365 @@
+//! The executor: a single-threaded run queue of tasks, and the loop that
+//! alternates between polling them and waiting for the driver.
+//!
+//! ```text
+//!   block_on(main)
+//!     loop {
+//!        ┌─ run up to EVENT_INTERVAL ready tasks ─────────────────────────┐
+//!        │   pop id ─> header.start_run ─> poll future with its waker     │
+//!        │              Pending: maybe requeue   Ready: drop it, finish   │
+//!        │   (the main future is one of them, under the id MAIN;          │
+//!        │    when it is Ready, block_on returns)                          │
+//!        └─────────────────────────────────────────────────────────────────┘
+//!        turn the driver: epoll_wait for I/O and timers
+//!          - tasks still queued?  timeout 0 (just collect readiness)
+//!          - nothing to run?      sleep until the next event or deadline
+//!        collect wakes that came from other threads
+//!     }
+//! ```
+//!
+//! A task lives in a slab on this thread (`Rc`, not `Arc`: it never moves
+//! to another thread, so its future need not be `Send`). Its `Header` is the
+//! thread-safe part that wakers hold (`task.rs`, `waker.rs`).
+//!
+//! Fairness comes from three things: the queue is FIFO; every poll gets an
+//! I/O budget (`coop.rs`); and after `EVENT_INTERVAL` polls we turn the
+//! driver even if tasks are still queued, so a task that yields forever
+//! cannot keep socket readiness from being seen.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::{Pin, pin};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use crate::context;
+use crate::coop;
+use crate::driver::Driver;
+use crate::run_queue::{self, MAIN, Shared, TaskId};
+use crate::slab::Slab;
+use crate::task::{self, Header, JoinHandle, Run};
+use crate::waker::waker_for;
+
+/// Polls between two looks at the reactor while tasks keep being ready
+/// (tokio's default is 61).
+pub const EVENT_INTERVAL: u32 = 61;
+
+/// A spawned task as the executor stores it.
+struct Task {
+    header: Arc<Header>,
+    waker: Waker,
+    future: RefCell<Pin<Box<dyn Future<Output = ()>>>>,
+}
+
+/// The executor's state, reachable from `spawn` through a thread-local while
+/// `block_on` runs.
+struct Core {
+    tasks: RefCell<Slab<Rc<Task>>>,
+    shared: Arc<Shared>,
+    event_interval: u32,
+    task_budget: u32,
+    /// Reused buffer for ids taken from the remote queue.
+    remote: RefCell<Vec<TaskId>>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
+}
+
+/// Settings for a [`Runtime`]; the defaults suit a proxy.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    event_interval: u32,
+    task_budget: u32,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder { event_interval: EVENT_INTERVAL, task_budget: coop::TASK_BUDGET }
+    }
+}
+
+impl Builder {
+    /// Starts from the defaults.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Polls between two looks at the reactor while tasks keep being ready.
+    pub fn event_interval(mut self, polls: u32) -> Builder {
+        self.event_interval = polls.max(1);
+        self
+    }
+
+    /// I/O operations a task may complete in one poll before it must yield.
+    pub fn task_budget(mut self, operations: u32) -> Builder {
+        self.task_budget = operations.max(1);
+        self
+    }
+
+    /// Creates the epoll set, the eventfd and the queues.
+    pub fn build(self) -> io::Result<Runtime> {
+        let driver = Rc::new(Driver::new()?);
+        let shared = Arc::new(Shared::new()?);
+        driver.reactor.watch_eventfd(shared.eventfd.as_raw_fd())?;
+        let core = Rc::new(Core {
+            tasks: RefCell::new(Slab::new()),
+            shared,
+            event_interval: self.event_interval,
+            task_budget: self.task_budget,
+            remote: RefCell::new(Vec::new()),
+        });
+        Ok(Runtime { driver, core, polls: Cell::new(0) })
+    }
+}
+
+/// A single-threaded runtime: one epoll set, one timer store, one run queue.
+/// For many cores, start one per thread (`threads.rs`).
+pub struct Runtime {
+    driver: Rc<Driver>,
+    core: Rc<Core>,
+    /// Task polls so far (for tests and curiosity).
+    polls: Cell<u64>,
+}
+
+impl Runtime {
+    /// A runtime with the default settings.
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().build()
+    }
+
+    /// Runs `future` to completion on this thread, running spawned tasks and
+    /// waiting for I/O and timers while it is pending.
+    ///
+    /// # Panics
+    ///
+    /// If called from inside another `block_on` on the same thread: the
+    /// inner call would block the thread that runs every other task.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        let _enter = self.enter();
+        let mut future = pin!(future);
+        let main = Arc::new(Header::new(MAIN, self.core.shared.clone()));
+        let main_waker = waker_for(&main);
+        main.schedule();
+        loop {
+            if let Some(output) = self.run_ready(&main, &main_waker, future.as_mut()) {
+                return output;
+            }
+            self.park();
+        }
+    }
+
+    /// Spawns a task on this runtime; it starts running at the next
+    /// `block_on` (or right away, if called from inside one).
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        self.core.spawn(future)
+    }
+
+    /// Task polls done so far, the main future's included.
+    pub fn polls(&self) -> u64 {
+        self.polls.get()
+    }
+
+    /// Spawned tasks that have not finished.
+    pub fn live_tasks(&self) -> usize {
+        self.core.tasks.borrow().len()
+    }
+
+    /// Descriptors registered with this runtime's reactor.
+    pub fn registered_fds(&self) -> usize {
+        self.driver.reactor.registered()
+    }
+
+    /// Timers waiting in this runtime's timer store.
+    pub fn pending_timers(&self) -> usize {
+        self.driver.timers.borrow().len()
+    }
+
+    fn enter(&self) -> EnterGuards {
+        let nested = CURRENT.with(|c| c.borrow().is_some());
+        assert!(
+            !nested,
+            "Runtime::block_on called from inside a running runtime: it would block \
+             the thread every task runs on; spawn the future instead"
+        );
+        let previous = CURRENT.with(|c| c.borrow_mut().replace(self.core.clone()));
+        EnterGuards {
+            _local: self.core.shared.enter_local(),
+            _driver: context::enter(self.driver.clone()),
+            _core: CoreGuard { previous },
+        }
+    }
+
+    /// Runs up to `event_interval` queued tasks. Returns the main future's
+    /// output if it finished.
+    fn run_ready<T>(&self, main: &Header, main_waker: &Waker, mut future: Pin<&mut impl Future<Output = T>>) -> Option<T> {
+        for _ in 0..self.core.event_interval {
+            let id = run_queue::pop_local()?;
+            self.polls.set(self.polls.get() + 1);
+            if id != MAIN {
+                self.core.run_task(id);
+                continue;
+            }
+            if main.start_run() != Run::Poll {
+                continue;
+            }
+            let mut cx = Context::from_waker(main_waker);
+            match coop::with_budget(self.core.task_budget, || future.as_mut().poll(&mut cx)) {
+                Poll::Ready(output) => return Some(output),
+                Poll::Pending => {
+                    if main.end_run_pending() {
+                        self.core.shared.schedule(MAIN);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Waits for the driver: briefly if tasks are queued, otherwise until an
+    /// event, a deadline or a wake from another thread.
+    fn park(&self) {
+        let shared = &self.core.shared;
+        let busy = run_queue::local_len() > 0 || shared.has_remote();
+        let max_wait = if busy { Some(Duration::ZERO) } else { None };
+        if let Err(e) = self.driver.turn(max_wait) {
+            // epoll_wait fails only on a bad descriptor or pointer (EBADF,
+            // EFAULT, EINVAL): a bug in this crate, not a condition to handle.
+            panic!("epoll_wait failed, the runtime cannot go on: {e}");
+        }
+        if self.driver.reactor.take_remote_wake() {
+            shared.eventfd.drain();
+        }
+        let mut remote = self.core.remote.borrow_mut();
+        shared.take_remote(&mut *remote);
+        run_queue::extend_local(&mut remote);
+    }
+}
+
+impl Core {
+    fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let mut handle = None;
+        let id = self.tasks.borrow_mut().insert_with(|id| {
+            let header = Arc::new(Header::new(id, self.shared.clone()));
+            let (spawned, join) = task::spawned(future, header.clone());
+            handle = Some((join, header.clone()));
+            Rc::new(Task { waker: waker_for(&header), header, future: RefCell::new(Box::pin(spawned)) })
+        });
+        let _ = id;
+        let (join, header) = handle.expect("insert_with always calls its closure");
+        header.schedule();
+        join
+    }
+
+    /// Polls one task once, or cancels it if an abort is pending.
+    fn run_task(&self, id: TaskId) {
+        // A clone of the Rc, so the slab is free while the task runs (it may spawn).
+        let Some(task) = self.tasks.borrow().get(id).cloned() else {
+            return; // already finished: a stale id
+        };
+        match task.header.start_run() {
+            Run::Skip => return,
+            Run::Cancel => return self.finish(&task),
+            Run::Poll => {}
+        }
+        let mut cx = Context::from_waker(&task.waker);
+        let poll = coop::with_budget(self.task_budget, || task.future.borrow_mut().as_mut().poll(&mut cx));
+        match poll {
+            Poll::Ready(()) => self.finish(&task),
+            Poll::Pending => {
+                if task.header.end_run_pending() {
+                    self.shared.schedule(id);
+                }
+            }
+        }
+    }
+
+    /// Marks the task complete and drops it (its future with it).
+    fn finish(&self, task: &Task) {
+        task.header.complete();
+        // The removed Rc is dropped after the slab's borrow ends, so a
+        // destructor that spawns or aborts finds the slab free.
+        let removed = self.tasks.borrow_mut().remove(task.header.id);
+        drop(removed);
+    }
+}
+
+/// Spawns a task on the runtime running on this thread.
+///
+/// # Panics
+///
+/// Outside `Runtime::block_on`: there is no runtime to run it. Use
+/// [`Runtime::spawn`] to queue tasks before entering.
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let core = CURRENT.with(|c| c.borrow().clone());
+    match core {
+        Some(core) => core.spawn(future),
+        None => panic!("runtime::spawn called outside Runtime::block_on; use Runtime::spawn instead"),
+    }
+}
+
+/// Restores the thread-locals `block_on` set, in reverse order, even when a
+/// task panics through `block_on`.
+struct EnterGuards {
+    _core: CoreGuard,
+    _driver: context::EnterGuard,
+    _local: run_queue::LocalGuard,
+}
+
+struct CoreGuard {
+    previous: Option<Rc<Core>>,
+}
+
+impl Drop for CoreGuard {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        let _ = CURRENT.try_with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.core.shared.close();
+        // Dropping a future can spawn (a destructor that starts clean-up);
+        // drain until nothing is left, a bounded number of rounds.
+        for _ in 0..16 {
+            let tasks = self.core.tasks.borrow_mut().drain();
+            if tasks.is_empty() {
+                break;
+            }
+            // Enter the driver so destructors that deregister or cancel
+            // timers find it, then drop the futures.
+            let _driver = context::enter(self.driver.clone());
+            for task in &tasks {
+                task.header.complete();
+            }
+            drop(tasks);
+        }
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("live_tasks", &self.live_tasks())
+            .field("registered_fds", &self.registered_fds())
+            .field("pending_timers", &self.pending_timers())
+            .finish()
+    }
+}

@@ -1,0 +1,232 @@
+//! Async TCP: a listener that accepts and a stream that connects, reads and
+//! writes, on top of [`AsyncFd`].
+//!
+//! Every socket is created non-blocking and close-on-exec in one system call
+//! (`sys::tcp_socket`, `accept4`), registered once with the reactor, and
+//! deregistered before it is closed. The operations are the ones a proxy
+//! needs and nothing more; each is the `AsyncFd::poll_io` loop around one
+//! system call.
+//!
+//! ## Connecting without blocking
+//!
+//! ```text
+//!   socket()  ->  connect() = EINPROGRESS  ->  wait until writable
+//!             ->  getsockopt(SO_ERROR): 0 = connected, else the error
+//!                 (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ...)
+//! ```
+//!
+//! Bound how long a connect may take with `time::timeout`: the kernel's own
+//! limit is minutes.
+//!
+//! ## Accepting when descriptors run out
+//!
+//! `accept` fails with EMFILE or ENFILE when the process or the system has
+//! no descriptor left. The pending connection stays in the kernel's queue
+//! and the listener stays readable, so retrying at once would spin. The
+//! right answer (see [`is_fd_exhaustion`] and the `echo` example) is to back
+//! off on a timer, keep serving open connections (they are what frees
+//! descriptors), and accept again later: no queued connection is lost.
+
+use std::fmt;
+use std::future::poll_fn;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsFd, OwnedFd};
+use std::task::{Context, Poll, ready};
+
+use crate::async_fd::AsyncFd;
+use crate::reactor::Direction;
+use crate::sys;
+
+/// The listen backlog used by [`TcpListener::bind`]. The kernel caps it at
+/// `net.core.somaxconn`; a high value lets bursts wait in the queue instead
+/// of being refused.
+pub const DEFAULT_BACKLOG: u32 = 4096;
+
+/// How to open a listening socket.
+#[derive(Debug, Clone)]
+pub struct ListenOptions {
+    /// Length of the queue of connections not yet accepted.
+    pub backlog: u32,
+    /// SO_REUSEPORT: let several sockets (one per thread) bind the same
+    /// address; the kernel spreads new connections across them.
+    pub reuse_port: bool,
+    /// For an IPv6 address: refuse IPv4-mapped clients (None: system default).
+    pub only_v6: Option<bool>,
+}
+
+impl Default for ListenOptions {
+    fn default() -> Self {
+        ListenOptions { backlog: DEFAULT_BACKLOG, reuse_port: false, only_v6: None }
+    }
+}
+
+/// Is this accept error "out of descriptors or memory", the kind to back off from?
+pub fn is_fd_exhaustion(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
+}
+
+/// A listening TCP socket.
+pub struct TcpListener {
+    fd: AsyncFd<std::net::TcpListener>,
+}
+
+impl TcpListener {
+    /// Binds `addr` with SO_REUSEADDR and the default backlog.
+    pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+        TcpListener::bind_with(addr, &ListenOptions::default())
+    }
+
+    /// Binds `addr` with explicit options.
+    pub fn bind_with(addr: SocketAddr, options: &ListenOptions) -> io::Result<TcpListener> {
+        let socket = sys::tcp_socket(&addr)?;
+        sys::set_reuse_addr(socket.as_fd())?;
+        if options.reuse_port {
+            sys::set_reuse_port(socket.as_fd())?;
+        }
+        if let (SocketAddr::V6(_), Some(only)) = (addr, options.only_v6) {
+            sys::set_only_v6(socket.as_fd(), only)?;
+        }
+        sys::bind(socket.as_fd(), &addr)?;
+        sys::listen(socket.as_fd(), options.backlog)?;
+        Ok(TcpListener { fd: AsyncFd::new(std::net::TcpListener::from(socket))? })
+    }
+
+    /// Accepts one connection, waiting for one if none is queued.
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Poll form of [`TcpListener::accept`].
+    pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
+        let (socket, peer) = ready!(self.fd.poll_io(Direction::Read, cx, |l| sys::accept(l.as_fd())))?;
+        Poll::Ready(TcpStream::from_owned(socket).map(|s| (s, peer)))
+    }
+
+    /// The address the listener is bound to (with the real port if 0 was asked).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.fd.get_ref().local_addr()
+    }
+}
+
+impl fmt::Debug for TcpListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TcpListener").field("local_addr", &self.local_addr().ok()).finish()
+    }
+}
+
+/// A connected TCP socket. `read` and `write` take `&self`, so one task may
+/// read while another (or another branch of a `join`) writes: the reactor
+/// keeps one waiting reader and one waiting writer per socket.
+pub struct TcpStream {
+    fd: AsyncFd<std::net::TcpStream>,
+}
+
+impl TcpStream {
+    /// Connects to `addr` without blocking the thread.
+    pub async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+        let socket = sys::tcp_socket(&addr)?;
+        let in_progress = match sys::connect(socket.as_fd(), &addr) {
+            Ok(()) => false,
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => true,
+            Err(e) => return Err(e),
+        };
+        let stream = TcpStream::from_owned(socket)?;
+        if in_progress {
+            // Writable means the handshake ended, well or badly; SO_ERROR says which.
+            stream.fd.ready(Direction::Write).await;
+            if let Some(err) = sys::take_socket_error(stream.fd.get_ref().as_fd())? {
+                return Err(err);
+            }
+        }
+        Ok(stream)
+    }
+
+    /// Wraps an already connected, non-blocking socket.
+    pub(crate) fn from_owned(socket: OwnedFd) -> io::Result<TcpStream> {
+        Ok(TcpStream { fd: AsyncFd::new(std::net::TcpStream::from(socket))? })
+    }
+
+    /// Adopts a connected std socket (it is switched to non-blocking).
+    pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
+        stream.set_nonblocking(true)?;
+        Ok(TcpStream { fd: AsyncFd::new(stream)? })
+    }
+
+    /// Reads into `buf`; `Ok(0)` is end of file (the peer shut down its writing side).
+    pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_read(cx, buf)).await
+    }
+
+    /// Poll form of [`TcpStream::read`].
+    pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.fd.poll_io(Direction::Read, cx, |mut s| s.read(buf))
+    }
+
+    /// Writes some of `buf`, returning how much was taken.
+    pub async fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_write(cx, buf)).await
+    }
+
+    /// Poll form of [`TcpStream::write`].
+    pub fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.fd.poll_io(Direction::Write, cx, |mut s| s.write(buf))
+    }
+
+    /// Writes all of `buf`, however many writes it takes.
+    pub async fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.write(buf).await? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => buf = &buf[n..],
+            }
+        }
+        Ok(())
+    }
+
+    /// Shuts down one or both directions. `Shutdown::Write` sends a FIN: the
+    /// peer reads end of file but may still send to us (a half-close).
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.fd.get_ref().shutdown(how)
+    }
+
+    /// TCP_NODELAY: send small writes at once rather than batching them.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.fd.get_ref().set_nodelay(on)
+    }
+
+    /// Reads back TCP_NODELAY.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.fd.get_ref().nodelay()
+    }
+
+    /// Makes `close` send a reset (RST) instead of a FIN (SO_LINGER 0): how a
+    /// proxy passes a reset on instead of making a cut stream look complete.
+    pub fn set_reset_on_close(&self) -> io::Result<()> {
+        sys::set_linger_zero(self.fd.get_ref().as_fd())
+    }
+
+    /// Has the reactor seen the peer close its sending side?
+    pub fn is_read_closed(&self) -> bool {
+        self.fd.is_read_closed()
+    }
+
+    /// Our end's address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.fd.get_ref().local_addr()
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.fd.get_ref().peer_addr()
+    }
+}
+
+impl fmt::Debug for TcpStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TcpStream")
+            .field("local", &self.local_addr().ok())
+            .field("peer", &self.peer_addr().ok())
+            .finish()
+    }
+}

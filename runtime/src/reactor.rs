@@ -1,0 +1,283 @@
+//! The reactor: turns "this descriptor is ready" from the kernel into
+//! "wake the task that was waiting for it".
+//!
+//! Every socket the runtime owns is registered once, when it is created,
+//! with an epoll set. From then on the kernel tells us when it can be read
+//! or written; the reactor records that as *readiness* and wakes whichever
+//! task had asked.
+//!
+//! ```text
+//!   task: read() -> EAGAIN            reactor                       kernel
+//!     clear READABLE  ───────────────> ScheduledIo { readiness,
+//!     store waker     ───────────────>               reader waker }
+//!     return Pending                                                  data arrives
+//!                                      epoll_wait  <───────────────── EPOLLIN (an edge)
+//!                                      set READABLE, take the waker
+//!     poll again  <──── wake ───────── (after all events are read)
+//!   read() -> data
+//! ```
+//!
+//! ## Edge-triggered, with readiness remembered
+//!
+//! Level-triggered epoll reports a readable socket on *every* `epoll_wait`
+//! until it is drained; that is simple, but a socket whose task is busy
+//! elsewhere keeps being reported (and a socket in error keeps the loop
+//! spinning). One-shot reports once and must be re-armed with an
+//! `epoll_ctl` after every event: one extra system call per wait.
+//!
+//! We use edge-triggered (`EPOLLET`): the kernel reports a change once, and
+//! we *remember* it in [`ScheduledIo`] until an operation on that direction
+//! returns `EAGAIN`. Registration happens once, at creation, for both
+//! directions, so no `epoll_ctl` is paid while a connection lives, and
+//! readiness that arrives before anyone asks is not lost: it waits in the
+//! cache. The price is the rule every I/O path follows (see `async_fd.rs`):
+//! keep doing the operation until it would block, and only then clear the
+//! readiness and wait.
+//!
+//! Why clearing on `EAGAIN` is safe here without the "ticks" tokio needs:
+//! this reactor belongs to one thread. Events are only recorded while that
+//! thread is inside `epoll_wait`, never while a task is running, so between
+//! a task's `EAGAIN` and its clearing no event can slip in and be erased.
+//! Data that arrives later makes a new edge, seen at the next wait.
+//!
+//! ## Closed and error bits
+//!
+//! `EPOLLRDHUP` means *the peer will send no more*: the read side closed.
+//! It is not `EPOLLHUP` (both sides closed). Treating it as both would make
+//! a writer on a half-closed socket believe it can write, fail with EAGAIN,
+//! and spin. So RDHUP marks only the read direction ready (a read returns
+//! 0, end of file); HUP and ERR mark both, so each waiting side tries its
+//! operation and learns the outcome from the system call itself.
+//!
+//! ## Stale events
+//!
+//! A token is a slab key *with a generation* (`slab.rs`). We also always
+//! `EPOLL_CTL_DEL` a descriptor before it is closed. Together: an event
+//! already queued for a closed descriptor, whose number the kernel has since
+//! handed to a new socket, carries the old generation and is dropped.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use crate::slab::{Key, Slab};
+use crate::sys::{self, Epoll, EpollEvent};
+
+/// The token reserved for the executor's eventfd (cross-thread wakes).
+/// Slab keys never reach it: that would need 2^32 generations of slot
+/// 0xffff_ffff.
+pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
+
+/// How many events one `epoll_wait` may return. More simply wait for the next turn.
+const EVENTS_PER_WAIT: usize = 1024;
+
+/// One direction of I/O a task can wait for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Waiting to read (or accept).
+    Read,
+    /// Waiting to write (or for a connect to finish).
+    Write,
+}
+
+/// Readiness bits remembered for one descriptor.
+mod bits {
+    pub const READABLE: u8 = 1;
+    pub const WRITABLE: u8 = 1 << 1;
+    /// The peer closed its sending side (EPOLLRDHUP) or the socket hung up.
+    pub const READ_CLOSED: u8 = 1 << 2;
+    /// The socket hung up (EPOLLHUP); writes will fail.
+    pub const WRITE_CLOSED: u8 = 1 << 3;
+    /// EPOLLERR: the next operation will report the error.
+    pub const ERROR: u8 = 1 << 4;
+}
+
+/// What the reactor knows about one registered descriptor: the readiness it
+/// has seen and not yet been told is gone, and at most one waiting task per
+/// direction (one reader, one writer, the way a relay uses a socket).
+#[derive(Debug, Default)]
+pub(crate) struct ScheduledIo {
+    readiness: Cell<u8>,
+    reader: RefCell<Option<Waker>>,
+    writer: RefCell<Option<Waker>>,
+}
+
+impl ScheduledIo {
+    fn ready_mask(direction: Direction) -> u8 {
+        match direction {
+            // A closed read side or an error is "ready" too: the read will
+            // return 0 or the error instead of blocking.
+            Direction::Read => bits::READABLE | bits::READ_CLOSED | bits::ERROR,
+            Direction::Write => bits::WRITABLE | bits::WRITE_CLOSED | bits::ERROR,
+        }
+    }
+
+    fn slot(&self, direction: Direction) -> &RefCell<Option<Waker>> {
+        match direction {
+            Direction::Read => &self.reader,
+            Direction::Write => &self.writer,
+        }
+    }
+
+    /// Is `direction` ready as far as we know?
+    pub(crate) fn is_ready(&self, direction: Direction) -> bool {
+        self.readiness.get() & Self::ready_mask(direction) != 0
+    }
+
+    /// Ready now, or remember `cx`'s waker and say Pending.
+    ///
+    /// The waker is stored *before* the final readiness check. On this
+    /// single-threaded reactor no event can land in between, but keeping the
+    /// order makes the code correct by construction rather than by that
+    /// argument, and it is the order every multi-threaded reactor needs.
+    pub(crate) fn poll_ready(&self, direction: Direction, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_ready(direction) {
+            return Poll::Ready(());
+        }
+        {
+            let mut slot = self.slot(direction).borrow_mut();
+            match slot.as_mut() {
+                // The same task polls again: keep the waker we have, no clone.
+                Some(w) if w.will_wake(cx.waker()) => {}
+                // A new waker replaces the old one silently: one waiter per
+                // direction, so waking the old one would only cost a spurious poll.
+                _ => *slot = Some(cx.waker().clone()),
+            }
+        }
+        if self.is_ready(direction) { Poll::Ready(()) } else { Poll::Pending }
+    }
+
+    /// An operation in `direction` returned EAGAIN: forget that it was ready.
+    /// Closed and error bits stay: they never go away once seen.
+    pub(crate) fn clear_ready(&self, direction: Direction) {
+        let bit = match direction {
+            Direction::Read => bits::READABLE,
+            Direction::Write => bits::WRITABLE,
+        };
+        self.readiness.set(self.readiness.get() & !bit);
+    }
+
+    /// Has the peer closed its sending side (RDHUP or HUP seen)?
+    pub(crate) fn is_read_closed(&self) -> bool {
+        self.readiness.get() & bits::READ_CLOSED != 0
+    }
+
+    /// Records an epoll event and collects the wakers it concerns.
+    fn record(&self, events: u32, wakers: &mut Vec<Waker>) {
+        let mut add = 0;
+        if events & sys::EPOLLIN != 0 {
+            add |= bits::READABLE;
+        }
+        if events & sys::EPOLLOUT != 0 {
+            add |= bits::WRITABLE;
+        }
+        if events & sys::EPOLLRDHUP != 0 {
+            add |= bits::READ_CLOSED;
+        }
+        if events & sys::EPOLLHUP != 0 {
+            add |= bits::READ_CLOSED | bits::WRITE_CLOSED;
+        }
+        if events & sys::EPOLLERR != 0 {
+            add |= bits::ERROR;
+        }
+        self.readiness.set(self.readiness.get() | add);
+        for direction in [Direction::Read, Direction::Write] {
+            if add & Self::ready_mask(direction) != 0 {
+                wakers.extend(self.slot(direction).borrow_mut().take());
+            }
+        }
+    }
+}
+
+/// The epoll set and the table of what is registered in it.
+#[derive(Debug)]
+pub(crate) struct Reactor {
+    epoll: Epoll,
+    sources: RefCell<Slab<Rc<ScheduledIo>>>,
+    events: RefCell<Vec<EpollEvent>>,
+    /// Set when the eventfd fired during the last turn.
+    woken_remotely: Cell<bool>,
+}
+
+impl Reactor {
+    pub(crate) fn new() -> io::Result<Reactor> {
+        Ok(Reactor {
+            epoll: Epoll::new()?,
+            sources: RefCell::new(Slab::new()),
+            events: RefCell::new(Vec::with_capacity(EVENTS_PER_WAIT)),
+            woken_remotely: Cell::new(false),
+        })
+    }
+
+    /// Watches the executor's eventfd under the reserved token.
+    pub(crate) fn watch_eventfd(&self, fd: RawFd) -> io::Result<()> {
+        self.epoll.add(fd, sys::EPOLLIN | sys::EPOLLET, WAKE_TOKEN)
+    }
+
+    /// Registers `fd` for both directions, edge-triggered, and returns its
+    /// token and shared state. The caller must call [`Reactor::deregister`]
+    /// before closing `fd`.
+    pub(crate) fn register(&self, fd: RawFd) -> io::Result<(Key, Rc<ScheduledIo>)> {
+        let io = Rc::new(ScheduledIo::default());
+        let key = self.sources.borrow_mut().insert_with(|_| io.clone());
+        let interest = sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLRDHUP | sys::EPOLLET;
+        if let Err(e) = self.epoll.add(fd, interest, key) {
+            self.sources.borrow_mut().remove(key);
+            return Err(e);
+        }
+        Ok((key, io))
+    }
+
+    /// Stops watching `fd` and frees its token. Errors are reported but the
+    /// token is freed regardless: the descriptor is about to be closed,
+    /// which removes it from the epoll set in any case.
+    pub(crate) fn deregister(&self, key: Key, fd: RawFd) -> io::Result<()> {
+        self.sources.borrow_mut().remove(key);
+        self.epoll.delete(fd)
+    }
+
+    /// How many descriptors are registered (the eventfd not counted).
+    pub(crate) fn registered(&self) -> usize {
+        self.sources.borrow().len()
+    }
+
+    /// Waits for events until `deadline` (None: until one arrives), records
+    /// them and pushes the wakers they concern onto `wakers`.
+    ///
+    /// EINTR (a signal arrived) is retried with the timeout recomputed from
+    /// the absolute deadline, so a stream of signals neither ends the wait
+    /// early nor stretches it.
+    pub(crate) fn poll(&self, deadline: Option<Instant>, wakers: &mut Vec<Waker>) -> io::Result<()> {
+        let mut events = self.events.borrow_mut();
+        loop {
+            let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match self.epoll.wait(&mut events, sys::epoll_timeout_ms(timeout)) {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        let sources = self.sources.borrow();
+        for event in events.iter() {
+            // Copy out of the (packed) kernel struct before use.
+            let (token, bits) = (event.u64, event.events);
+            if token == WAKE_TOKEN {
+                self.woken_remotely.set(true);
+                continue;
+            }
+            // A token whose generation is gone: a stale event, ignored.
+            if let Some(io) = sources.get(token) {
+                io.record(bits, wakers);
+            }
+        }
+        Ok(())
+    }
+
+    /// Did the eventfd fire since the last call? Resets the flag.
+    pub(crate) fn take_remote_wake(&self) -> bool {
+        self.woken_remotely.replace(false)
+    }
+}

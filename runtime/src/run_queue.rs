@@ -1,0 +1,186 @@
+//! The run queue: the ids of the tasks that are ready to be polled.
+//!
+//! A wake can come from two kinds of places, and they take two paths:
+//!
+//! ```text
+//!   the runtime's own thread                  any other thread
+//!   (a reactor event, a timer,                (the blocking pool finishing a job,
+//!    one task waking another)                  a oneshot sent from a worker)
+//!          │                                           │
+//!          v                                           v
+//!   local queue: VecDeque<TaskId>             remote queue: Mutex<Vec<TaskId>>
+//!   in a thread-local, no lock, no syscall    then, if no notification is pending,
+//!          │                                  write the eventfd -> epoll_wait returns
+//!          │                                           │
+//!          └────────────> the executor pops <──────────┘
+//!                         (the remote queue is only emptied into the
+//!                          local one when the `notified` flag says so)
+//! ```
+//!
+//! The local path is the hot one: every readiness event and timer lands
+//! there, so the epoll path takes no lock and makes no system call to
+//! schedule a task. The remote path pays a lock and, at most once per batch
+//! of remote wakes, one `write` to the eventfd: the `notified` flag
+//! coalesces them (smol's `polling` does the same).
+//!
+//! ## No lost wake-up across threads
+//!
+//! The remote waker pushes, *then* sets `notified` and writes the eventfd if
+//! the flag was clear. The executor clears the flag, *then* empties the
+//! queue. Whatever the interleaving, an id pushed after the executor looked
+//! finds the flag clear and writes the eventfd, so the next `epoll_wait`
+//! returns at once. (`loom_tests` in `task.rs` checks this exhaustively.)
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Arc;
+
+use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sys::EventFd;
+
+/// Names a task: its key in the executor's slab (index and generation).
+pub(crate) type TaskId = u64;
+
+/// The id of `block_on`'s own future, which lives on the stack, not in the slab.
+pub(crate) const MAIN: TaskId = u64::MAX;
+
+/// The part of a runtime that other threads may touch: every task's waker
+/// holds an `Arc` of it, which is why a waker can outlive its runtime and
+/// still be safe to call (it then does nothing).
+#[derive(Debug)]
+pub(crate) struct Shared {
+    runtime_id: u64,
+    remote: Mutex<Vec<TaskId>>,
+    notified: AtomicBool,
+    closed: AtomicBool,
+    pub(crate) eventfd: EventFd,
+}
+
+struct LocalQueue {
+    runtime_id: u64,
+    tasks: VecDeque<TaskId>,
+}
+
+thread_local! {
+    /// The local queue of the runtime whose `block_on` is running on this thread.
+    static LOCAL: RefCell<Option<LocalQueue>> = const { RefCell::new(None) };
+}
+
+fn next_runtime_id() -> u64 {
+    // Plain std: an id counter is not part of any protocol loom checks.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+impl Shared {
+    pub(crate) fn new() -> io::Result<Shared> {
+        Ok(Shared {
+            runtime_id: next_runtime_id(),
+            remote: Mutex::new(Vec::new()),
+            notified: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            eventfd: EventFd::new()?,
+        })
+    }
+
+    /// Puts `id` on the queue of this runtime: locally when we are on its
+    /// thread inside `block_on`, remotely otherwise.
+    pub(crate) fn schedule(&self, id: TaskId) {
+        if !self.push_local(id) {
+            self.push_remote(id);
+        }
+    }
+
+    fn push_local(&self, id: TaskId) -> bool {
+        LOCAL
+            .try_with(|cell| match cell.try_borrow_mut() {
+                Ok(mut queue) => match queue.as_mut() {
+                    Some(q) if q.runtime_id == self.runtime_id => {
+                        q.tasks.push_back(id);
+                        true
+                    }
+                    _ => false,
+                },
+                Err(_) => false,
+            })
+            .unwrap_or(false)
+    }
+
+    fn push_remote(&self, id: TaskId) {
+        if self.closed.load(Ordering::Acquire) {
+            return; // the runtime is gone: waking is a no-op
+        }
+        self.remote.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+        if !self.notified.swap(true, Ordering::AcqRel) {
+            self.eventfd.notify();
+        }
+    }
+
+    /// Is a remote wake waiting to be collected?
+    pub(crate) fn has_remote(&self) -> bool {
+        self.notified.load(Ordering::Acquire)
+    }
+
+    /// Moves remotely scheduled ids into `into`. Clears the flag first, so a
+    /// push that races with us either lands in this batch or notifies again.
+    pub(crate) fn take_remote(&self, into: &mut impl Extend<TaskId>) {
+        if self.notified.swap(false, Ordering::AcqRel) {
+            let mut remote = self.remote.lock().unwrap_or_else(|e| e.into_inner());
+            into.extend(remote.drain(..));
+        }
+    }
+
+    /// Marks the runtime gone: later wakes do nothing.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Installs this runtime's local queue on the current thread (entering
+    /// `block_on`); the guard restores what was there before.
+    pub(crate) fn enter_local(self: &Arc<Self>) -> LocalGuard {
+        let queue = LocalQueue { runtime_id: self.runtime_id, tasks: VecDeque::new() };
+        let previous = LOCAL.with(|cell| cell.borrow_mut().replace(queue));
+        LocalGuard { shared: self.clone(), previous }
+    }
+}
+
+/// Restores the thread's previous local queue when `block_on` returns (or
+/// unwinds). Ids still queued move to the remote queue, so the next
+/// `block_on` of the same runtime finds them.
+pub(crate) struct LocalGuard {
+    shared: Arc<Shared>,
+    previous: Option<LocalQueue>,
+}
+
+impl Drop for LocalGuard {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        let left = LOCAL.try_with(|cell| std::mem::replace(&mut *cell.borrow_mut(), previous));
+        if let Ok(Some(left)) = left {
+            for id in left.tasks {
+                self.shared.push_remote(id);
+            }
+        }
+    }
+}
+
+/// Takes the next id from this thread's local queue.
+pub(crate) fn pop_local() -> Option<TaskId> {
+    LOCAL.with(|cell| cell.borrow_mut().as_mut().and_then(|q| q.tasks.pop_front()))
+}
+
+/// How many ids wait in this thread's local queue.
+pub(crate) fn local_len() -> usize {
+    LOCAL.with(|cell| cell.borrow().as_ref().map_or(0, |q| q.tasks.len()))
+}
+
+/// Appends ids to this thread's local queue (after taking remote ones).
+pub(crate) fn extend_local(ids: &mut Vec<TaskId>) {
+    LOCAL.with(|cell| {
+        if let Some(q) = cell.borrow_mut().as_mut() {
+            q.tasks.extend(ids.drain(..));
+        }
+    });
+}

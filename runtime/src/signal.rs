@@ -1,0 +1,110 @@
+//! Signals as a stream: SIGINT, SIGTERM and SIGHUP read from a `signalfd`.
+//!
+//! A classic signal handler runs in the middle of whatever the thread was
+//! doing and may call almost nothing safely. A `signalfd` turns signals
+//! into data instead: we *block* the signals (so their default action,
+//! usually "terminate", does not run) and the kernel keeps them pending;
+//! the signalfd becomes readable, the reactor wakes the task that waits on
+//! it, and the task reads one 128-byte record per signal.
+//!
+//! ```text
+//!   kill -TERM <pid> ──> pending (blocked) ──> signalfd readable ──> reactor
+//!                                                                      │ wake
+//!   task: signals.recv().await  <── Signal::Terminate  <── read record ┘
+//! ```
+//!
+//! **Create [`Signals`] before starting other threads.** Blocking is per
+//! thread (new threads inherit the mask of their creator). A process-wide
+//! signal is delivered to any thread that does not block it; if a worker
+//! thread started earlier does not block SIGTERM, it receives the signal and
+//! the process dies the default way.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use crate::async_fd::AsyncFd;
+use crate::reactor::Direction;
+use crate::sys;
+
+/// The signals a server reacts to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Signal {
+    /// SIGINT: Ctrl-C.
+    Interrupt,
+    /// SIGTERM: the polite request to stop (what `kill` and service managers send).
+    Terminate,
+    /// SIGHUP: by convention, reload the configuration.
+    Hangup,
+}
+
+impl Signal {
+    /// The signal's number.
+    pub fn number(self) -> i32 {
+        match self {
+            Signal::Interrupt => libc::SIGINT,
+            Signal::Terminate => libc::SIGTERM,
+            Signal::Hangup => libc::SIGHUP,
+        }
+    }
+
+    fn from_number(n: i32) -> Option<Signal> {
+        [Signal::Interrupt, Signal::Terminate, Signal::Hangup].into_iter().find(|s| s.number() == n)
+    }
+}
+
+/// A stream of the signals it was created for.
+pub struct Signals {
+    fd: AsyncFd<File>,
+}
+
+impl Signals {
+    /// Blocks `signals` on this thread (and the threads it starts from now
+    /// on) and opens a signalfd for them, registered with the current runtime.
+    pub fn new(signals: &[Signal]) -> io::Result<Signals> {
+        let numbers: Vec<i32> = signals.iter().map(|s| s.number()).collect();
+        let set = sys::sigset(&numbers)?;
+        sys::block_signals(&set)?;
+        let fd = sys::signalfd(&set)?;
+        Ok(Signals { fd: AsyncFd::new(File::from(fd))? })
+    }
+
+    /// Waits for the next signal.
+    pub async fn recv(&self) -> io::Result<Signal> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Poll form of [`Signals::recv`].
+    pub fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<io::Result<Signal>> {
+        loop {
+            let mut record = [0u8; sys::SIGNALFD_RECORD];
+            let n = ready!(self.fd.poll_io(Direction::Read, cx, |mut f| f.read(&mut record)))?;
+            if n < 4 {
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read from signalfd")));
+            }
+            // The record starts with `ssi_signo`, a u32 in the machine's byte order.
+            let number = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]) as i32;
+            if let Some(signal) = Signal::from_number(number) {
+                return Poll::Ready(Ok(signal));
+            }
+            // Only the signals we asked for reach this descriptor; anything
+            // else would be a kernel surprise, skipped rather than fatal.
+        }
+    }
+}
+
+impl futures_core::Stream for Signals {
+    type Item = io::Result<Signal>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.poll_recv(cx).map(Some)
+    }
+}
+
+impl fmt::Debug for Signals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Signals").finish_non_exhaustive()
+    }
+}

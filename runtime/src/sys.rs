@@ -1,0 +1,388 @@
+//! The floor everything stands on: the Linux system calls, and all of the
+//! crate's `unsafe` except the one place the waker needs none.
+//!
+//! Every function here is a thin, safe wrapper: it takes Rust types, calls
+//! libc, turns `-1` into [`std::io::Error`], and hands back an [`OwnedFd`] so
+//! that a descriptor is closed exactly once, by `Drop`. Nothing above this
+//! file calls libc for I/O, so the whole contract with the kernel can be
+//! checked in one read.
+//!
+//! ```text
+//!   executor ─ driver ─┬─ reactor ──┐
+//!                      └─ timers    ├──>  sys.rs  ──>  libc  ──>  kernel
+//!   net, signal ───────── async_fd ─┘
+//! ```
+//!
+//! Two rules hold for every descriptor created here:
+//! - it is opened `CLOEXEC`, so a child process started with `fork`+`exec`
+//!   never inherits our epoll set, our eventfd or a client's socket;
+//! - sockets are opened non-blocking, in the same system call that creates
+//!   them (`SOCK_NONBLOCK`), so no extra `fcntl` is paid per connection.
+
+use std::io;
+use std::mem::{self, MaybeUninit};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// Turns the C convention (`-1` and `errno`) into `io::Result`.
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Wraps a descriptor a system call has just returned to us.
+fn owned(fd: RawFd) -> OwnedFd {
+    // SAFETY: every caller passes a descriptor that a successful system call
+    // (epoll_create1, eventfd, socket, accept4, signalfd) has just created.
+    // Nobody else holds it yet, so `OwnedFd` becomes its one owner and closes
+    // it exactly once.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+// ---------------------------------------------------------------------------
+// epoll
+// ---------------------------------------------------------------------------
+
+/// Interest and event bits, re-exported under readable names.
+pub(crate) const EPOLLIN: u32 = libc::EPOLLIN as u32;
+pub(crate) const EPOLLOUT: u32 = libc::EPOLLOUT as u32;
+pub(crate) const EPOLLRDHUP: u32 = libc::EPOLLRDHUP as u32;
+pub(crate) const EPOLLHUP: u32 = libc::EPOLLHUP as u32;
+pub(crate) const EPOLLERR: u32 = libc::EPOLLERR as u32;
+pub(crate) const EPOLLET: u32 = libc::EPOLLET as u32;
+
+/// One readiness report from `epoll_wait`: which bits, for which token.
+pub(crate) type EpollEvent = libc::epoll_event;
+
+/// An epoll instance: the kernel's set of watched descriptors.
+#[derive(Debug)]
+pub(crate) struct Epoll {
+    fd: OwnedFd,
+}
+
+impl Epoll {
+    pub(crate) fn new() -> io::Result<Epoll> {
+        // SAFETY: epoll_create1 takes a flags word and touches no memory of ours.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        Ok(Epoll { fd: owned(fd) })
+    }
+
+    /// Starts watching `fd`; events for it will carry `token`.
+    pub(crate) fn add(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        let mut event = libc::epoll_event { events, u64: token };
+        // SAFETY: `event` is a valid, initialised epoll_event that lives across
+        // the call; the kernel copies it and keeps no pointer to it.
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut event) })?;
+        Ok(())
+    }
+
+    /// Stops watching `fd`. Must run *before* `fd` is closed: epoll watches
+    /// the open file description, so a dup'd copy of a closed descriptor
+    /// would otherwise keep delivering events. ENOENT (never added) and EBADF
+    /// (already closed) mean "not watched any more", which is what we wanted.
+    pub(crate) fn delete(&self, fd: RawFd) -> io::Result<()> {
+        // A non-null event pointer keeps kernels older than 2.6.9 happy;
+        // the kernel ignores its contents for EPOLL_CTL_DEL.
+        let mut unused = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: as in `add`; the pointer is valid for the call.
+        let ret = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut unused) };
+        match cvt(ret) {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EBADF)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits for events, at most `timeout_ms` milliseconds (-1: no limit),
+    /// filling `events` from its start. Returns how many arrived. EINTR is
+    /// returned to the caller, who knows the absolute deadline to retry with.
+    pub(crate) fn wait(&self, events: &mut Vec<EpollEvent>, timeout_ms: i32) -> io::Result<usize> {
+        events.clear();
+        let capacity = events.capacity().min(libc::c_int::MAX as usize) as libc::c_int;
+        // SAFETY: the kernel writes at most `capacity` epoll_event records into
+        // the vector's spare capacity, which is allocated and writable.
+        let n = cvt(unsafe {
+            libc::epoll_wait(self.fd.as_raw_fd(), events.as_mut_ptr(), capacity, timeout_ms)
+        })?;
+        // SAFETY: epoll_wait initialised exactly the first `n` records, and
+        // `n <= capacity`.
+        unsafe { events.set_len(n as usize) };
+        Ok(n as usize)
+    }
+}
+
+/// How long to ask `epoll_wait` to sleep: `None` waits without limit, and a
+/// duration is rounded *up* to whole milliseconds, so a timer 300 µs away
+/// costs one 1 ms sleep rather than a busy loop of zero-timeout waits.
+pub(crate) fn epoll_timeout_ms(timeout: Option<Duration>) -> i32 {
+    match timeout {
+        None => -1,
+        Some(d) => {
+            let ms = d.as_nanos().div_ceil(1_000_000);
+            ms.min(i32::MAX as u128) as i32
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// eventfd: how another thread interrupts epoll_wait
+// ---------------------------------------------------------------------------
+
+/// A kernel counter that becomes readable when anyone adds to it. The
+/// executor watches it in its epoll set; a waker on another thread writes
+/// to it to pull the executor out of `epoll_wait`.
+#[derive(Debug)]
+pub(crate) struct EventFd {
+    fd: OwnedFd,
+}
+
+impl EventFd {
+    pub(crate) fn new() -> io::Result<EventFd> {
+        // SAFETY: eventfd takes an initial value and flags, no pointers.
+        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+        Ok(EventFd { fd: owned(fd) })
+    }
+
+    pub(crate) fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Adds one to the counter, waking the epoll that watches it.
+    pub(crate) fn notify(&self) {
+        let one: u64 = 1;
+        for _ in 0..2 {
+            // SAFETY: we pass a pointer to 8 readable bytes, as eventfd requires.
+            let n = unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            if n == 8 {
+                return;
+            }
+            // EAGAIN: the counter is at its maximum, so a wake is pending
+            // anyway; reset it and write once more so the edge is fresh.
+            self.drain();
+        }
+    }
+
+    /// Resets the counter to zero, so the next `notify` is a fresh edge.
+    pub(crate) fn drain(&self) {
+        let mut value: u64 = 0;
+        // SAFETY: we pass a pointer to 8 writable bytes, as eventfd requires.
+        // EAGAIN (already zero) is the only expected failure and is harmless.
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), (&mut value as *mut u64).cast(), 8) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// sockets
+// ---------------------------------------------------------------------------
+
+/// Creates a TCP socket for `addr`'s family, non-blocking and close-on-exec.
+pub(crate) fn tcp_socket(addr: &SocketAddr) -> io::Result<OwnedFd> {
+    let domain = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    let ty = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: socket takes three integers and touches no memory of ours.
+    let fd = cvt(unsafe { libc::socket(domain, ty, 0) })?;
+    Ok(owned(fd))
+}
+
+fn setsockopt<T>(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, value: T) -> io::Result<()> {
+    // SAFETY: `value` is a live `T` and we pass its exact size, so the kernel
+    // reads only bytes that belong to it. Every caller passes the type the
+    // option expects (c_int or linger).
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&value as *const T).cast(),
+            mem::size_of::<T>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+fn getsockopt_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `value`, which is a
+    // c_int of exactly that size, and updates `len`.
+    cvt(unsafe { libc::getsockopt(fd.as_raw_fd(), level, name, (&mut value as *mut libc::c_int).cast(), &mut len) })?;
+    Ok(value)
+}
+
+/// SO_REUSEADDR: a restarted listener may bind while old connections to the
+/// same port sit in TIME_WAIT.
+pub(crate) fn set_reuse_addr(fd: BorrowedFd<'_>) -> io::Result<()> {
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1 as libc::c_int)
+}
+
+/// SO_REUSEPORT: several listeners (one per thread) bind the same port and
+/// the kernel spreads new connections across them.
+pub(crate) fn set_reuse_port(fd: BorrowedFd<'_>) -> io::Result<()> {
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1 as libc::c_int)
+}
+
+/// IPV6_V6ONLY: whether an IPv6 socket refuses IPv4-mapped peers.
+pub(crate) fn set_only_v6(fd: BorrowedFd<'_>, only: bool) -> io::Result<()> {
+    setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, only as libc::c_int)
+}
+
+/// SO_LINGER with a zero timeout: `close` then sends a reset (RST) instead of
+/// a clean FIN. A proxy uses it to pass a reset on rather than make a cut-off
+/// stream look complete.
+pub(crate) fn set_linger_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, linger)
+}
+
+/// SO_ERROR: the pending error of a socket, cleared by reading it. After a
+/// non-blocking connect this is how we learn whether it succeeded.
+pub(crate) fn take_socket_error(fd: BorrowedFd<'_>) -> io::Result<Option<io::Error>> {
+    let err = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ERROR)?;
+    Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
+}
+
+pub(crate) fn bind(fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
+    let (storage, len) = sockaddr_from(addr);
+    // SAFETY: `storage` holds a sockaddr of `len` valid bytes for the call.
+    cvt(unsafe { libc::bind(fd.as_raw_fd(), (&storage as *const libc::sockaddr_storage).cast(), len) })?;
+    Ok(())
+}
+
+pub(crate) fn listen(fd: BorrowedFd<'_>, backlog: u32) -> io::Result<()> {
+    let backlog = backlog.min(libc::c_int::MAX as u32) as libc::c_int;
+    // SAFETY: listen takes two integers.
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), backlog) })?;
+    Ok(())
+}
+
+/// Starts a connect. On a non-blocking socket this usually returns
+/// `EINPROGRESS`: the handshake goes on in the kernel and the socket turns
+/// writable when it is done, successfully or not (then read SO_ERROR).
+pub(crate) fn connect(fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
+    let (storage, len) = sockaddr_from(addr);
+    // SAFETY: `storage` holds a sockaddr of `len` valid bytes for the call.
+    cvt(unsafe { libc::connect(fd.as_raw_fd(), (&storage as *const libc::sockaddr_storage).cast(), len) })?;
+    Ok(())
+}
+
+/// Takes one connection from a listening socket's queue. The new socket is
+/// non-blocking and close-on-exec from birth (accept4 flags), saving two
+/// `fcntl` calls per connection.
+pub(crate) fn accept(fd: BorrowedFd<'_>) -> io::Result<(OwnedFd, SocketAddr)> {
+    let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: the kernel writes at most `len` bytes of address into
+    // `storage`, which is that large, and updates `len`.
+    let new = cvt(unsafe { libc::accept4(fd.as_raw_fd(), storage.as_mut_ptr().cast(), &mut len, flags) })?;
+    let new = owned(new);
+    // SAFETY: zeroed() initialised every byte, and accept4 wrote a valid
+    // address over the first `len` of them.
+    let storage = unsafe { storage.assume_init() };
+    Ok((new, sockaddr_to(&storage)?))
+}
+
+fn sockaddr_from(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data for which all-zero bytes
+    // are a valid (unspecified-family) value.
+    let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for every
+            // sockaddr type; we write one sockaddr_in at its start.
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
+            mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above, for one sockaddr_in6.
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
+            mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
+
+fn sockaddr_to(storage: &libc::sockaddr_storage) -> io::Result<SocketAddr> {
+    match storage.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in, and
+            // sockaddr_storage is aligned and large enough to read one.
+            let sin: &libc::sockaddr_in = unsafe { &*(storage as *const libc::sockaddr_storage).cast() };
+            let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+            Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6: &libc::sockaddr_in6 = unsafe { &*(storage as *const libc::sockaddr_storage).cast() };
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            let port = u16::from_be(sin6.sin6_port);
+            Ok(SocketAddr::V6(SocketAddrV6::new(ip, port, sin6.sin6_flowinfo, sin6.sin6_scope_id)))
+        }
+        family => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the kernel returned an address of family {family}, not IPv4 or IPv6"),
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// signals
+// ---------------------------------------------------------------------------
+
+/// A set of signal numbers, as the kernel wants it.
+pub(crate) fn sigset(signals: &[libc::c_int]) -> io::Result<libc::sigset_t> {
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set it is given a pointer to.
+    cvt(unsafe { libc::sigemptyset(set.as_mut_ptr()) })?;
+    // SAFETY: sigemptyset succeeded, so the set is initialised.
+    let mut set = unsafe { set.assume_init() };
+    for &signal in signals {
+        // SAFETY: `set` is an initialised sigset_t; sigaddset rejects
+        // invalid signal numbers with EINVAL.
+        cvt(unsafe { libc::sigaddset(&mut set, signal) })?;
+    }
+    Ok(set)
+}
+
+/// Blocks `set` for the calling thread (threads it starts later inherit the
+/// mask), so those signals stay pending for a signalfd to read instead of
+/// running their default action.
+pub(crate) fn block_signals(set: &libc::sigset_t) -> io::Result<()> {
+    // SAFETY: `set` is an initialised sigset_t; a null old-set pointer is allowed.
+    let ret = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, set, std::ptr::null_mut()) };
+    if ret != 0 {
+        return Err(io::Error::from_raw_os_error(ret));
+    }
+    Ok(())
+}
+
+/// A descriptor that turns pending signals of `set` into readable records.
+pub(crate) fn signalfd(set: &libc::sigset_t) -> io::Result<OwnedFd> {
+    let flags = libc::SFD_NONBLOCK | libc::SFD_CLOEXEC;
+    // SAFETY: `set` is an initialised sigset_t; -1 asks for a new descriptor.
+    let fd = cvt(unsafe { libc::signalfd(-1, set, flags) })?;
+    Ok(owned(fd))
+}
+
+/// The size of one record read from a signalfd.
+pub(crate) const SIGNALFD_RECORD: usize = mem::size_of::<libc::signalfd_siginfo>();

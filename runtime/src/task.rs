@@ -1,0 +1,389 @@
+//! A task: a spawned future, the state word that says whether it is queued,
+//! running or finished, and the `JoinHandle` through which its output comes back.
+//!
+//! ## The state word (one atomic, three bits that matter)
+//!
+//! ```text
+//!              wake                       executor pops it
+//!   idle ───────────────> SCHEDULED ──────────────────────> RUNNING
+//!    ^                        ^                               │  │
+//!    │   poll -> Pending      │ poll -> Pending, but a wake   │  │ poll -> Ready
+//!    └────────────────────────┼── came during RUNNING: ───────┘  │ (or aborted)
+//!                             └── queue it again                 v
+//!                                                             COMPLETE
+//! ```
+//!
+//! Two rules, both enforced by a single compare-and-swap on the word:
+//! - a wake on a task that is already SCHEDULED, or COMPLETE, does nothing:
+//!   a task woken a hundred times before it runs is queued once, and waking a
+//!   finished task is a no-op;
+//! - a wake while the task is RUNNING only sets SCHEDULED; the executor sees
+//!   the bit when `poll` returns Pending and queues the task again. The wake
+//!   is not lost (the event happened after the poll looked), and the task is
+//!   not queued twice (it cannot be in the queue while running).
+//!
+//! `ABORTED` is a request: `JoinHandle::abort` sets it and wakes the task;
+//! the executor, popping it, drops the future instead of polling it.
+//!
+//! The header is shared with other threads (every `Waker` holds an `Arc` of
+//! it), so it holds only atomics and the runtime's `Shared`: the future
+//! itself stays in the executor's slab on the runtime's thread, which is why
+//! spawned futures need not be `Send`.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use crate::run_queue::{Shared, TaskId};
+use crate::sync::atomic::{AtomicUsize, Ordering};
+
+const SCHEDULED: usize = 1;
+const RUNNING: usize = 1 << 1;
+const COMPLETE: usize = 1 << 2;
+const ABORTED: usize = 1 << 3;
+
+/// The thread-safe part of a task: what a waker needs to schedule it.
+#[derive(Debug)]
+pub(crate) struct Header {
+    pub(crate) id: TaskId,
+    state: AtomicUsize,
+    shared: Arc<Shared>,
+}
+
+/// What `Header::start_run` tells the executor to do with a popped task.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Run {
+    /// Poll it.
+    Poll,
+    /// Abort was requested: drop the future instead.
+    Cancel,
+    /// It already finished (a stale id in the queue): skip it.
+    Skip,
+}
+
+impl Header {
+    pub(crate) fn new(id: TaskId, shared: Arc<Shared>) -> Header {
+        Header { id, state: AtomicUsize::new(0), shared }
+    }
+
+    /// Wakes the task: queue it unless it is queued, running or finished.
+    pub(crate) fn schedule(&self) {
+        let previous = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            if s & (SCHEDULED | COMPLETE) != 0 { None } else { Some(s | SCHEDULED) }
+        });
+        if let Ok(previous) = previous {
+            // While RUNNING, the executor re-queues it after the poll.
+            if previous & RUNNING == 0 {
+                self.shared.schedule(self.id);
+            }
+        }
+    }
+
+    /// The executor popped this task: SCHEDULED becomes RUNNING.
+    pub(crate) fn start_run(&self) -> Run {
+        let previous = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            if s & COMPLETE != 0 { None } else { Some((s & !SCHEDULED) | RUNNING) }
+        });
+        match previous {
+            Err(_) => Run::Skip,
+            Ok(s) if s & ABORTED != 0 => Run::Cancel,
+            Ok(_) => Run::Poll,
+        }
+    }
+
+    /// The poll returned Pending. Returns true when a wake arrived during the
+    /// poll, in which case the caller must queue the task again.
+    pub(crate) fn end_run_pending(&self) -> bool {
+        let previous = self.state.fetch_and(!RUNNING, Ordering::AcqRel);
+        previous & SCHEDULED != 0
+    }
+
+    /// The task finished (or was cancelled): later wakes do nothing.
+    pub(crate) fn complete(&self) {
+        self.state.store(COMPLETE, Ordering::Release);
+    }
+
+    pub(crate) fn is_complete(&self) -> bool {
+        self.state.load(Ordering::Acquire) & COMPLETE != 0
+    }
+
+    /// Asks the executor to drop the task's future at its next turn.
+    pub(crate) fn abort(&self) {
+        self.state.fetch_or(ABORTED, Ordering::AcqRel);
+        self.schedule();
+    }
+}
+
+/// Why a task produced no output.
+pub enum JoinError {
+    /// It was aborted, or its runtime was dropped, before it finished.
+    Cancelled,
+    /// It panicked; the payload is what `panic!` was given.
+    Panicked(Box<dyn Any + Send + 'static>),
+}
+
+impl JoinError {
+    /// True for [`JoinError::Cancelled`].
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, JoinError::Cancelled)
+    }
+
+    /// True for [`JoinError::Panicked`].
+    pub fn is_panic(&self) -> bool {
+        matches!(self, JoinError::Panicked(_))
+    }
+
+    /// The panic message, when the payload is a string (as `panic!` makes).
+    pub fn panic_message(&self) -> Option<&str> {
+        match self {
+            JoinError::Panicked(payload) => panic_message(payload.as_ref()),
+            JoinError::Cancelled => None,
+        }
+    }
+}
+
+/// The message of a panic payload, when it is a string (as `panic!` makes).
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
+    payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Cancelled => f.write_str("Cancelled"),
+            JoinError::Panicked(_) => write!(f, "Panicked({:?})", self.panic_message().unwrap_or("<non-string payload>")),
+        }
+    }
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Cancelled => f.write_str("task was cancelled before it finished"),
+            JoinError::Panicked(_) => match self.panic_message() {
+                Some(msg) => write!(f, "task panicked: {msg}"),
+                None => f.write_str("task panicked"),
+            },
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+/// Where a task's output waits for its `JoinHandle`. Lives on the runtime's
+/// thread (an `Rc`): both the task and its handle stay there.
+struct JoinSlot<T> {
+    output: Cell<Option<Result<T, JoinError>>>,
+    waiter: RefCell<Option<Waker>>,
+    taken: Cell<bool>,
+}
+
+impl<T> JoinSlot<T> {
+    fn finish(&self, output: Result<T, JoinError>) {
+        self.output.set(Some(output));
+        // Take the waker out before waking: the wake may run code that polls us.
+        let waiter = self.waiter.borrow_mut().take();
+        if let Some(w) = waiter {
+            w.wake();
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.taken.get() || {
+            let out = self.output.take();
+            let done = out.is_some();
+            self.output.set(out);
+            done
+        }
+    }
+}
+
+/// Fills the slot with `Cancelled` if the task is dropped before it finished
+/// (aborted, or its runtime dropped), so no `JoinHandle` waits forever.
+struct Completion<T>(Rc<JoinSlot<T>>);
+
+impl<T> Drop for Completion<T> {
+    fn drop(&mut self) {
+        if !self.0.is_done() {
+            self.0.finish(Err(JoinError::Cancelled));
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future the executor actually stores: the user's future, plus
+    /// delivery of its output (or its panic) to the `JoinHandle`.
+    pub(crate) struct Spawned<F: Future> {
+        #[pin]
+        future: F,
+        // Declared after `future`, so dropped after it: when the handle
+        // learns of a cancellation, the future's destructor has already run.
+        completion: Completion<F::Output>,
+    }
+}
+
+impl<F: Future> Future for Spawned<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        // A panicking task must not unwind through the executor and take
+        // every other task down with it: catch it and report it to the handle.
+        match catch_unwind(AssertUnwindSafe(|| this.future.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(value)) => {
+                this.completion.0.finish(Ok(value));
+                Poll::Ready(())
+            }
+            Err(payload) => {
+                this.completion.0.finish(Err(JoinError::Panicked(payload)));
+                Poll::Ready(())
+            }
+        }
+    }
+}
+
+/// Wraps `future` for the executor and makes the handle that awaits it.
+pub(crate) fn spawned<F: Future>(future: F, header: Arc<Header>) -> (Spawned<F>, JoinHandle<F::Output>) {
+    let slot = Rc::new(JoinSlot { output: Cell::new(None), waiter: RefCell::new(None), taken: Cell::new(false) });
+    let task = Spawned { future, completion: Completion(slot.clone()) };
+    (task, JoinHandle { header, slot })
+}
+
+/// Awaits a spawned task's output. Dropping it *detaches* the task: the task
+/// keeps running and its output is dropped. [`JoinHandle::abort`] cancels it.
+pub struct JoinHandle<T> {
+    header: Arc<Header>,
+    slot: Rc<JoinSlot<T>>,
+}
+
+impl<T> JoinHandle<T> {
+    /// Cancels the task: at its next turn the executor drops its future
+    /// (running its destructors) and this handle yields `Err(Cancelled)`.
+    /// Does nothing to a task that already finished.
+    pub fn abort(&self) {
+        self.header.abort();
+    }
+
+    /// Has the task finished (with output, panic or cancellation)?
+    pub fn is_finished(&self) -> bool {
+        self.slot.is_done() || self.header.is_complete()
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        assert!(!self.slot.taken.get(), "JoinHandle polled after it returned its output");
+        if let Some(output) = self.slot.output.take() {
+            self.slot.taken.set(true);
+            return Poll::Ready(output);
+        }
+        let mut waiter = self.slot.waiter.borrow_mut();
+        match waiter.as_ref() {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => *waiter = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle").field("id", &self.header.id).field("finished", &self.is_finished()).finish()
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Model checks of the state word and the cross-thread queue, run with
+    //! `RUSTFLAGS="--cfg loom" cargo test -p runtime --release loom`.
+    //! No thread-local queue is installed here, so every wake takes the
+    //! remote path: the one where threads really race.
+    use super::*;
+    use crate::sync::thread;
+
+    fn remote_ids(shared: &Shared) -> Vec<TaskId> {
+        let mut ids = Vec::new();
+        shared.take_remote(&mut ids);
+        ids
+    }
+
+    #[test]
+    fn loom_wake_during_poll_is_neither_lost_nor_doubled() {
+        loom::model(|| {
+            let shared = Arc::new(Shared::new().expect("eventfd"));
+            let header = Arc::new(Header::new(7, shared.clone()));
+            header.schedule();
+            assert_eq!(remote_ids(&shared), vec![7], "spawn queues it once");
+
+            let event = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+            let (h, ev) = (header.clone(), event.clone());
+            let waker = thread::spawn(move || {
+                ev.store(true, Ordering::Release);
+                h.schedule();
+            });
+
+            assert_eq!(header.start_run(), Run::Poll);
+            let saw_event = event.load(Ordering::Acquire); // what this poll observed
+            let again = header.end_run_pending();
+            waker.join().expect("waker thread");
+
+            let queued = remote_ids(&shared).len() + usize::from(again);
+            assert!(queued <= 1, "queued twice");
+            if !saw_event {
+                assert_eq!(queued, 1, "lost wake: the event came after the poll looked");
+            }
+        });
+    }
+
+    #[test]
+    fn loom_many_wakers_queue_once_and_complete_tasks_never() {
+        loom::model(|| {
+            let shared = Arc::new(Shared::new().expect("eventfd"));
+            let header = Arc::new(Header::new(3, shared.clone()));
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let h = header.clone();
+                    thread::spawn(move || h.schedule())
+                })
+                .collect();
+            header.schedule();
+            for t in threads {
+                t.join().expect("waker thread");
+            }
+            assert_eq!(remote_ids(&shared), vec![3]);
+            assert_eq!(header.start_run(), Run::Poll);
+            header.complete();
+            header.schedule();
+            assert!(remote_ids(&shared).is_empty(), "a finished task is never queued");
+        });
+    }
+
+    #[test]
+    fn loom_a_remote_push_after_the_executor_looked_raises_the_flag() {
+        loom::model(|| {
+            let shared = Arc::new(Shared::new().expect("eventfd"));
+            let header = Arc::new(Header::new(5, shared.clone()));
+            let h = header.clone();
+            let waker = thread::spawn(move || h.schedule());
+            let first = remote_ids(&shared); // the executor looks, concurrently
+            waker.join().expect("waker thread");
+            if first.is_empty() {
+                // The push came after we looked: the flag must tell us so,
+                // which is what stops the executor from sleeping past it.
+                assert!(shared.has_remote(), "remote wake lost");
+                assert_eq!(remote_ids(&shared), vec![5]);
+            } else {
+                assert_eq!(first, vec![5]);
+            }
+        });
+    }
+}
