@@ -13,7 +13,7 @@
 //!                                                             COMPLETE
 //! ```
 //!
-//! Two rules, both enforced by a single compare-and-swap on the word:
+//! Two rules, both enforced by a single atomic read-modify-write on the word:
 //! - a wake on a task that is already SCHEDULED, or COMPLETE, does nothing:
 //!   a task woken a hundred times before it runs is queued once, and waking a
 //!   finished task is a no-op;
@@ -69,27 +69,44 @@ pub(crate) enum Run {
 
 impl Header {
     pub(crate) fn new(id: TaskId, shared: Arc<Shared>) -> Header {
-        Header { id, state: AtomicUsize::new(0), shared }
+        Header {
+            id,
+            state: AtomicUsize::new(0),
+            shared,
+        }
     }
 
     /// Wakes the task: queue it unless it is queued, running or finished.
+    ///
+    /// An unconditional `fetch_or`, not a compare-and-swap that gives up when
+    /// SCHEDULED is already set. The difference is the memory model: a failed
+    /// CAS writes nothing, so it *publishes* nothing. If the executor has
+    /// popped the task but not yet called `start_run`, such a wake would be
+    /// dropped ("it is scheduled anyway") while the poll that follows is not
+    /// guaranteed to see the event that caused it: a lost wake. A
+    /// read-modify-write always takes part in the atomic's order, so
+    /// `start_run`'s own read-modify-write synchronizes with it. loom found
+    /// this (`loom_wake_during_poll_is_neither_lost_nor_doubled`).
     pub(crate) fn schedule(&self) {
-        let previous = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-            if s & (SCHEDULED | COMPLETE) != 0 { None } else { Some(s | SCHEDULED) }
-        });
-        if let Ok(previous) = previous {
-            // While RUNNING, the executor re-queues it after the poll.
-            if previous & RUNNING == 0 {
-                self.shared.schedule(self.id);
-            }
+        let previous = self.state.fetch_or(SCHEDULED, Ordering::AcqRel);
+        // Already queued: it will run. Running: the executor re-queues it
+        // after the poll. Complete: nothing to run.
+        if previous & (SCHEDULED | RUNNING | COMPLETE) == 0 {
+            self.shared.schedule(self.id);
         }
     }
 
     /// The executor popped this task: SCHEDULED becomes RUNNING.
     pub(crate) fn start_run(&self) -> Run {
-        let previous = self.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-            if s & COMPLETE != 0 { None } else { Some((s & !SCHEDULED) | RUNNING) }
-        });
+        let previous = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                if s & COMPLETE != 0 {
+                    None
+                } else {
+                    Some((s & !SCHEDULED) | RUNNING)
+                }
+            });
         match previous {
             Err(_) => Run::Skip,
             Ok(s) if s & ABORTED != 0 => Run::Cancel,
@@ -150,14 +167,21 @@ impl JoinError {
 
 /// The message of a panic payload, when it is a string (as `panic!` makes).
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
-    payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
 }
 
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JoinError::Cancelled => f.write_str("Cancelled"),
-            JoinError::Panicked(_) => write!(f, "Panicked({:?})", self.panic_message().unwrap_or("<non-string payload>")),
+            JoinError::Panicked(_) => write!(
+                f,
+                "Panicked({:?})",
+                self.panic_message().unwrap_or("<non-string payload>")
+            ),
         }
     }
 }
@@ -250,16 +274,26 @@ impl<F: Future> Future for Spawned<F> {
 }
 
 /// Wraps `future` for the executor and makes the handle that awaits it.
-pub(crate) fn spawned<F: Future>(future: F, header: Arc<Header>) -> (Spawned<F>, JoinHandle<F::Output>) {
-    let slot = Rc::new(JoinSlot { output: Cell::new(None), waiter: RefCell::new(None), taken: Cell::new(false) });
-    let task = Spawned { future, completion: Completion(slot.clone()) };
+pub(crate) fn spawned<F: Future>(
+    future: F,
+    header: Arc<Header>,
+) -> (Spawned<F>, JoinHandle<F::Output>) {
+    let slot = Rc::new(JoinSlot {
+        output: Cell::new(None),
+        waiter: RefCell::new(None),
+        taken: Cell::new(false),
+    });
+    let task = Spawned {
+        future,
+        completion: Completion(slot.clone()),
+    };
     (task, JoinHandle { header, slot })
 }
 
 /// Awaits a spawned task's output. Dropping it *detaches* the task: the task
 /// keeps running and its output is dropped. [`JoinHandle::abort`] cancels it.
 pub struct JoinHandle<T> {
-    header: Arc<Header>,
+    pub(crate) header: Arc<Header>,
     slot: Rc<JoinSlot<T>>,
 }
 
@@ -281,7 +315,10 @@ impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        assert!(!self.slot.taken.get(), "JoinHandle polled after it returned its output");
+        assert!(
+            !self.slot.taken.get(),
+            "JoinHandle polled after it returned its output"
+        );
         if let Some(output) = self.slot.output.take() {
             self.slot.taken.set(true);
             return Poll::Ready(output);
@@ -297,7 +334,10 @@ impl<T> Future for JoinHandle<T> {
 
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinHandle").field("id", &self.header.id).field("finished", &self.is_finished()).finish()
+        f.debug_struct("JoinHandle")
+            .field("id", &self.header.id)
+            .field("finished", &self.is_finished())
+            .finish()
     }
 }
 
@@ -363,7 +403,10 @@ mod loom_tests {
             assert_eq!(header.start_run(), Run::Poll);
             header.complete();
             header.schedule();
-            assert!(remote_ids(&shared).is_empty(), "a finished task is never queued");
+            assert!(
+                remote_ids(&shared).is_empty(),
+                "a finished task is never queued"
+            );
         });
     }
 
