@@ -50,12 +50,19 @@ impl<T: AsRawFd> AsyncFd<T> {
     pub fn new(inner: T) -> io::Result<AsyncFd<T>> {
         let reactor = context::driver()?.reactor.clone();
         let (key, io) = reactor.register(inner.as_raw_fd())?;
-        Ok(AsyncFd { inner: Some(inner), io, key, reactor })
+        Ok(AsyncFd {
+            inner: Some(inner),
+            io,
+            key,
+            reactor,
+        })
     }
 
     /// The wrapped descriptor.
     pub fn get_ref(&self) -> &T {
-        self.inner.as_ref().expect("inner is only taken in Drop and into_inner")
+        self.inner
+            .as_ref()
+            .expect("inner is only taken in Drop and into_inner")
     }
 
     /// Ready in `direction` (as far as the reactor knows), or remember the
@@ -106,14 +113,20 @@ impl<T: AsRawFd> AsyncFd<T> {
     }
 
     /// Async form of [`AsyncFd::poll_io`].
-    pub async fn io<R>(&self, direction: Direction, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+    pub async fn io<R>(
+        &self,
+        direction: Direction,
+        mut op: impl FnMut(&T) -> io::Result<R>,
+    ) -> io::Result<R> {
         poll_fn(|cx| self.poll_io(direction, cx, &mut op)).await
     }
 
     /// Deregisters and gives the descriptor back.
     pub fn into_inner(mut self) -> T {
         self.deregister();
-        self.inner.take().expect("inner is only taken in Drop and into_inner")
+        self.inner
+            .take()
+            .expect("inner is only taken in Drop and into_inner")
     }
 
     fn deregister(&self) {
@@ -134,6 +147,9 @@ impl<T: AsRawFd> Drop for AsyncFd<T> {
 
 impl<T: AsRawFd + fmt::Debug> fmt::Debug for AsyncFd<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AsyncFd").field("inner", &self.inner).field("token", &self.key).finish()
+        f.debug_struct("AsyncFd")
+            .field("inner", &self.inner)
+            .field("token", &self.key)
+            .finish()
     }
 }

@@ -51,10 +51,19 @@ impl Driver {
         let now = Instant::now();
         let fired_early = self.timers.borrow_mut().fire_due(now, &mut wakers) > 0;
         // A timer that fired already gives a task to run: only peek at I/O.
-        let max_wait = if fired_early { Some(Duration::ZERO) } else { max_wait };
-        let deadline = earliest(max_wait.map(|d| now + d), self.timers.borrow().next_deadline());
+        let max_wait = if fired_early {
+            Some(Duration::ZERO)
+        } else {
+            max_wait
+        };
+        let deadline = earliest(
+            max_wait.map(|d| now + d),
+            self.timers.borrow().next_deadline(),
+        );
         let result = self.reactor.poll(deadline, &mut wakers);
-        self.timers.borrow_mut().fire_due(Instant::now(), &mut wakers);
+        self.timers
+            .borrow_mut()
+            .fire_due(Instant::now(), &mut wakers);
         for waker in wakers.drain(..) {
             waker.wake();
         }

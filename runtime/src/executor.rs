@@ -79,7 +79,10 @@ pub struct Builder {
 
 impl Default for Builder {
     fn default() -> Self {
-        Builder { event_interval: EVENT_INTERVAL, task_budget: coop::TASK_BUDGET }
+        Builder {
+            event_interval: EVENT_INTERVAL,
+            task_budget: coop::TASK_BUDGET,
+        }
     }
 }
 
@@ -113,7 +116,11 @@ impl Builder {
             task_budget: self.task_budget,
             remote: RefCell::new(Vec::new()),
         });
-        Ok(Runtime { driver, core, polls: Cell::new(0) })
+        Ok(Runtime {
+            driver,
+            core,
+            polls: Cell::new(0),
+        })
     }
 }
 
@@ -200,7 +207,12 @@ impl Runtime {
 
     /// Runs up to `event_interval` queued tasks. Returns the main future's
     /// output if it finished.
-    fn run_ready<T>(&self, main: &Header, main_waker: &Waker, mut future: Pin<&mut impl Future<Output = T>>) -> Option<T> {
+    fn run_ready<T>(
+        &self,
+        main: &Header,
+        main_waker: &Waker,
+        mut future: Pin<&mut impl Future<Output = T>>,
+    ) -> Option<T> {
         for _ in 0..self.core.event_interval {
             let id = run_queue::pop_local()?;
             self.polls.set(self.polls.get() + 1);
@@ -255,7 +267,11 @@ impl Core {
             let header = Arc::new(Header::new(id, self.shared.clone()));
             let (spawned, join) = task::spawned(future, header.clone());
             handle = Some((join, header.clone()));
-            Rc::new(Task { waker: waker_for(&header), header, future: RefCell::new(Box::pin(spawned)) })
+            Rc::new(Task {
+                waker: waker_for(&header),
+                header,
+                future: RefCell::new(Box::pin(spawned)),
+            })
         });
         let _ = id;
         let (join, header) = handle.expect("insert_with always calls its closure");
@@ -275,7 +291,9 @@ impl Core {
             Run::Poll => {}
         }
         let mut cx = Context::from_waker(&task.waker);
-        let poll = coop::with_budget(self.task_budget, || task.future.borrow_mut().as_mut().poll(&mut cx));
+        let poll = coop::with_budget(self.task_budget, || {
+            task.future.borrow_mut().as_mut().poll(&mut cx)
+        });
         match poll {
             Poll::Ready(()) => self.finish(&task),
             Poll::Pending => {
@@ -310,7 +328,9 @@ where
     let core = CURRENT.with(|c| c.borrow().clone());
     match core {
         Some(core) => core.spawn(future),
-        None => panic!("runtime::spawn called outside Runtime::block_on; use Runtime::spawn instead"),
+        None => {
+            panic!("runtime::spawn called outside Runtime::block_on; use Runtime::spawn instead")
+        }
     }
 }
 
@@ -361,5 +381,38 @@ impl fmt::Debug for Runtime {
             .field("registered_fds", &self.registered_fds())
             .field("pending_timers", &self.pending_timers())
             .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Weak;
+
+    /// Every waker clone holds the header; when the task and all its wakers
+    /// are gone the header must be freed. A leak keeps it alive forever, a
+    /// double drop would crash: both would show here.
+    #[test]
+    fn waker_clones_and_drops_balance() {
+        let rt = Runtime::new().unwrap();
+        let handle = rt.spawn(std::future::poll_fn(|cx| {
+            let clones: Vec<Waker> = (0..1000).map(|_| cx.waker().clone()).collect();
+            let sent = clones[0].clone();
+            let wake_from_thread = std::thread::spawn(move || sent.wake());
+            wake_from_thread.join().unwrap();
+            clones.into_iter().take(10).for_each(Waker::wake);
+            Poll::Ready(7)
+        }));
+        let header: Weak<Header> = Arc::downgrade(&handle.header);
+        assert!(
+            Arc::strong_count(&handle.header) >= 2,
+            "the handle and the slab hold it"
+        );
+        assert_eq!(rt.block_on(handle).unwrap(), 7);
+        assert_eq!(rt.live_tasks(), 0);
+        assert!(
+            header.upgrade().is_none(),
+            "a waker clone leaked: the header is still alive"
+        );
     }
 }

@@ -31,7 +31,7 @@ use std::fmt;
 use std::future::poll_fn;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::task::{Context, Poll, ready};
 
 use crate::async_fd::AsyncFd;
@@ -57,13 +57,20 @@ pub struct ListenOptions {
 
 impl Default for ListenOptions {
     fn default() -> Self {
-        ListenOptions { backlog: DEFAULT_BACKLOG, reuse_port: false, only_v6: None }
+        ListenOptions {
+            backlog: DEFAULT_BACKLOG,
+            reuse_port: false,
+            only_v6: None,
+        }
     }
 }
 
 /// Is this accept error "out of descriptors or memory", the kind to back off from?
 pub fn is_fd_exhaustion(err: &io::Error) -> bool {
-    matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
 }
 
 /// A listening TCP socket.
@@ -89,7 +96,9 @@ impl TcpListener {
         }
         sys::bind(socket.as_fd(), &addr)?;
         sys::listen(socket.as_fd(), options.backlog)?;
-        Ok(TcpListener { fd: AsyncFd::new(std::net::TcpListener::from(socket))? })
+        Ok(TcpListener {
+            fd: AsyncFd::new(std::net::TcpListener::from(socket))?,
+        })
     }
 
     /// Accepts one connection, waiting for one if none is queued.
@@ -99,7 +108,10 @@ impl TcpListener {
 
     /// Poll form of [`TcpListener::accept`].
     pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
-        let (socket, peer) = ready!(self.fd.poll_io(Direction::Read, cx, |l| sys::accept(l.as_fd())))?;
+        let (socket, peer) = ready!(
+            self.fd
+                .poll_io(Direction::Read, cx, |l| sys::accept(l.as_fd()))
+        )?;
         Poll::Ready(TcpStream::from_owned(socket).map(|s| (s, peer)))
     }
 
@@ -109,9 +121,23 @@ impl TcpListener {
     }
 }
 
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.get_ref().as_raw_fd()
+    }
+}
+
+impl AsFd for TcpListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.get_ref().as_fd()
+    }
+}
+
 impl fmt::Debug for TcpListener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TcpListener").field("local_addr", &self.local_addr().ok()).finish()
+        f.debug_struct("TcpListener")
+            .field("local_addr", &self.local_addr().ok())
+            .finish()
     }
 }
 
@@ -144,13 +170,17 @@ impl TcpStream {
 
     /// Wraps an already connected, non-blocking socket.
     pub(crate) fn from_owned(socket: OwnedFd) -> io::Result<TcpStream> {
-        Ok(TcpStream { fd: AsyncFd::new(std::net::TcpStream::from(socket))? })
+        Ok(TcpStream {
+            fd: AsyncFd::new(std::net::TcpStream::from(socket))?,
+        })
     }
 
     /// Adopts a connected std socket (it is switched to non-blocking).
     pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
         stream.set_nonblocking(true)?;
-        Ok(TcpStream { fd: AsyncFd::new(stream)? })
+        Ok(TcpStream {
+            fd: AsyncFd::new(stream)?,
+        })
     }
 
     /// Reads into `buf`; `Ok(0)` is end of file (the peer shut down its writing side).
@@ -219,6 +249,18 @@ impl TcpStream {
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.fd.get_ref().peer_addr()
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.get_ref().as_raw_fd()
+    }
+}
+
+impl AsFd for TcpStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.get_ref().as_fd()
     }
 }
 

@@ -147,7 +147,11 @@ impl ScheduledIo {
                 _ => *slot = Some(cx.waker().clone()),
             }
         }
-        if self.is_ready(direction) { Poll::Ready(()) } else { Poll::Pending }
+        if self.is_ready(direction) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 
     /// An operation in `direction` returned EAGAIN: forget that it was ready.
@@ -250,7 +254,11 @@ impl Reactor {
     /// EINTR (a signal arrived) is retried with the timeout recomputed from
     /// the absolute deadline, so a stream of signals neither ends the wait
     /// early nor stretches it.
-    pub(crate) fn poll(&self, deadline: Option<Instant>, wakers: &mut Vec<Waker>) -> io::Result<()> {
+    pub(crate) fn poll(
+        &self,
+        deadline: Option<Instant>,
+        wakers: &mut Vec<Waker>,
+    ) -> io::Result<()> {
         let mut events = self.events.borrow_mut();
         loop {
             let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -260,24 +268,127 @@ impl Reactor {
                 Err(e) => return Err(e),
             }
         }
-        let sources = self.sources.borrow();
         for event in events.iter() {
             // Copy out of the (packed) kernel struct before use.
             let (token, bits) = (event.u64, event.events);
-            if token == WAKE_TOKEN {
-                self.woken_remotely.set(true);
-                continue;
-            }
-            // A token whose generation is gone: a stale event, ignored.
-            if let Some(io) = sources.get(token) {
-                io.record(bits, wakers);
-            }
+            self.dispatch(token, bits, wakers);
         }
         Ok(())
+    }
+
+    /// Routes one event to the source its token names.
+    fn dispatch(&self, token: u64, bits: u32, wakers: &mut Vec<Waker>) {
+        if token == WAKE_TOKEN {
+            self.woken_remotely.set(true);
+            return;
+        }
+        // A token whose generation is gone (its source was deregistered and
+        // the slot reused) is a stale event: it must not reach the newcomer.
+        if let Some(io) = self.sources.borrow().get(token) {
+            io.record(bits, wakers);
+        }
     }
 
     /// Did the eventfd fire since the last call? Resets the flag.
     pub(crate) fn take_remote_wake(&self) -> bool {
         self.woken_remotely.replace(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_stale_token_never_reaches_the_slots_next_tenant() {
+        let reactor = Reactor::new().unwrap();
+        let (a, _a_peer) = UnixStream::pair().unwrap();
+        let (old_key, _) = reactor.register(a.as_raw_fd()).unwrap();
+        reactor.deregister(old_key, a.as_raw_fd()).unwrap();
+        drop(a);
+        // The same slab slot (and likely the same fd number) goes to a new socket.
+        let (b, _b_peer) = UnixStream::pair().unwrap();
+        let (new_key, io) = reactor.register(b.as_raw_fd()).unwrap();
+        assert_eq!(old_key & 0xffff_ffff, new_key & 0xffff_ffff, "slot reused");
+
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(io.poll_ready(Direction::Read, &mut cx).is_pending());
+
+        // An event for the old registration, as if it had been queued before the close.
+        let mut wakers = Vec::new();
+        reactor.dispatch(old_key, sys::EPOLLIN, &mut wakers);
+        assert!(wakers.is_empty(), "stale event woke the new source");
+        assert!(!io.is_ready(Direction::Read));
+
+        reactor.dispatch(new_key, sys::EPOLLIN, &mut wakers);
+        wakers.drain(..).for_each(Waker::wake);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(io.is_ready(Direction::Read));
+        reactor.deregister(new_key, b.as_raw_fd()).unwrap();
+    }
+
+    #[test]
+    fn rdhup_readies_only_the_read_side_and_closed_bits_are_sticky() {
+        let io = ScheduledIo::default();
+        let mut wakers = Vec::new();
+        io.record(sys::EPOLLRDHUP | sys::EPOLLIN, &mut wakers);
+        assert!(io.is_ready(Direction::Read));
+        assert!(
+            !io.is_ready(Direction::Write),
+            "RDHUP is not HUP: the write side is still open"
+        );
+        io.clear_ready(Direction::Read);
+        assert!(
+            io.is_ready(Direction::Read),
+            "a closed read side stays ready (read returns 0)"
+        );
+        io.record(sys::EPOLLHUP, &mut wakers);
+        assert!(io.is_ready(Direction::Write), "HUP closes both sides");
+    }
+
+    #[test]
+    fn one_event_wakes_each_waiting_direction_once() {
+        let io = ScheduledIo::default();
+        let (r, w) = (
+            Arc::new(Count(AtomicUsize::new(0))),
+            Arc::new(Count(AtomicUsize::new(0))),
+        );
+        let (rw, ww) = (Waker::from(r.clone()), Waker::from(w.clone()));
+        assert!(
+            io.poll_ready(Direction::Read, &mut Context::from_waker(&rw))
+                .is_pending()
+        );
+        assert!(
+            io.poll_ready(Direction::Write, &mut Context::from_waker(&ww))
+                .is_pending()
+        );
+        let mut wakers = Vec::new();
+        io.record(sys::EPOLLIN, &mut wakers);
+        io.record(sys::EPOLLIN, &mut wakers); // a second edge finds no waiter left
+        wakers.drain(..).for_each(Waker::wake);
+        assert_eq!(
+            (r.0.load(Ordering::SeqCst), w.0.load(Ordering::SeqCst)),
+            (1, 0)
+        );
+        io.record(sys::EPOLLOUT, &mut wakers);
+        wakers.drain(..).for_each(Waker::wake);
+        assert_eq!(
+            (r.0.load(Ordering::SeqCst), w.0.load(Ordering::SeqCst)),
+            (1, 1)
+        );
     }
 }

@@ -112,7 +112,10 @@ impl Shared {
         if self.closed.load(Ordering::Acquire) {
             return; // the runtime is gone: waking is a no-op
         }
-        self.remote.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+        self.remote
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(id);
         if !self.notified.swap(true, Ordering::AcqRel) {
             self.eventfd.notify();
         }
@@ -140,9 +143,15 @@ impl Shared {
     /// Installs this runtime's local queue on the current thread (entering
     /// `block_on`); the guard restores what was there before.
     pub(crate) fn enter_local(self: &Arc<Self>) -> LocalGuard {
-        let queue = LocalQueue { runtime_id: self.runtime_id, tasks: VecDeque::new() };
+        let queue = LocalQueue {
+            runtime_id: self.runtime_id,
+            tasks: VecDeque::new(),
+        };
         let previous = LOCAL.with(|cell| cell.borrow_mut().replace(queue));
-        LocalGuard { shared: self.clone(), previous }
+        LocalGuard {
+            shared: self.clone(),
+            previous,
+        }
     }
 }
 

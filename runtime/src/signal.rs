@@ -51,7 +51,9 @@ impl Signal {
     }
 
     fn from_number(n: i32) -> Option<Signal> {
-        [Signal::Interrupt, Signal::Terminate, Signal::Hangup].into_iter().find(|s| s.number() == n)
+        [Signal::Interrupt, Signal::Terminate, Signal::Hangup]
+            .into_iter()
+            .find(|s| s.number() == n)
     }
 }
 
@@ -68,7 +70,9 @@ impl Signals {
         let set = sys::sigset(&numbers)?;
         sys::block_signals(&set)?;
         let fd = sys::signalfd(&set)?;
-        Ok(Signals { fd: AsyncFd::new(File::from(fd))? })
+        Ok(Signals {
+            fd: AsyncFd::new(File::from(fd))?,
+        })
     }
 
     /// Waits for the next signal.
@@ -80,9 +84,15 @@ impl Signals {
     pub fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<io::Result<Signal>> {
         loop {
             let mut record = [0u8; sys::SIGNALFD_RECORD];
-            let n = ready!(self.fd.poll_io(Direction::Read, cx, |mut f| f.read(&mut record)))?;
+            let n = ready!(
+                self.fd
+                    .poll_io(Direction::Read, cx, |mut f| f.read(&mut record))
+            )?;
             if n < 4 {
-                return Poll::Ready(Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read from signalfd")));
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "short read from signalfd",
+                )));
             }
             // The record starts with `ssi_signo`, a u32 in the machine's byte order.
             let number = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]) as i32;

@@ -44,7 +44,11 @@ pub(crate) struct Slab<T> {
 
 impl<T> Slab<T> {
     pub(crate) fn new() -> Slab<T> {
-        Slab { slots: Vec::new(), free: Vec::new(), len: 0 }
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
     }
 
     /// How many entries are stored.
@@ -58,7 +62,10 @@ impl<T> Slab<T> {
         let index = match self.free.pop() {
             Some(index) => index,
             None => {
-                self.slots.push(Slot { generation: 0, value: None });
+                self.slots.push(Slot {
+                    generation: 0,
+                    value: None,
+                });
                 (self.slots.len() - 1) as u32
             }
         };
@@ -72,7 +79,11 @@ impl<T> Slab<T> {
     pub(crate) fn get(&self, key: Key) -> Option<&T> {
         let (generation, index) = unpack(key);
         let slot = self.slots.get(index)?;
-        if slot.generation == generation { slot.value.as_ref() } else { None }
+        if slot.generation == generation {
+            slot.value.as_ref()
+        } else {
+            None
+        }
     }
 
     /// Removes and returns the entry, and bumps the slot's generation so the

@@ -89,7 +89,8 @@ impl Epoll {
         // the kernel ignores its contents for EPOLL_CTL_DEL.
         let mut unused = libc::epoll_event { events: 0, u64: 0 };
         // SAFETY: as in `add`; the pointer is valid for the call.
-        let ret = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut unused) };
+        let ret =
+            unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut unused) };
         match cvt(ret) {
             Ok(_) => Ok(()),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EBADF)) => Ok(()),
@@ -106,7 +107,12 @@ impl Epoll {
         // SAFETY: the kernel writes at most `capacity` epoll_event records into
         // the vector's spare capacity, which is allocated and writable.
         let n = cvt(unsafe {
-            libc::epoll_wait(self.fd.as_raw_fd(), events.as_mut_ptr(), capacity, timeout_ms)
+            libc::epoll_wait(
+                self.fd.as_raw_fd(),
+                events.as_mut_ptr(),
+                capacity,
+                timeout_ms,
+            )
         })?;
         // SAFETY: epoll_wait initialised exactly the first `n` records, and
         // `n <= capacity`.
@@ -191,7 +197,12 @@ pub(crate) fn tcp_socket(addr: &SocketAddr) -> io::Result<OwnedFd> {
     Ok(owned(fd))
 }
 
-fn setsockopt<T>(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, value: T) -> io::Result<()> {
+fn setsockopt<T>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: T,
+) -> io::Result<()> {
     // SAFETY: `value` is a live `T` and we pass its exact size, so the kernel
     // reads only bytes that belong to it. Every caller passes the type the
     // option expects (c_int or linger).
@@ -207,12 +218,24 @@ fn setsockopt<T>(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, valu
     Ok(())
 }
 
-fn getsockopt_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+fn getsockopt_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<libc::c_int> {
     let mut value: libc::c_int = 0;
     let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: the kernel writes at most `len` bytes into `value`, which is a
     // c_int of exactly that size, and updates `len`.
-    cvt(unsafe { libc::getsockopt(fd.as_raw_fd(), level, name, (&mut value as *mut libc::c_int).cast(), &mut len) })?;
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
     Ok(value)
 }
 
@@ -230,14 +253,22 @@ pub(crate) fn set_reuse_port(fd: BorrowedFd<'_>) -> io::Result<()> {
 
 /// IPV6_V6ONLY: whether an IPv6 socket refuses IPv4-mapped peers.
 pub(crate) fn set_only_v6(fd: BorrowedFd<'_>, only: bool) -> io::Result<()> {
-    setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, only as libc::c_int)
+    setsockopt(
+        fd,
+        libc::IPPROTO_IPV6,
+        libc::IPV6_V6ONLY,
+        only as libc::c_int,
+    )
 }
 
 /// SO_LINGER with a zero timeout: `close` then sends a reset (RST) instead of
 /// a clean FIN. A proxy uses it to pass a reset on rather than make a cut-off
 /// stream look complete.
 pub(crate) fn set_linger_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
     setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, linger)
 }
 
@@ -251,7 +282,13 @@ pub(crate) fn take_socket_error(fd: BorrowedFd<'_>) -> io::Result<Option<io::Err
 pub(crate) fn bind(fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
     let (storage, len) = sockaddr_from(addr);
     // SAFETY: `storage` holds a sockaddr of `len` valid bytes for the call.
-    cvt(unsafe { libc::bind(fd.as_raw_fd(), (&storage as *const libc::sockaddr_storage).cast(), len) })?;
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    })?;
     Ok(())
 }
 
@@ -268,7 +305,13 @@ pub(crate) fn listen(fd: BorrowedFd<'_>, backlog: u32) -> io::Result<()> {
 pub(crate) fn connect(fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
     let (storage, len) = sockaddr_from(addr);
     // SAFETY: `storage` holds a sockaddr of `len` valid bytes for the call.
-    cvt(unsafe { libc::connect(fd.as_raw_fd(), (&storage as *const libc::sockaddr_storage).cast(), len) })?;
+    cvt(unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    })?;
     Ok(())
 }
 
@@ -281,7 +324,9 @@ pub(crate) fn accept(fd: BorrowedFd<'_>) -> io::Result<(OwnedFd, SocketAddr)> {
     let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
     // SAFETY: the kernel writes at most `len` bytes of address into
     // `storage`, which is that large, and updates `len`.
-    let new = cvt(unsafe { libc::accept4(fd.as_raw_fd(), storage.as_mut_ptr().cast(), &mut len, flags) })?;
+    let new = cvt(unsafe {
+        libc::accept4(fd.as_raw_fd(), storage.as_mut_ptr().cast(), &mut len, flags)
+    })?;
     let new = owned(new);
     // SAFETY: zeroed() initialised every byte, and accept4 wrote a valid
     // address over the first `len` of them.
@@ -298,7 +343,9 @@ fn sockaddr_from(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t)
             let sin = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
                 sin_zero: [0; 8],
             };
             // SAFETY: sockaddr_storage is larger than and aligned for every
@@ -311,7 +358,9 @@ fn sockaddr_from(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t)
                 sin6_family: libc::AF_INET6 as libc::sa_family_t,
                 sin6_port: a.port().to_be(),
                 sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
                 sin6_scope_id: a.scope_id(),
             };
             // SAFETY: as above, for one sockaddr_in6.
@@ -327,16 +376,26 @@ fn sockaddr_to(storage: &libc::sockaddr_storage) -> io::Result<SocketAddr> {
         libc::AF_INET => {
             // SAFETY: the family says the storage holds a sockaddr_in, and
             // sockaddr_storage is aligned and large enough to read one.
-            let sin: &libc::sockaddr_in = unsafe { &*(storage as *const libc::sockaddr_storage).cast() };
+            let sin: &libc::sockaddr_in =
+                unsafe { &*(storage as *const libc::sockaddr_storage).cast() };
             let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
-            Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+            Ok(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
         }
         libc::AF_INET6 => {
             // SAFETY: as above, for sockaddr_in6.
-            let sin6: &libc::sockaddr_in6 = unsafe { &*(storage as *const libc::sockaddr_storage).cast() };
+            let sin6: &libc::sockaddr_in6 =
+                unsafe { &*(storage as *const libc::sockaddr_storage).cast() };
             let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
             let port = u16::from_be(sin6.sin6_port);
-            Ok(SocketAddr::V6(SocketAddrV6::new(ip, port, sin6.sin6_flowinfo, sin6.sin6_scope_id)))
+            Ok(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                port,
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
         }
         family => Err(io::Error::new(
             io::ErrorKind::InvalidData,

@@ -34,7 +34,11 @@ pub struct RuntimeThreads<T> {
 
 /// Starts `count` threads named `{name}-{index}`, each building its own
 /// [`Runtime`] and running `make(index)` on it to completion.
-pub fn spawn_runtimes<F, Fut>(count: usize, name: &str, make: F) -> io::Result<RuntimeThreads<Fut::Output>>
+pub fn spawn_runtimes<F, Fut>(
+    count: usize,
+    name: &str,
+    make: F,
+) -> io::Result<RuntimeThreads<Fut::Output>>
 where
     F: Fn(usize) -> Fut + Send + Clone + 'static,
     Fut: Future + 'static,
@@ -43,10 +47,12 @@ where
     let mut handles = Vec::with_capacity(count);
     for index in 0..count {
         let make = make.clone();
-        let handle = thread::Builder::new().name(format!("{name}-{index}")).spawn(move || {
-            let runtime = Runtime::new()?;
-            Ok(runtime.block_on(make(index)))
-        })?;
+        let handle = thread::Builder::new()
+            .name(format!("{name}-{index}"))
+            .spawn(move || {
+                let runtime = Runtime::new()?;
+                Ok(runtime.block_on(make(index)))
+            })?;
         handles.push(handle);
     }
     Ok(RuntimeThreads { handles })
@@ -72,7 +78,9 @@ impl<T> RuntimeThreads<T> {
                 Ok(result) => outputs.push(result?),
                 Err(payload) => {
                     let msg = panic_message(payload.as_ref()).unwrap_or("<non-string payload>");
-                    return Err(io::Error::other(format!("runtime thread {index} panicked: {msg}")));
+                    return Err(io::Error::other(format!(
+                        "runtime thread {index} panicked: {msg}"
+                    )));
                 }
             }
         }
@@ -82,6 +90,8 @@ impl<T> RuntimeThreads<T> {
 
 impl<T> fmt::Debug for RuntimeThreads<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RuntimeThreads").field("threads", &self.handles.len()).finish()
+        f.debug_struct("RuntimeThreads")
+            .field("threads", &self.handles.len())
+            .finish()
     }
 }

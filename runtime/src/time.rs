@@ -37,7 +37,11 @@ pub fn sleep(duration: Duration) -> Sleep {
 
 /// Waits until `deadline`.
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep { deadline, registered: None, fired: false }
+    Sleep {
+        deadline,
+        registered: None,
+        fired: false,
+    }
 }
 
 /// The future of [`sleep`] and [`sleep_until`].
@@ -100,7 +104,10 @@ impl Future for Sleep {
             Ok(driver) => driver,
             Err(e) => panic!("a Sleep was polled outside a runtime: {e}"),
         };
-        let key = driver.timers.borrow_mut().insert(self.deadline, cx.waker().clone());
+        let key = driver
+            .timers
+            .borrow_mut()
+            .insert(self.deadline, cx.waker().clone());
         self.registered = Some((driver, key));
         Poll::Pending
     }
@@ -114,7 +121,10 @@ impl Drop for Sleep {
 
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sleep").field("deadline", &self.deadline).field("fired", &self.fired).finish()
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("fired", &self.fired)
+            .finish()
     }
 }
 
@@ -139,7 +149,10 @@ impl From<Elapsed> for std::io::Error {
 /// Runs `future`, giving up after `duration`: `Err(Elapsed)` then, and the
 /// future is dropped (cancelled) with the `Timeout`.
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
-    Timeout { future, sleep: sleep(duration) }
+    Timeout {
+        future,
+        sleep: sleep(duration),
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -191,8 +204,15 @@ pub fn interval(period: Duration) -> Interval {
 ///
 /// If `period` is zero: an interval that never waits would be a busy loop.
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    assert!(!period.is_zero(), "an interval period must be longer than zero");
-    Interval { sleep: sleep_until(start), period, missed: MissedTickBehavior::default() }
+    assert!(
+        !period.is_zero(),
+        "an interval period must be longer than zero"
+    );
+    Interval {
+        sleep: sleep_until(start),
+        period,
+        missed: MissedTickBehavior::default(),
+    }
 }
 
 /// A periodic timer; see [`interval`].

@@ -64,7 +64,9 @@ impl TimerStore {
 
     /// The nearest deadline, if any timer is pending.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.timers.first_key_value().map(|(&(deadline, _), _)| deadline)
+        self.timers
+            .first_key_value()
+            .map(|(&(deadline, _), _)| deadline)
     }
 
     /// Removes every timer due at `now` and hands their wakers to `wakers`,
@@ -108,14 +110,27 @@ mod tests {
         let mut store = TimerStore::default();
         let t0 = Instant::now();
         for (label, ms) in [(3, 30), (1, 10), (2, 20), (4, 30)] {
-            store.insert(t0 + Duration::from_millis(ms), Waker::from(Arc::new(Labelled(label, log.clone()))));
+            store.insert(
+                t0 + Duration::from_millis(ms),
+                Waker::from(Arc::new(Labelled(label, log.clone()))),
+            );
         }
         assert_eq!(store.next_deadline(), Some(t0 + Duration::from_millis(10)));
         let mut wakers = Vec::new();
-        assert_eq!(store.fire_due(t0 + Duration::from_millis(5), &mut wakers), 0);
-        assert_eq!(store.fire_due(t0 + Duration::from_millis(30), &mut wakers), 4);
+        assert_eq!(
+            store.fire_due(t0 + Duration::from_millis(5), &mut wakers),
+            0
+        );
+        assert_eq!(
+            store.fire_due(t0 + Duration::from_millis(30), &mut wakers),
+            4
+        );
         wakers.into_iter().for_each(Waker::wake);
-        assert_eq!(*log.lock().unwrap(), vec![1, 2, 3, 4], "same deadline: insertion order");
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![1, 2, 3, 4],
+            "same deadline: insertion order"
+        );
         assert_eq!(store.len(), 0);
     }
 

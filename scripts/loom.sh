@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Model-checks the runtime's cross-thread protocols with loom: the blocking
+# thread pool (every job runs exactly once, shutdown never deadlocks) and the
+# task state word with the remote run queue (no lost wake, no double queue).
+#
+# loom replaces std's Mutex, Condvar, atomics and threads (through
+# runtime/src/sync.rs) and runs each `loom_*` test under every interleaving
+# it can reach with at most LOOM_MAX_PREEMPTIONS forced preemptions.
+# A separate target directory keeps the --cfg loom build from invalidating
+# the normal one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
+RUSTFLAGS="--cfg loom ${RUSTFLAGS:-}" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
+    cargo test -p runtime --release --lib loom
