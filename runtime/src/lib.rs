@@ -32,8 +32,8 @@
 //!    lost and never doubled, and how a wake from another thread crosses over.
 //! 5. [`executor`]: `block_on`, the loop that ties it together; [`coop`]: fairness.
 //! 6. [`async_fd`], [`net`], [`time`], [`signal`]: the futures a program uses.
-//! 7. [`thread_pool`]: the other model, one blocking thread per job, and the
-//!    bridge between the two.
+//! 7. [`thread_pool`]: the other model, a fixed set of blocking threads
+//!    taking jobs from a queue, and the bridge between the two.
 //!
 //! `docs/RUNTIME.md` walks the same path with diagrams, from `block_on` to
 //! `epoll_wait` and back.
@@ -88,7 +88,7 @@ pub mod async_fd;
 pub mod net;
 // pub mod oneshot;
 pub mod signal;
-// pub mod thread_pool;
+pub mod thread_pool;
 pub mod time;
 
 // Top.
