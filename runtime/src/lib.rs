@@ -83,10 +83,10 @@ pub mod waker;
 
 // What tasks use.
 pub mod async_fd;
-// pub mod combinator;
-// pub mod mpsc;
+pub mod combinator;
+pub mod mpsc;
 pub mod net;
-// pub mod oneshot;
+pub mod oneshot;
 pub mod signal;
 pub mod thread_pool;
 pub mod time;
