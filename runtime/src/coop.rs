@@ -17,12 +17,15 @@
 //!   the executor looks at epoll with a zero timeout even if tasks are still
 //!   queued, so readiness is collected while busy.
 //!
-//! [`yield_now`] is the manual version: go to the back of the queue once.
+//! [`yield_now`] is the manual version. Its wake is *deferred*: it goes into
+//! a list the executor wakes only after its next look at the reactor, so a
+//! yielding task lets both the other tasks and the pending I/O in before it
+//! runs again (tokio does the same). Outside the executor it wakes at once.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 /// How many I/O operations a task may complete in one poll (tokio: 128).
 pub const TASK_BUDGET: u32 = 128;
@@ -30,6 +33,21 @@ pub const TASK_BUDGET: u32 = 128;
 thread_local! {
     /// None outside the executor: code driven by hand is never throttled.
     static BUDGET: Cell<Option<u32>> = const { Cell::new(None) };
+    /// Wakers of yielded tasks, woken after the executor's next reactor turn.
+    static DEFERRED: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Are yielded tasks waiting for the next reactor turn?
+pub(crate) fn has_deferred() -> bool {
+    DEFERRED.with(|d| !d.borrow().is_empty())
+}
+
+/// Wakes the tasks that yielded (called by the executor after a turn).
+pub(crate) fn wake_deferred() {
+    let wakers = DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    for waker in wakers {
+        waker.wake();
+    }
 }
 
 /// Runs `poll` (one task's poll) with a fresh budget.
@@ -70,8 +88,8 @@ pub fn refund() {
     });
 }
 
-/// Goes to the back of the run queue once, letting every other ready task
-/// (and, at the next event interval, the reactor) run first.
+/// Steps aside once: every other ready task runs, and the reactor is
+/// polled (without sleeping), before this task is polled again.
 pub fn yield_now() -> YieldNow {
     YieldNow { yielded: false }
 }
@@ -91,7 +109,12 @@ impl Future for YieldNow {
             return Poll::Ready(());
         }
         self.yielded = true;
-        cx.waker().wake_by_ref();
+        let in_executor = BUDGET.with(|b| b.get().is_some());
+        if in_executor {
+            DEFERRED.with(|d| d.borrow_mut().push(cx.waker().clone()));
+        } else {
+            cx.waker().wake_by_ref();
+        }
         Poll::Pending
     }
 }

@@ -151,9 +151,15 @@ impl Runtime {
         let mut future = pin!(future);
         let main = Arc::new(Header::new(MAIN, self.core.shared.clone()));
         let main_waker = waker_for(&main);
+        // Tasks spawned before entering (Runtime::spawn) wait in the remote
+        // queue; they go first, so a main future that yields lets them run.
+        self.collect_remote();
         main.schedule();
         loop {
             if let Some(output) = self.run_ready(&main, &main_waker, future.as_mut()) {
+                // Yielded tasks still waiting go back to the queue, which
+                // the guards hand to the remote queue for the next block_on.
+                coop::wake_deferred();
                 return output;
             }
             self.park();
@@ -240,7 +246,7 @@ impl Runtime {
     /// event, a deadline or a wake from another thread.
     fn park(&self) {
         let shared = &self.core.shared;
-        let busy = run_queue::local_len() > 0 || shared.has_remote();
+        let busy = run_queue::local_len() > 0 || shared.has_remote() || coop::has_deferred();
         let max_wait = if busy { Some(Duration::ZERO) } else { None };
         if let Err(e) = self.driver.turn(max_wait) {
             // epoll_wait fails only on a bad descriptor or pointer (EBADF,
@@ -250,8 +256,14 @@ impl Runtime {
         if self.driver.reactor.take_remote_wake() {
             shared.eventfd.drain();
         }
+        self.collect_remote();
+        coop::wake_deferred();
+    }
+
+    /// Moves tasks woken from other threads into the local queue.
+    fn collect_remote(&self) {
         let mut remote = self.core.remote.borrow_mut();
-        shared.take_remote(&mut *remote);
+        self.core.shared.take_remote(&mut *remote);
         run_queue::extend_local(&mut remote);
     }
 }
