@@ -445,3 +445,39 @@ pub(crate) fn signalfd(set: &libc::sigset_t) -> io::Result<OwnedFd> {
 
 /// The size of one record read from a signalfd.
 pub(crate) const SIGNALFD_RECORD: usize = mem::size_of::<libc::signalfd_siginfo>();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoll_timeouts_round_up_never_down_to_zero() {
+        assert_eq!(
+            epoll_timeout_ms(None),
+            -1,
+            "no deadline: wait without limit"
+        );
+        assert_eq!(
+            epoll_timeout_ms(Some(Duration::ZERO)),
+            0,
+            "only a zero wait is zero"
+        );
+        assert_eq!(epoll_timeout_ms(Some(Duration::from_nanos(1))), 1);
+        assert_eq!(
+            epoll_timeout_ms(Some(Duration::from_micros(300))),
+            1,
+            "a timer 0.3 ms away sleeps 1 ms, no busy loop"
+        );
+        assert_eq!(epoll_timeout_ms(Some(Duration::from_millis(5))), 5);
+        assert_eq!(
+            epoll_timeout_ms(Some(Duration::from_micros(5_001))),
+            6,
+            "never wakes before the deadline"
+        );
+        assert_eq!(
+            epoll_timeout_ms(Some(Duration::from_secs(u64::MAX))),
+            i32::MAX,
+            "huge waits clamp"
+        );
+    }
+}
