@@ -368,6 +368,10 @@ impl Drop for CoreGuard {
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.core.shared.close();
+        // Destructors may spawn clean-up tasks: let `spawn` find this runtime
+        // (they are dropped in the next round without running).
+        let previous = CURRENT.with(|c| c.borrow_mut().replace(self.core.clone()));
+        let _core = CoreGuard { previous };
         // Dropping a future can spawn (a destructor that starts clean-up);
         // drain until nothing is left, a bounded number of rounds.
         for _ in 0..16 {

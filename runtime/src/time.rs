@@ -30,10 +30,19 @@ use crate::context;
 use crate::driver::Driver;
 use crate::timer::TimerKey;
 
-/// Waits until `duration` has passed.
+/// Waits until `duration` has passed. A duration too long for `Instant`
+/// (`Duration::MAX`, used as "no limit") waits about thirty years instead
+/// of overflowing.
 pub fn sleep(duration: Duration) -> Sleep {
-    sleep_until(Instant::now() + duration)
+    let now = Instant::now();
+    let deadline = now
+        .checked_add(duration)
+        .unwrap_or_else(|| now + FAR_FUTURE);
+    sleep_until(deadline)
 }
+
+/// "Never", in a form `Instant` can hold.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 /// Waits until `deadline`.
 pub fn sleep_until(deadline: Instant) -> Sleep {
