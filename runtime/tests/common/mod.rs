@@ -1,0 +1,134 @@
+//! Helpers shared by the integration tests: a watchdog, descriptor limits,
+//! thread CPU time, and a few deterministic data generators.
+//!
+//! Each test binary uses a different subset, hence the `dead_code` allowance.
+#![allow(dead_code)]
+
+use std::panic;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::Duration;
+
+/// Runs `f` on a fresh thread and returns its result; panics if it takes
+/// longer than `secs` seconds (the hung thread is left behind: the test has
+/// failed anyway), and re-raises `f`'s own panic unchanged.
+///
+/// A fresh thread also keeps per-thread state (signal masks, runtime
+/// thread-locals) out of the harness thread that runs the next test.
+pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let name = thread::current().name().unwrap_or("test").to_string();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let handle = thread::Builder::new()
+        .name(format!("{name}/body"))
+        .spawn(move || {
+            let out = f();
+            let _ = done_tx.send(());
+            out
+        })
+        .expect("spawn the test body thread");
+    match done_rx.recv_timeout(Duration::from_secs(secs)) {
+        // Disconnected: the body panicked before it could report; join to get the payload.
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => match handle.join() {
+            Ok(out) => out,
+            Err(payload) => panic::resume_unwind(payload),
+        },
+        Err(RecvTimeoutError::Timeout) => {
+            panic!("watchdog: `{name}` did not finish within {secs} s (hung?)")
+        }
+    }
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit.
+pub fn raise_nofile_limit() -> libc::rlim_t {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit for the call.
+    let ret = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    assert_eq!(ret, 0, "getrlimit: {}", std::io::Error::last_os_error());
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: `lim` is a valid rlimit; raising the soft limit up to the hard one is allowed.
+        let ret = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+        assert_eq!(ret, 0, "setrlimit: {}", std::io::Error::last_os_error());
+    }
+    lim.rlim_cur
+}
+
+/// CPU time (user + system) consumed so far by the calling thread.
+pub fn thread_cpu_time() -> Duration {
+    // SAFETY: all-zero bytes are a valid `rusage`.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage for the call.
+    let ret = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    assert_eq!(ret, 0, "getrusage: {}", std::io::Error::last_os_error());
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// The kernel id of the calling thread.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// A xorshift64 generator: a deterministic pseudo-random byte stream.
+#[derive(Debug, Clone)]
+pub struct XorShift(u64);
+
+impl XorShift {
+    pub fn new(seed: u64) -> XorShift {
+        // Zero is the one state xorshift never leaves.
+        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// Fills `buf` (its length a multiple of 8) with the next bytes of the stream.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        assert_eq!(buf.len() % 8, 0, "fill takes whole words");
+        for chunk in buf.chunks_exact_mut(8) {
+            chunk.copy_from_slice(&self.next_u64().to_le_bytes());
+        }
+    }
+
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len.next_multiple_of(8)];
+        self.fill(&mut v);
+        v.truncate(len);
+        v
+    }
+}
+
+/// FNV-1a, 64 bits, fed incrementally.
+#[derive(Debug, Clone, Copy)]
+pub struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    pub fn update(&mut self, bytes: &[u8]) {
+        let mut h = self.0;
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+
+    pub fn finish(self) -> u64 {
+        self.0
+    }
+}

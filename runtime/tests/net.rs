@@ -1,0 +1,526 @@
+//! Network contracts on real loopback sockets: echo (IPv4, IPv6), connect
+//! errors and timeouts, bulk transfer, half-close, addresses, many
+//! connections, many registered descriptors, and readiness edges.
+
+mod common;
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use common::{Fnv1a, XorShift, raise_nofile_limit, within};
+use runtime::async_fd::AsyncFd;
+use runtime::net::{ListenOptions, TcpListener, TcpStream};
+use runtime::reactor::Direction;
+use runtime::time::{Elapsed, timeout};
+use runtime::{Builder, Runtime, spawn, yield_now};
+
+fn v4() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+}
+
+/// Echoes everything it reads until EOF, then closes; returns the byte count.
+async fn echo_conn(conn: TcpStream) -> io::Result<u64> {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut total = 0;
+    loop {
+        let n = conn.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(total);
+        }
+        conn.write_all(&buf[..n]).await?;
+        total += n as u64;
+    }
+}
+
+/// Reads until EOF.
+async fn read_to_end(conn: &TcpStream) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match conn.read(&mut buf).await? {
+            0 => return Ok(out),
+            n => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Connects, sends `payload` then FIN (from a separate task, so any size
+/// works), and returns everything read back until EOF.
+async fn round_trip(addr: SocketAddr, payload: Vec<u8>) -> io::Result<Vec<u8>> {
+    let conn = Rc::new(TcpStream::connect(addr).await?);
+    let w = conn.clone();
+    let writer = spawn(async move {
+        w.write_all(&payload).await?;
+        w.shutdown(Shutdown::Write)
+    });
+    let got = read_to_end(&conn).await?;
+    writer.await.expect("writer task")?;
+    Ok(got)
+}
+
+/// Runs one echo exchange against a listener bound to `addr`.
+fn echo_test(addr: SocketAddr) {
+    let rt = Runtime::new().unwrap();
+    rt.block_on(async {
+        let listener = TcpListener::bind(addr).unwrap();
+        let local = listener.local_addr().unwrap();
+        assert_eq!(local.ip(), addr.ip());
+        assert_ne!(local.port(), 0);
+        let server = spawn(async move {
+            let (conn, peer) = listener.accept().await?;
+            assert_eq!(peer.ip(), local.ip(), "the client is on loopback too");
+            echo_conn(conn).await
+        });
+        let payload = XorShift::new(u64::from(local.port())).bytes(300_000);
+        let got = round_trip(local, payload.clone()).await.unwrap();
+        assert_eq!(got.len(), payload.len());
+        assert!(got == payload, "echoed bytes differ");
+        assert_eq!(server.await.unwrap().unwrap(), payload.len() as u64);
+    });
+    assert_eq!(rt.registered_fds(), 0, "every socket deregistered");
+}
+
+// Bytes sent to an echo server on 127.0.0.1 come back identical, then EOF.
+#[test]
+fn echo_over_ipv4_loopback() {
+    within(30, || echo_test(v4()));
+}
+
+// Bytes sent to an echo server on [::1] come back identical (skipped where the host has no IPv6 loopback).
+#[test]
+fn echo_over_ipv6_loopback() {
+    within(30, || {
+        let addr = SocketAddr::from((Ipv6Addr::LOCALHOST, 0));
+        // Probe with a plain socket first: the runtime is not under test here.
+        if let Err(e) = std::net::TcpListener::bind(addr) {
+            let unavailable = e.kind() == io::ErrorKind::AddrNotAvailable
+                || e.raw_os_error() == Some(libc::EAFNOSUPPORT)
+                || e.raw_os_error() == Some(libc::EADDRNOTAVAIL);
+            if unavailable {
+                eprintln!("note: skipping echo_over_ipv6_loopback, [::1] is unavailable here: {e}");
+                return;
+            }
+            panic!("binding [::1]:0 failed: {e}");
+        }
+        echo_test(addr);
+    });
+}
+
+// Connecting to a port nobody listens on fails with ConnectionRefused and leaves nothing registered.
+#[test]
+fn connection_refused_is_an_error() {
+    within(10, || {
+        let addr = {
+            let l = std::net::TcpListener::bind(v4()).unwrap();
+            l.local_addr().unwrap()
+        }; // closed here: the port is now free
+        let rt = Runtime::new().unwrap();
+        let result = rt.block_on(timeout(Duration::from_secs(5), TcpStream::connect(addr)));
+        match result {
+            Ok(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}"),
+            Ok(Ok(s)) => panic!("connected to a closed port: {s:?}"),
+            Err(Elapsed) => panic!("a refused connect hung instead of failing"),
+        }
+        assert_eq!(rt.registered_fds(), 0);
+    });
+}
+
+/// Starts a non-blocking connect to `addr` and returns the socket without
+/// waiting: a filler for a listener's accept queue.
+fn start_connect(addr: SocketAddrV4) -> OwnedFd {
+    let ty = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: socket takes three integers.
+    let fd = unsafe { libc::socket(libc::AF_INET, ty, 0) };
+    assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
+    // SAFETY: `fd` was just returned by socket() and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: addr.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(addr.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: `sin` is a valid sockaddr_in of the length passed, alive for the call.
+    let ret = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&sin as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    if ret != 0 {
+        let e = io::Error::last_os_error();
+        assert_eq!(e.raw_os_error(), Some(libc::EINPROGRESS), "connect: {e}");
+    }
+    fd
+}
+
+// A connect to a listener whose accept queue is full never completes; time::timeout bounds it, and it leaves nothing registered.
+#[test]
+fn connect_to_a_full_backlog_is_bounded_by_timeout() {
+    within(60, || {
+        const MAX_FILLERS: usize = 64;
+        let probe_limit = Duration::from_millis(300);
+        let rt = Runtime::new().unwrap();
+        rt.block_on(async {
+            let options = ListenOptions {
+                backlog: 1,
+                ..ListenOptions::default()
+            };
+            let listener = TcpListener::bind_with(v4(), &options).unwrap(); // never accepts
+            let SocketAddr::V4(addr) = listener.local_addr().unwrap() else {
+                unreachable!("bound to an IPv4 address")
+            };
+            let mut fillers = Vec::new();
+            let mut completed = Vec::new(); // probes that got in: they fill the queue too
+            let mut timed_out_after = None;
+            loop {
+                let start = Instant::now();
+                match timeout(probe_limit, TcpStream::connect(addr.into())).await {
+                    Err(Elapsed) => {
+                        assert!(start.elapsed() >= probe_limit);
+                        timed_out_after = Some(fillers.len());
+                        break;
+                    }
+                    Ok(Ok(stream)) => completed.push(stream),
+                    Ok(Err(e)) => panic!("connect failed instead of waiting: {e}"),
+                }
+                if fillers.len() == MAX_FILLERS {
+                    break;
+                }
+                fillers.push(start_connect(addr));
+            }
+            let n = timed_out_after.unwrap_or_else(|| {
+                panic!(
+                    "with backlog 1 and {MAX_FILLERS} queued connections, a connect still \
+                     completed: the backlog was not applied or the queue is being drained"
+                )
+            });
+            eprintln!(
+                "accept queue full after {n} fillers and {} probes",
+                completed.len()
+            );
+            assert_eq!(
+                rt.registered_fds(),
+                1 + completed.len(),
+                "the timed-out connect left its socket registered"
+            );
+        });
+        assert_eq!(rt.registered_fds(), 0);
+    });
+}
+
+// 64 MiB of pseudo-random bytes cross one loopback connection intact: same length and FNV-1a checksum at both ends.
+#[test]
+fn sixty_four_mib_with_checksum() {
+    within(300, || {
+        const TOTAL: usize = 64 << 20;
+        const CHUNK: usize = 64 << 10;
+        let rt = Runtime::new().unwrap();
+        let (sent, received) = rt.block_on(async {
+            let listener = TcpListener::bind(v4()).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let writer = spawn(async move {
+                let (conn, _) = listener.accept().await?;
+                let mut rng = XorShift::new(0xC0FF_EE00);
+                let mut sum = Fnv1a::default();
+                let mut buf = vec![0u8; CHUNK];
+                for _ in 0..TOTAL / CHUNK {
+                    rng.fill(&mut buf);
+                    sum.update(&buf);
+                    conn.write_all(&buf).await?;
+                }
+                conn.shutdown(Shutdown::Write)?;
+                io::Result::Ok((TOTAL as u64, sum.finish()))
+            });
+            let reader = spawn(async move {
+                let conn = TcpStream::connect(addr).await?;
+                let mut sum = Fnv1a::default();
+                let mut buf = vec![0u8; CHUNK];
+                let mut count = 0u64;
+                loop {
+                    let n = conn.read(&mut buf).await?;
+                    if n == 0 {
+                        break;
+                    }
+                    sum.update(&buf[..n]);
+                    count += n as u64;
+                }
+                io::Result::Ok((count, sum.finish()))
+            });
+            (
+                writer.await.unwrap().unwrap(),
+                reader.await.unwrap().unwrap(),
+            )
+        });
+        assert_eq!(received.0, sent.0, "byte count");
+        assert_eq!(received.1, sent.1, "checksum");
+        assert_eq!(rt.registered_fds(), 0);
+    });
+}
+
+// Half-close: after the client's shutdown(Write) the server reads the whole request then EOF, and its reply still reaches the client, then EOF.
+#[test]
+fn half_close_request_then_reply() {
+    within(30, || {
+        let rt = Runtime::new().unwrap();
+        rt.block_on(async {
+            let listener = TcpListener::bind(v4()).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let request = XorShift::new(1).bytes(50_000);
+            let reply = XorShift::new(2).bytes(120_000);
+            let (req, rep) = (request.clone(), reply.clone());
+            let server = spawn(async move {
+                let (conn, _) = listener.accept().await.unwrap();
+                let got = read_to_end(&conn).await.unwrap();
+                assert!(got == req, "request corrupted ({} bytes)", got.len());
+                assert!(
+                    conn.is_read_closed(),
+                    "EOF read but read side not marked closed"
+                );
+                conn.write_all(&rep).await.unwrap();
+                // Dropping `conn` closes it: the client sees EOF after the reply.
+            });
+            let client = TcpStream::connect(addr).await.unwrap();
+            client.write_all(&request).await.unwrap();
+            client.shutdown(Shutdown::Write).unwrap();
+            let err = client.write(b"late").await.unwrap_err();
+            assert_eq!(
+                err.kind(),
+                io::ErrorKind::BrokenPipe,
+                "write after shutdown(Write)"
+            );
+            let got = read_to_end(&client).await.unwrap();
+            assert!(got == reply, "reply corrupted ({} bytes)", got.len());
+            let mut buf = [0u8; 16];
+            assert_eq!(client.read(&mut buf).await.unwrap(), 0, "EOF stays EOF");
+            server.await.unwrap();
+        });
+    });
+}
+
+// Both ends agree on the connection's addresses, accept reports the client's address, and set_nodelay round-trips.
+#[test]
+fn addresses_agree_and_nodelay_round_trips() {
+    within(10, || {
+        let rt = Runtime::new().unwrap();
+        rt.block_on(async {
+            let listener = TcpListener::bind(v4()).unwrap();
+            let laddr = listener.local_addr().unwrap();
+            let accept = spawn(async move { listener.accept().await.unwrap() });
+            let client = TcpStream::connect(laddr).await.unwrap();
+            let (server, peer) = accept.await.unwrap();
+            assert_eq!(client.peer_addr().unwrap(), laddr);
+            assert_eq!(server.local_addr().unwrap(), laddr);
+            assert_eq!(server.peer_addr().unwrap(), client.local_addr().unwrap());
+            assert_eq!(peer, client.local_addr().unwrap());
+            assert_eq!(peer.ip(), Ipv4Addr::LOCALHOST);
+            for on in [true, false, true] {
+                client.set_nodelay(on).unwrap();
+                assert_eq!(client.nodelay().unwrap(), on);
+            }
+            assert!(!server.nodelay().unwrap(), "not inherited from the peer");
+        });
+    });
+}
+
+// 1,000 concurrent clients on one runtime each get their own 4 KiB payload echoed back intact.
+#[test]
+fn a_thousand_concurrent_clients() {
+    within(120, || {
+        const CLIENTS: usize = 1000;
+        const SIZE: usize = 4096;
+        let limit = raise_nofile_limit();
+        assert!(
+            limit >= 2 * CLIENTS as u64 + 200,
+            "RLIMIT_NOFILE hard limit {limit} is too low"
+        );
+        let rt = Runtime::new().unwrap();
+        rt.block_on(async {
+            let listener = TcpListener::bind(v4()).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = spawn(async move {
+                let mut conns = Vec::with_capacity(CLIENTS);
+                for _ in 0..CLIENTS {
+                    let (conn, _) = listener.accept().await?;
+                    conns.push(spawn(echo_conn(conn)));
+                }
+                let mut total = 0;
+                for c in conns {
+                    total += c.await.expect("echo task")?;
+                }
+                io::Result::Ok(total)
+            });
+            let clients: Vec<_> = (0..CLIENTS)
+                .map(|i| {
+                    spawn(async move {
+                        let mut payload = XorShift::new(i as u64 + 1000).bytes(SIZE);
+                        payload[..8].copy_from_slice(&(i as u64).to_le_bytes()); // unique
+                        let got = round_trip(addr, payload.clone()).await?;
+                        io::Result::Ok(got == payload)
+                    })
+                })
+                .collect();
+            let mut intact = 0;
+            for (i, c) in clients.into_iter().enumerate() {
+                match c.await.expect("client task") {
+                    Ok(true) => intact += 1,
+                    Ok(false) => panic!("client {i} got someone else's or corrupt bytes"),
+                    Err(e) => panic!("client {i} failed: {e}"),
+                }
+            }
+            assert_eq!(intact, CLIENTS);
+            assert_eq!(server.await.unwrap().unwrap(), (CLIENTS * SIZE) as u64);
+        });
+        assert_eq!(rt.live_tasks(), 0);
+        assert_eq!(rt.registered_fds(), 0);
+    });
+}
+
+// 10,000 descriptors registered at once (5,000 socket pairs) all report readiness: one byte through every pair arrives.
+#[test]
+fn five_thousand_socket_pairs_registered_at_once() {
+    within(120, || {
+        const PAIRS: usize = 5000;
+        let limit = raise_nofile_limit();
+        if limit < 10_300 {
+            eprintln!("note: skipping, RLIMIT_NOFILE hard limit is {limit}, need ~10,300");
+            return;
+        }
+        let rt = Runtime::new().unwrap();
+        let before = rt.registered_fds();
+        rt.block_on(async {
+            let mut pairs = Vec::with_capacity(PAIRS);
+            for _ in 0..PAIRS {
+                let (a, b) = UnixStream::pair().unwrap();
+                a.set_nonblocking(true).unwrap();
+                b.set_nonblocking(true).unwrap();
+                pairs.push((AsyncFd::new(a).unwrap(), AsyncFd::new(b).unwrap()));
+            }
+            assert!(rt.registered_fds() >= before + 2 * PAIRS);
+            for (i, (a, _)) in pairs.iter().enumerate() {
+                let n = a.get_ref().write(&[(i % 251) as u8]).unwrap();
+                assert_eq!(n, 1);
+            }
+            let mut arrived = 0;
+            for (i, (_, b)) in pairs.iter().enumerate() {
+                let mut buf = [0u8; 4];
+                let n = b
+                    .io(Direction::Read, |mut s| s.read(&mut buf))
+                    .await
+                    .unwrap();
+                assert_eq!(n, 1, "pair {i}");
+                assert_eq!(buf[0], (i % 251) as u8, "pair {i} got another pair's byte");
+                arrived += 1;
+            }
+            assert_eq!(arrived, PAIRS);
+        });
+        assert_eq!(
+            rt.registered_fds(),
+            before,
+            "dropping the AsyncFds deregisters them"
+        );
+    });
+}
+
+/// A waker that counts its wakes.
+#[derive(Default)]
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl CountingWaker {
+    fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+// Readiness on a socketpair: not readable before a write; one wake per edge; EOF and is_read_closed after the peer closes; then EPIPE on write, not a hang.
+#[test]
+fn readiness_edges_on_a_socketpair() {
+    within(10, || {
+        // One poll per turn of the driver: each yield_now below is exactly one epoll_wait.
+        let rt = Builder::new().event_interval(1).build().unwrap();
+        rt.block_on(async {
+            let (a, b) = UnixStream::pair().unwrap();
+            a.set_nonblocking(true).unwrap();
+            let fd = AsyncFd::new(a).unwrap();
+            let counter = Arc::new(CountingWaker::default());
+            let waker = Waker::from(counter.clone());
+            let mut cx = Context::from_waker(&waker);
+
+            assert!(
+                fd.poll_ready(Direction::Read, &mut cx).is_pending(),
+                "readable before any write"
+            );
+            yield_now().await; // a turn: the registration reports "writable" only
+            assert_eq!(counter.count(), 0, "the reader was woken without data");
+            assert!(fd.poll_ready(Direction::Read, &mut cx).is_pending());
+            assert!(
+                fd.poll_ready(Direction::Write, &mut Context::from_waker(Waker::noop()))
+                    .is_ready()
+            );
+
+            (&b).write_all(b"x").unwrap();
+            assert_eq!(
+                counter.count(),
+                0,
+                "nothing happens before the runtime turns"
+            );
+            yield_now().await; // one turn: the EPOLLIN edge
+            assert_eq!(counter.count(), 1, "one write, one wake");
+            yield_now().await;
+            assert_eq!(counter.count(), 1, "woken twice for one edge");
+            assert!(fd.poll_ready(Direction::Read, &mut cx).is_ready());
+
+            let mut buf = [0u8; 8];
+            let n = fd
+                .io(Direction::Read, |mut s| s.read(&mut buf))
+                .await
+                .unwrap();
+            assert_eq!(&buf[..n], b"x");
+            // Drained: the next read would block, so it waits (with our counter).
+            assert!(
+                fd.poll_io(Direction::Read, &mut cx, |mut s| s.read(&mut buf))
+                    .is_pending()
+            );
+            assert!(!fd.is_read_closed());
+
+            drop(b);
+            yield_now().await; // one turn: hang-up seen
+            assert_eq!(
+                counter.count(),
+                2,
+                "the peer closing must wake the waiting reader"
+            );
+            assert!(fd.is_read_closed());
+            let n = fd
+                .io(Direction::Read, |mut s| s.read(&mut buf))
+                .await
+                .unwrap();
+            assert_eq!(n, 0, "EOF");
+            let result = timeout(
+                Duration::from_secs(5),
+                fd.io(Direction::Write, |mut s| s.write(b"y")),
+            )
+            .await
+            .expect("a write to a hung-up socket must fail, not wait");
+            let err = result.expect_err("write to a closed peer");
+            assert_eq!(err.kind(), io::ErrorKind::BrokenPipe, "{err}");
+        });
+        assert_eq!(rt.registered_fds(), 0);
+    });
+}
