@@ -36,10 +36,9 @@ fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
 
 /// Wraps a descriptor a system call has just returned to us.
 fn owned(fd: RawFd) -> OwnedFd {
-    // SAFETY: every caller passes a descriptor that a successful system call
-    // (epoll_create1, eventfd, socket, accept4, signalfd) has just created.
-    // Nobody else holds it yet, so `OwnedFd` becomes its one owner and closes
-    // it exactly once.
+    // SAFETY: callers pass a descriptor a successful system call has just
+    // created (epoll_create1, eventfd, socket, accept4, signalfd): nobody else
+    // holds it, so `OwnedFd` becomes its one owner and closes it exactly once.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
