@@ -73,6 +73,24 @@ pub fn is_fd_exhaustion(err: &io::Error) -> bool {
     )
 }
 
+/// Opens a listening socket (SO_REUSEADDR, the options' backlog and
+/// SO_REUSEPORT), close-on-exec and non-blocking, *not* registered with any
+/// runtime: for blocking code (call `set_nonblocking(false)`), or to hand to
+/// a runtime thread ([`TcpListener::from_std`]).
+pub fn bind_std(addr: SocketAddr, options: &ListenOptions) -> io::Result<std::net::TcpListener> {
+    let socket = sys::tcp_socket(&addr)?;
+    sys::set_reuse_addr(socket.as_fd())?;
+    if options.reuse_port {
+        sys::set_reuse_port(socket.as_fd())?;
+    }
+    if let (SocketAddr::V6(_), Some(only)) = (addr, options.only_v6) {
+        sys::set_only_v6(socket.as_fd(), only)?;
+    }
+    sys::bind(socket.as_fd(), &addr)?;
+    sys::listen(socket.as_fd(), options.backlog)?;
+    Ok(std::net::TcpListener::from(socket))
+}
+
 /// A listening TCP socket.
 pub struct TcpListener {
     fd: AsyncFd<std::net::TcpListener>,
@@ -86,18 +104,16 @@ impl TcpListener {
 
     /// Binds `addr` with explicit options.
     pub fn bind_with(addr: SocketAddr, options: &ListenOptions) -> io::Result<TcpListener> {
-        let socket = sys::tcp_socket(&addr)?;
-        sys::set_reuse_addr(socket.as_fd())?;
-        if options.reuse_port {
-            sys::set_reuse_port(socket.as_fd())?;
-        }
-        if let (SocketAddr::V6(_), Some(only)) = (addr, options.only_v6) {
-            sys::set_only_v6(socket.as_fd(), only)?;
-        }
-        sys::bind(socket.as_fd(), &addr)?;
-        sys::listen(socket.as_fd(), options.backlog)?;
+        TcpListener::from_std(bind_std(addr, options)?)
+    }
+
+    /// Adopts a listening std socket (switched to non-blocking) and registers
+    /// it with the current runtime. With [`bind_std`], this is how a socket
+    /// opened on one thread becomes the listener of a runtime on another.
+    pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
+        listener.set_nonblocking(true)?;
         Ok(TcpListener {
-            fd: AsyncFd::new(std::net::TcpListener::from(socket))?,
+            fd: AsyncFd::new(listener)?,
         })
     }
 

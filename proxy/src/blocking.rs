@@ -1,0 +1,1 @@
+//! What the blocking modes share (being written).

@@ -1,0 +1,86 @@
+//! # proxy: an L4 load balancer, in five milestones
+//!
+//! Every connection accepted on the listen address is relayed, bytes
+//! unchanged in both directions, to a backend picked in round-robin order.
+//! The C++ project this grew from reached that in five steps; each is a
+//! mode of this one binary, so they can be run and measured side by side:
+//!
+//! ```text
+//!   --mode single   milestone 1   one thread, blocking sockets, one connection at a time
+//!   --mode pool     milestones 2-4  accept loop -> blocking thread pool; --picker mutex|atomic(|racy)
+//!   --mode epoll    milestone 5   the async proxy on our runtime, one event loop per worker
+//! ```
+//!
+//! ## The tour
+//!
+//! - [`cli`]: the command line and its [`Settings`](cli::Settings); [`log`]: leveled lines on stderr.
+//! - [`picker`]: round-robin over the backends, and the race of milestone 3.
+//! - [`blocking`]: what the blocking modes share: a listener with a chosen
+//!   backlog, and a full-duplex relay on `poll(2)`.
+//! - [`single`], [`pool`]: milestones 1 to 4.
+//! - [`relay`]: the async relay and its connection contract (half-close,
+//!   resets, timeouts); [`epoll`]: milestone 5, the accept loops around it.
+//! - [`shutdown`]: SIGTERM and SIGINT end the process cleanly.
+//! - [`demo`]: fixture backends, every mode, a table.
+//!
+//! `docs/EPOLL.md` walks the epoll mode from accept to the last byte.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+
+pub mod log;
+
+pub mod blocking;
+pub mod cli;
+pub mod demo;
+pub mod epoll;
+pub mod picker;
+pub mod pool;
+pub mod relay;
+pub mod shutdown;
+pub mod single;
+
+use cli::{Command, Mode};
+
+/// The whole program: parses `args` (without the program name), runs what
+/// they ask for, and returns the process exit status (0 ok, 1 runtime
+/// failure, 2 bad command line).
+pub fn main_with_args(args: &[String]) -> i32 {
+    let command = match cli::parse(args) {
+        Ok(command) => command,
+        Err(e) => {
+            eprintln!("proxy: {e}");
+            return 2;
+        }
+    };
+    let result = match command {
+        Command::Help => {
+            print!("{}", cli::help());
+            return 0;
+        }
+        Command::Version => {
+            println!("proxy {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+        Command::Demo { quick } => demo::run(quick),
+        Command::Run(settings) => {
+            log::set_level(settings.log_level);
+            // Before any other thread starts, so every thread inherits the mask.
+            match shutdown::exit_on_signals() {
+                Ok(()) => match settings.mode {
+                    Mode::Single => single::run(&settings),
+                    Mode::Pool => pool::run(&settings),
+                    Mode::Epoll => epoll::run(&settings),
+                },
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            error!("{e}");
+            1
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The async relay (being written).
