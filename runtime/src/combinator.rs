@@ -203,34 +203,16 @@ impl<F: Future> MaybeDone<F> {
     }
 }
 
-#[cfg(test)]
+// The shared test helpers (`crate::test_support`) are built for tests
+// outside loom only; loom.sh runs only the `loom_*` tests anyway.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_support::{counting_waker, wakes};
     use std::future::{pending, ready};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex, PoisonError};
-    use std::task::{Wake, Waker};
-
-    /// A waker that only counts how often it was woken.
-    struct CountingWaker {
-        wakes: AtomicUsize,
-    }
-
-    impl Wake for CountingWaker {
-        fn wake(self: Arc<Self>) {
-            self.wake_by_ref();
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.wakes.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn counting_waker() -> (Arc<CountingWaker>, Waker) {
-        let counter = Arc::new(CountingWaker {
-            wakes: AtomicUsize::new(0),
-        });
-        (counter.clone(), Waker::from(counter))
-    }
+    use std::task::Waker;
 
     fn poll_once<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
         Pin::new(future).poll(&mut Context::from_waker(waker))
@@ -345,7 +327,7 @@ mod tests {
         assert_eq!(poll_once(&mut s, &waker), Poll::Pending);
 
         right_gate.open();
-        assert_eq!(counter.wakes.load(Ordering::SeqCst), 1);
+        assert_eq!(wakes(&counter), 1);
         assert_eq!(poll_once(&mut s, &waker), Poll::Ready(Either::Right(())));
     }
 
@@ -383,10 +365,10 @@ mod tests {
         // The finished future was dropped at once, its output kept.
         assert!(early_stats.dropped());
         assert_eq!(j.as_mut().poll(&mut cx), Poll::Pending);
-        assert_eq!(counter.wakes.load(Ordering::SeqCst), 0);
+        assert_eq!(wakes(&counter), 0);
 
         gate.open();
-        assert_eq!(counter.wakes.load(Ordering::SeqCst), 1);
+        assert_eq!(wakes(&counter), 1);
         assert_eq!(j.as_mut().poll(&mut cx), Poll::Ready(('a', ())));
 
         // Each was polled until it was ready, and never after.

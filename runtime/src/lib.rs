@@ -68,6 +68,8 @@
 mod slab;
 mod sync;
 mod sys;
+#[cfg(all(test, not(loom)))]
+mod test_support;
 
 // What the thread waits on.
 mod driver;

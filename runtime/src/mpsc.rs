@@ -305,90 +305,12 @@ impl Error for TryRecvError {}
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_support::{block_on, counting_waker, wakes, with_watchdog};
     use std::future::Future;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::mpsc as std_mpsc;
-    use std::task::Wake;
-    use std::thread::{self, Thread};
-    use std::time::{Duration, Instant};
-
-    /// A waker that only counts how often it was woken.
-    struct CountingWaker {
-        wakes: AtomicUsize,
-    }
-
-    impl Wake for CountingWaker {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.wake_by_ref();
-        }
-        fn wake_by_ref(self: &std::sync::Arc<Self>) {
-            self.wakes.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn counting_waker() -> (std::sync::Arc<CountingWaker>, Waker) {
-        let counter = std::sync::Arc::new(CountingWaker {
-            wakes: AtomicUsize::new(0),
-        });
-        (counter.clone(), Waker::from(counter))
-    }
-
-    fn wakes(counter: &CountingWaker) -> usize {
-        counter.wakes.load(Ordering::SeqCst)
-    }
+    use std::thread;
 
     fn poll_rx<T>(rx: &mut Receiver<T>, waker: &Waker) -> Poll<Option<T>> {
         rx.poll_recv(&mut Context::from_waker(waker))
-    }
-
-    /// A waker that unparks the thread that created it.
-    struct ThreadWaker(Thread);
-
-    impl Wake for ThreadWaker {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-
-    /// Runs a future to completion on this thread, parking between polls.
-    /// Panics if no wake-up comes within 5 s. It checks the deadline *before*
-    /// re-polling, so a lost wake-up fails instead of being papered over by
-    /// a late poll.
-    fn block_on<F: Future>(future: F) -> F::Output {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let waker = Waker::from(std::sync::Arc::new(ThreadWaker(thread::current())));
-        let mut cx = Context::from_waker(&waker);
-        let mut future = std::pin::pin!(future);
-        loop {
-            if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-                return output;
-            }
-            thread::park_timeout(deadline.saturating_duration_since(Instant::now()));
-            assert!(
-                Instant::now() < deadline,
-                "block_on: never woken (lost wake-up?)"
-            );
-        }
-    }
-
-    /// Runs `body` on a helper thread and fails if it takes over 10 s, so a
-    /// deadlock fails the test instead of hanging the test run.
-    fn with_watchdog(body: impl FnOnce() + Send + 'static) {
-        let (done_tx, done_rx) = std_mpsc::channel();
-        let worker = thread::spawn(move || {
-            body();
-            let _ = done_tx.send(());
-        });
-        match done_rx.recv_timeout(Duration::from_secs(10)) {
-            Err(std_mpsc::RecvTimeoutError::Timeout) => panic!("test hung for 10 s"),
-            // Finished, or the body panicked (dropping `done_tx`): join to
-            // pass its panic on.
-            Ok(()) | Err(std_mpsc::RecvTimeoutError::Disconnected) => {
-                if let Err(panic) = worker.join() {
-                    std::panic::resume_unwind(panic);
-                }
-            }
-        }
     }
 
     #[test]
@@ -518,7 +440,7 @@ mod tests {
         const THREADS: usize = 4;
         const PER_THREAD: usize = 10_000;
 
-        with_watchdog(|| {
+        with_watchdog(10, || {
             let (tx, mut rx) = channel();
             let producers: Vec<_> = (0..THREADS)
                 .map(|id| {

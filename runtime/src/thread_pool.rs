@@ -471,58 +471,15 @@ impl<T> fmt::Debug for Blocking<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_support::{block_on, with_watchdog};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-    use std::sync::mpsc::{self, RecvTimeoutError};
+    use std::sync::mpsc;
     use std::sync::{Arc, Barrier};
     use std::task::Wake;
     use std::thread;
-    use std::time::Duration;
 
     /// Generous: these tests take milliseconds; the limit only turns a hang into a failure.
-    const WATCHDOG: Duration = Duration::from_secs(10);
-
-    /// Runs `test` on a helper thread and fails if it does not finish within [`WATCHDOG`].
-    fn within_watchdog<F: FnOnce() + Send + 'static>(test: F) {
-        let (done_tx, done_rx) = mpsc::channel();
-        let runner = thread::spawn(move || {
-            test();
-            let _ = done_tx.send(());
-        });
-        match done_rx.recv_timeout(WATCHDOG) {
-            Ok(()) => runner.join().expect("the test thread finished"),
-            // The sender was dropped without sending: the test panicked. Re-raise its panic.
-            Err(RecvTimeoutError::Disconnected) => match runner.join() {
-                Err(panic) => std::panic::resume_unwind(panic),
-                Ok(()) => unreachable!("the test thread finished without reporting"),
-            },
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("watchdog: test still running after {WATCHDOG:?}")
-            }
-        }
-    }
-
-    struct Unparker(thread::Thread);
-
-    impl Wake for Unparker {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-
-    /// A minimal executor: poll, park until woken, poll again.
-    fn block_on<F: Future>(future: F) -> F::Output {
-        const MAX_POLLS: usize = 1_000_000;
-        let mut future = std::pin::pin!(future);
-        let waker = Waker::from(Arc::new(Unparker(thread::current())));
-        let mut cx = Context::from_waker(&waker);
-        for _ in 0..MAX_POLLS {
-            if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-                return output;
-            }
-            thread::park(); // may return spuriously; then we simply poll again
-        }
-        panic!("block_on: still pending after {MAX_POLLS} polls");
-    }
+    const WATCHDOG_SECS: u64 = 10;
 
     /// A waker that reports its name on a channel each time it is woken.
     struct Named {
@@ -568,7 +525,7 @@ mod tests {
 
     #[test]
     fn jobs_really_overlap() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::new(4).unwrap();
             // Each job waits until all four are inside it; one at a time would never get there.
             let barrier = Arc::new(Barrier::new(4));
@@ -592,7 +549,7 @@ mod tests {
     fn every_job_runs_exactly_once_under_contention() {
         const SUBMITTERS: usize = 4;
         const PER_SUBMITTER: usize = 2_500;
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::new(4).unwrap();
             let runs: Arc<Vec<AtomicUsize>> = Arc::new(
                 (0..SUBMITTERS * PER_SUBMITTER)
@@ -623,7 +580,7 @@ mod tests {
 
     #[test]
     fn shutdown_drains_the_queue_and_joins() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::new(2).unwrap();
             let count = Arc::new(AtomicUsize::new(0));
             for _ in 0..1_000 {
@@ -643,7 +600,7 @@ mod tests {
 
     #[test]
     fn a_panicking_job_leaves_the_pool_working() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::new(1).unwrap();
             pool.execute(|| panic!("deliberate panic from a pool job (test)"))
                 .unwrap();
@@ -669,7 +626,7 @@ mod tests {
 
     #[test]
     fn execute_after_shutdown_began_is_refused() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::new(2).unwrap();
             pool.shared.close(); // what shutdown does first, before it joins
             assert_eq!(pool.execute(|| {}), Err(PoolClosed));
@@ -679,7 +636,7 @@ mod tests {
 
     #[test]
     fn shutdown_releases_a_submitter_blocked_on_a_full_queue() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::with_queue_limit(1, 1).unwrap();
             let (started_tx, started_rx) = mpsc::channel();
             let (release_tx, release_rx) = mpsc::channel::<()>();
@@ -720,7 +677,7 @@ mod tests {
 
     #[test]
     fn queue_limit_applies_backpressure() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::with_queue_limit(1, 1).unwrap();
             let returned = Arc::new(AtomicBool::new(false));
             let (started_tx, started_rx) = mpsc::channel();
@@ -761,7 +718,7 @@ mod tests {
 
     #[test]
     fn last_handle_dropped_inside_its_own_job_does_not_hang() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = Arc::new(ThreadPool::new(2).unwrap());
             let (release_tx, release_rx) = mpsc::channel::<()>();
             let (dropped_tx, dropped_rx) = mpsc::channel();
@@ -780,7 +737,7 @@ mod tests {
 
     #[test]
     fn run_returns_the_closures_value() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::new(2).unwrap();
             assert!(matches!(block_on(pool.run(|| 6 * 7)), Ok(42)));
             pool.shutdown();
@@ -789,7 +746,7 @@ mod tests {
 
     #[test]
     fn run_reports_a_panic_as_join_error() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::new(1).unwrap();
             let result = block_on(pool.run(|| -> u8 { panic!("deliberate panic in run (test)") }));
             match result {
@@ -813,7 +770,7 @@ mod tests {
 
     #[test]
     fn run_on_a_closed_pool_is_cancelled() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::new(1).unwrap();
             pool.shared.close();
             let ran = Arc::new(AtomicBool::new(false));
@@ -826,7 +783,7 @@ mod tests {
 
     #[test]
     fn a_bridge_job_dropped_unrun_cancels_its_future() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let (job, blocking) = bridge(|| 5);
             drop(job);
             assert!(matches!(block_on(blocking), Err(JoinError::Cancelled)));
@@ -835,7 +792,7 @@ mod tests {
 
     #[test]
     fn completion_wakes_the_latest_waker_only() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::new(1).unwrap();
             let (release_tx, release_rx) = mpsc::channel::<()>();
             let mut blocking = pool.run(move || {
@@ -868,7 +825,7 @@ mod tests {
 
     #[test]
     fn a_thousand_concurrent_runs_all_complete() {
-        within_watchdog(|| {
+        with_watchdog(WATCHDOG_SECS, || {
             let pool = ThreadPool::new(4).unwrap();
             let futures: Vec<Blocking<usize>> =
                 (0..1_000).map(|i| pool.run(move || i * 2)).collect();
