@@ -47,12 +47,12 @@ use std::collections::VecDeque;
 use std::error::Error;
 use std::fmt;
 use std::pin::Pin;
-use std::sync::PoisonError;
 use std::task::{Context, Poll, Waker};
 
 use futures_core::Stream;
 
-use crate::sync::{Arc, Mutex, MutexGuard};
+use crate::sync::{Arc, Mutex, lock};
+use crate::waker::store;
 
 /// Creates an unbounded channel and returns its first sender and its
 /// receiver. Clone the sender for more producers.
@@ -90,25 +90,6 @@ struct State<T> {
     senders: usize,
     /// False once the receiver is closed or dropped: sends then fail.
     rx_alive: bool,
-}
-
-/// Locks the shared state.
-///
-/// Recovering from poison is sound: no user code runs under this lock
-/// (values of `T` are only moved in and out, never dropped, and wakers are
-/// woken after unlocking), and every critical section is a few plain field
-/// writes, so a panic elsewhere cannot leave the state half-updated.
-fn lock<T>(shared: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
-    shared.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Remembers `new` as the waker to wake. Skips the clone when the stored one
-/// already wakes the same task (the common case: a task re-polling us).
-fn store_waker(slot: &mut Option<Waker>, new: &Waker) {
-    match slot {
-        Some(old) if old.will_wake(new) => {}
-        _ => *slot = Some(new.clone()),
-    }
 }
 
 impl<T> Sender<T> {
@@ -187,7 +168,7 @@ impl<T> Receiver<T> {
         }
         // Still under the same lock as the check above: see the module docs
         // for why this ordering cannot lose a wake-up.
-        store_waker(&mut state.rx_waker, cx.waker());
+        store(&mut state.rx_waker, cx.waker());
         Poll::Pending
     }
 

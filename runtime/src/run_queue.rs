@@ -36,8 +36,8 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 
-use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{Mutex, lock};
 use crate::sys::EventFd;
 
 /// Names a task: its key in the executor's slab (index and generation).
@@ -112,10 +112,7 @@ impl Shared {
         if self.closed.load(Ordering::Acquire) {
             return; // the runtime is gone: waking is a no-op
         }
-        self.remote
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(id);
+        lock(&self.remote).push(id);
         if !self.notified.swap(true, Ordering::AcqRel) {
             self.eventfd.notify();
         }
@@ -130,7 +127,7 @@ impl Shared {
     /// push that races with us either lands in this batch or notifies again.
     pub(crate) fn take_remote(&self, into: &mut impl Extend<TaskId>) {
         if self.notified.swap(false, Ordering::AcqRel) {
-            let mut remote = self.remote.lock().unwrap_or_else(|e| e.into_inner());
+            let mut remote = lock(&self.remote);
             into.extend(remote.drain(..));
         }
     }

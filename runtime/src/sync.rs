@@ -22,3 +22,16 @@ pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 #[allow(unused_imports)]
 pub(crate) use std::thread;
+
+/// Locks `mutex`, taking the guard back if the mutex is poisoned.
+///
+/// Poisoning means a thread panicked while holding the lock. Every lock in
+/// this crate guards a few fields that each critical section changes in
+/// plain steps, and no user code (no job, no waker, no value's destructor)
+/// runs under them, so the data is still valid after such a panic. Recovering
+/// keeps one panic from spreading to every thread that touches the lock.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -323,11 +323,7 @@ impl<T> Future for JoinHandle<T> {
             self.slot.taken.set(true);
             return Poll::Ready(output);
         }
-        let mut waiter = self.slot.waiter.borrow_mut();
-        match waiter.as_ref() {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            _ => *waiter = Some(cx.waker().clone()),
-        }
+        crate::waker::store(&mut self.slot.waiter.borrow_mut(), cx.waker());
         Poll::Pending
     }
 }

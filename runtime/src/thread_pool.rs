@@ -76,7 +76,7 @@ use std::sync::PoisonError;
 use std::task::{Context, Poll, Waker};
 
 use crate::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::{Arc, Condvar, Mutex, MutexGuard, thread};
+use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock, thread};
 use crate::task::{JoinError, panic_message};
 
 /// One unit of work, boxed so that closures of different types fit in one queue.
@@ -331,15 +331,6 @@ impl Shared {
     }
 }
 
-/// Locks `mutex`, recovering the guard if the mutex is poisoned.
-///
-/// Poisoning means a thread panicked while holding the lock. Jobs run unlocked and wakers are
-/// woken unlocked, so that leaves our own short critical sections (and a `Waker::clone`), each of
-/// which changes one field in one step: whatever state a panic left behind is still valid.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// `Condvar::wait` with the same poison recovery as [`lock`].
 fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     condvar.wait(guard).unwrap_or_else(PoisonError::into_inner)
@@ -444,11 +435,7 @@ impl<T> Future for Blocking<T> {
             // The waker is stored under the lock that `complete` takes, so a completion either
             // happened before this lock (and `done` is set) or happens after the unlock and
             // finds this waker. There is no gap for a wakeup to fall into.
-            match &mut slot.waker {
-                // Same task as last time: keep the old waker and skip a clone.
-                Some(waker) if waker.will_wake(cx.waker()) => {}
-                stored => *stored = Some(cx.waker().clone()),
-            }
+            crate::waker::store(&mut slot.waker, cx.waker());
             return Poll::Pending;
         }
         let result = slot.result.take();

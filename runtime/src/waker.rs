@@ -62,3 +62,13 @@ impl Wake for Header {
 pub(crate) fn waker_for(header: &Arc<Header>) -> Waker {
     Waker::from(header.clone())
 }
+
+/// Remembers `new` as the waker to wake later, skipping the clone (an atomic
+/// increment) when the stored one already wakes the same task: the common
+/// case, a task polling the same future again.
+pub(crate) fn store(slot: &mut Option<Waker>, new: &Waker) {
+    match slot {
+        Some(old) if old.will_wake(new) => {}
+        _ => *slot = Some(new.clone()),
+    }
+}
