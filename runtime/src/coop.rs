@@ -12,15 +12,19 @@
 //! - a **budget per poll**: before polling a task the executor gives it
 //!   [`TASK_BUDGET`] units; every I/O operation that completes, with data or
 //!   with an error, spends one. At zero, the next I/O operation returns
-//!   `Pending` after waking the task, so it goes to the back of the queue.
+//!   `Pending`, and the task is woken again only after the other queued
+//!   tasks have run and the reactor has been polled (a *deferred* wake).
 //! - an **event interval** (in the executor): after a fixed number of polls
 //!   the executor looks at epoll with a zero timeout even if tasks are still
 //!   queued, so readiness is collected while busy.
 //!
-//! [`yield_now`] is the manual version. Its wake is *deferred*: it goes into
-//! a list the executor wakes only after its next look at the reactor, so a
-//! yielding task lets both the other tasks and the pending I/O in before it
-//! runs again (tokio does the same). Outside the executor it wakes at once.
+//! [`yield_now`] is the manual version, deferred the same way. A deferred
+//! waker goes into a list the executor wakes only after its next look at the
+//! reactor, so a task that spent its budget or yielded lets both the other
+//! tasks and the pending I/O in before it runs again (tokio does the same:
+//! waking it at once would put it straight back in the current batch, and
+//! the reactor would wait for the event interval). Outside the executor,
+//! where nothing would wake the list, `yield_now` wakes at once.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -40,6 +44,10 @@ thread_local! {
 /// Are yielded tasks waiting for the next reactor turn?
 pub(crate) fn has_deferred() -> bool {
     DEFERRED.with(|d| !d.borrow().is_empty())
+}
+
+fn defer(waker: &Waker) {
+    DEFERRED.with(|d| d.borrow_mut().push(waker.clone()));
 }
 
 /// Wakes the tasks that yielded (called by the executor after a turn).
@@ -67,7 +75,9 @@ pub(crate) fn with_budget<R>(budget: u32, poll: impl FnOnce() -> R) -> R {
 pub fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
     BUDGET.with(|b| match b.get() {
         Some(0) => {
-            cx.waker().wake_by_ref();
+            // Deferred like a yield: the task runs again after the others
+            // *and* after the reactor has been polled.
+            defer(cx.waker());
             Poll::Pending
         }
         Some(n) => {
@@ -111,7 +121,7 @@ impl Future for YieldNow {
         self.yielded = true;
         let in_executor = BUDGET.with(|b| b.get().is_some());
         if in_executor {
-            DEFERRED.with(|d| d.borrow_mut().push(cx.waker().clone()));
+            defer(cx.waker());
         } else {
             cx.waker().wake_by_ref();
         }
