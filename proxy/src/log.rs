@@ -69,11 +69,44 @@ pub fn write(level: Level, args: fmt::Arguments<'_>) {
     // A closed stderr must not become a panic, so the result is ignored.
     let _ = writeln!(
         std::io::stderr().lock(),
-        "{}.{:03} {:5} [{name}] {args}",
-        now.as_secs(),
-        now.subsec_millis(),
+        "{} {:5} [{name}] {args}",
+        Utc(now),
         level.label()
     );
+}
+
+/// A time since the Unix epoch, shown as ISO 8601 in UTC:
+/// `2026-11-30T11:10:12.345Z`.
+struct Utc(std::time::Duration);
+
+impl fmt::Display for Utc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.as_secs();
+        let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+        let (h, m, s) = (secs / 3600 % 24, secs / 60 % 60, secs % 60);
+        let ms = self.0.subsec_millis();
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z"
+        )
+    }
+}
+
+/// Days since 1970-01-01 to a (year, month, day) in the proleptic Gregorian
+/// calendar (Howard Hinnant's algorithm: count in 400-year eras that start
+/// on March 1st, so the leap day is the last day of the year).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// Logs at error level.
@@ -95,4 +128,34 @@ macro_rules! info {
 #[macro_export]
 macro_rules! debug {
     ($($arg:tt)*) => { if $crate::log::enabled($crate::log::Level::Debug) { $crate::log::write($crate::log::Level::Debug, format_args!($($arg)*)) } };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timestamps_are_iso_8601_utc() {
+        assert_eq!(Utc(Duration::ZERO).to_string(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            Utc(Duration::from_millis(951_782_400_250)).to_string(),
+            "2000-02-29T00:00:00.250Z"
+        );
+        assert_eq!(
+            Utc(Duration::from_secs(1_796_036_971)).to_string(),
+            "2026-11-30T11:09:31.000Z"
+        );
+        assert_eq!(
+            Utc(Duration::from_secs(4_107_542_399)).to_string(),
+            "2100-02-28T23:59:59.000Z"
+        );
+    }
+
+    #[test]
+    fn levels_parse_and_order() {
+        assert_eq!(Level::parse("warn"), Some(Level::Warn));
+        assert_eq!(Level::parse("loud"), None);
+        assert!(Level::Error < Level::Debug);
+    }
 }

@@ -1,1 +1,335 @@
-//! The async relay (being written).
+//! The async relay: one connection's bytes in both directions, and the
+//! contract for how it ends.
+//!
+//! A connection is two independent *directions*, each a small state machine
+//! that copies from one socket to the other:
+//!
+//! ```text
+//!              client ──read──> [buffer] ──write──> backend     "upstream"
+//!              client <─write── [buffer] <──read─── backend     "downstream"
+//!
+//!   one direction:   Reading ──data──> Writing ──all written──> Reading
+//!                       │                                            ...
+//!                       └─EOF (the source sent FIN)─> shutdown(Write) on the
+//!                                                     destination ──> Done
+//! ```
+//!
+//! Both directions are polled by the same future, so neither waits for the
+//! other: a backend that speaks first (an SMTP banner) is relayed while the
+//! client is still silent, and a client that streams a large upload keeps
+//! sending while the response streams back.
+//!
+//! ## The contract (docs/EPOLL.md tests it clause by clause)
+//!
+//! - **Half-close.** A FIN from one side becomes `shutdown(Write)` toward the
+//!   other, once everything before it is delivered; the opposite direction
+//!   keeps flowing until its own FIN. The connection is done when both
+//!   directions are.
+//! - **Resets.** An error on one side (a read that fails with ECONNRESET, a
+//!   write that fails with EPIPE) becomes a *reset* on the other side
+//!   (SO_LINGER 0, then close), never a clean FIN: a FIN would tell the peer
+//!   that a cut-off stream is complete.
+//! - **Idle.** No byte either way for `idle_timeout`: both sides are closed.
+//! - **Half-closed and silent.** Once one direction is done, the other must
+//!   move a byte at least every `fin_timeout` (HAProxy's `client-fin` /
+//!   `server-fin`), so sockets cannot pile up in CLOSE_WAIT.
+//!
+//! ## Memory
+//!
+//! A direction holds a buffer only while bytes are in flight: it takes one
+//! from a per-thread pool before reading and gives it back as soon as it is
+//! empty and the next read would block. An idle connection holds no buffer
+//! at all, and a busy one reuses the same few buffers without allocating.
+//!
+//! Timers follow the same thrift: the idle deadline is *not* reset on every
+//! read (that would be a timer-store removal and insertion per read). The
+//! relay records when bytes last moved; when the timer fires it checks that
+//! time and, if bytes moved since, re-arms once for the remainder.
+
+use std::cell::RefCell;
+use std::future::{Future, poll_fn};
+use std::io;
+use std::net::Shutdown;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use runtime::net::TcpStream;
+use runtime::time::{self, Sleep};
+
+/// Bytes moved per read. Large enough that a bulk transfer costs few system
+/// calls; it is only held while data is in flight.
+pub const BUFFER_SIZE: usize = 64 * 1024;
+
+/// How many free buffers a thread keeps for reuse.
+const POOL_LIMIT: usize = 256;
+
+thread_local! {
+    static POOL: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn take_buffer() -> Box<[u8]> {
+    POOL.with(|p| p.borrow_mut().pop())
+        .unwrap_or_else(|| vec![0; BUFFER_SIZE].into_boxed_slice())
+}
+
+fn give_buffer(buffer: Box<[u8]>) {
+    POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        if pool.len() < POOL_LIMIT {
+            pool.push(buffer);
+        }
+    });
+}
+
+/// The timeouts a relay enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// No byte in either direction for this long: close.
+    pub idle_timeout: Duration,
+    /// After one direction finished, the other may be silent this long.
+    pub fin_timeout: Duration,
+}
+
+/// How a relayed connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Both directions delivered everything and their FINs.
+    Complete,
+    /// The client's side failed (reset, or refused our writes); the backend
+    /// was reset in turn.
+    ClientReset,
+    /// The backend's side failed; the client was reset in turn.
+    BackendReset,
+    /// No byte either way for the idle timeout.
+    IdleTimeout,
+    /// One direction was done and the other stayed silent too long.
+    FinTimeout,
+}
+
+impl Ending {
+    /// A short word for logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Ending::Complete => "complete",
+            Ending::ClientReset => "client-reset",
+            Ending::BackendReset => "backend-reset",
+            Ending::IdleTimeout => "idle-timeout",
+            Ending::FinTimeout => "fin-timeout",
+        }
+    }
+}
+
+/// What a relay did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// How it ended.
+    pub ending: Ending,
+    /// Bytes delivered from the client to the backend.
+    pub upstream: u64,
+    /// Bytes delivered from the backend to the client.
+    pub downstream: u64,
+}
+
+/// Which socket of a direction failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Broke {
+    Source,
+    Destination,
+}
+
+/// One direction: a buffer in flight, and whether the source reached EOF.
+#[derive(Debug, Default)]
+struct Direction {
+    buffer: Option<Box<[u8]>>,
+    start: usize,
+    end: usize,
+    eof: bool,
+    done: bool,
+    bytes: u64,
+}
+
+impl Direction {
+    /// Moves bytes from `from` to `to` until blocked, done or broken.
+    fn poll_copy(
+        &mut self,
+        from: &TcpStream,
+        to: &TcpStream,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), Broke>> {
+        loop {
+            if let Some(pending) = self
+                .buffer
+                .as_deref()
+                .and_then(|b| b.get(self.start..self.end))
+                .filter(|p| !p.is_empty())
+            {
+                match to.poll_write(cx, pending) {
+                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                        return Poll::Ready(Err(Broke::Destination));
+                    }
+                    Poll::Ready(Ok(n)) => {
+                        self.start += n;
+                        self.bytes += n as u64;
+                    }
+                    Poll::Pending => return Poll::Pending,
+                }
+                continue;
+            }
+            if self.eof {
+                return Poll::Ready(self.finish(to));
+            }
+            let buffer = self.buffer.get_or_insert_with(take_buffer);
+            match from.poll_read(cx, buffer) {
+                Poll::Ready(Ok(0)) => self.eof = true,
+                Poll::Ready(Ok(n)) => (self.start, self.end) = (0, n),
+                Poll::Ready(Err(_)) => return Poll::Ready(Err(Broke::Source)),
+                Poll::Pending => {
+                    // Nothing in flight: the buffer goes back to the pool
+                    // while this direction waits.
+                    self.release();
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    /// The source sent FIN and everything before it is delivered: pass the
+    /// FIN on.
+    fn finish(&mut self, to: &TcpStream) -> Result<(), Broke> {
+        if !self.done {
+            self.done = true;
+            self.release();
+            // ENOTCONN: the destination is already gone; its own direction
+            // will report how.
+            if let Err(e) = to.shutdown(Shutdown::Write) {
+                if e.kind() != io::ErrorKind::NotConnected {
+                    return Err(Broke::Destination);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn release(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            give_buffer(buffer);
+        }
+        (self.start, self.end) = (0, 0);
+    }
+}
+
+impl Drop for Direction {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Relays between `client` and `backend` until both directions are done,
+/// one side fails, or a timeout expires. On a failure, the *other* side is
+/// set to reset when it is closed; the caller then drops both.
+pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> Outcome {
+    let mut up = Direction::default();
+    let mut down = Direction::default();
+    let mut timer = IdleTimer::new(limits);
+    let ending = poll_fn(|cx| {
+        let moved_before = up.bytes + down.bytes;
+        if !up.done {
+            if let Poll::Ready(Err(broke)) = up.poll_copy(client, backend, cx) {
+                return Poll::Ready(match broke {
+                    Broke::Source => Ending::ClientReset,
+                    Broke::Destination => Ending::BackendReset,
+                });
+            }
+        }
+        if !down.done {
+            if let Poll::Ready(Err(broke)) = down.poll_copy(backend, client, cx) {
+                return Poll::Ready(match broke {
+                    Broke::Source => Ending::BackendReset,
+                    Broke::Destination => Ending::ClientReset,
+                });
+            }
+        }
+        if up.done && down.done {
+            return Poll::Ready(Ending::Complete);
+        }
+        let half_closed = up.done || down.done;
+        timer.poll_expired(cx, up.bytes + down.bytes != moved_before, half_closed)
+    })
+    .await;
+    pass_on_reset(ending, client, backend);
+    Outcome {
+        ending,
+        upstream: up.bytes,
+        downstream: down.bytes,
+    }
+}
+
+/// A failure on one side becomes a reset on the other when it is closed.
+fn pass_on_reset(ending: Ending, client: &TcpStream, backend: &TcpStream) {
+    let other = match ending {
+        Ending::ClientReset => backend,
+        Ending::BackendReset => client,
+        _ => return,
+    };
+    // If SO_LINGER cannot be set the socket closes with a FIN instead; the
+    // connection is over either way, so there is nothing more to do.
+    let _ = other.set_reset_on_close();
+}
+
+/// The idle and half-closed timeouts, with one timer re-armed lazily.
+struct IdleTimer {
+    limits: Limits,
+    last_activity: Instant,
+    sleep: Sleep,
+}
+
+impl IdleTimer {
+    fn new(limits: Limits) -> IdleTimer {
+        let now = Instant::now();
+        IdleTimer {
+            limits,
+            last_activity: now,
+            sleep: time::sleep_until(now + limits.idle_timeout),
+        }
+    }
+
+    /// Pending while the connection is alive; Ready with the timeout's
+    /// ending once it has been silent too long.
+    fn poll_expired(
+        &mut self,
+        cx: &mut Context<'_>,
+        moved: bool,
+        half_closed: bool,
+    ) -> Poll<Ending> {
+        let limit = if half_closed {
+            self.limits.fin_timeout.min(self.limits.idle_timeout)
+        } else {
+            self.limits.idle_timeout
+        };
+        if moved {
+            self.last_activity = Instant::now();
+        }
+        loop {
+            // A shorter limit (the connection just became half-closed) must
+            // take effect now, not when the longer timer fires.
+            let deadline = self.last_activity + limit;
+            if deadline < self.sleep.deadline() {
+                self.sleep.reset(deadline);
+            }
+            if Pin::new(&mut self.sleep).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let deadline = self.last_activity + limit;
+            if Instant::now() >= deadline {
+                return Poll::Ready(if half_closed {
+                    Ending::FinTimeout
+                } else {
+                    Ending::IdleTimeout
+                });
+            }
+            // Bytes moved since the timer was armed: one re-arm for the rest.
+            self.sleep.reset(deadline);
+        }
+    }
+}
