@@ -17,8 +17,12 @@
 //!   does block it), `banner` (the server speaks first) and `reset`. The
 //!   accept loop [`fixture::serve`], and [`Fixture`](fixture::Fixture),
 //!   a whole fixture on a thread of its own for tests and the demo.
+//! - [`load`]: the closed-loop load client, a new connection per request,
+//!   and its [`LoadReport`](load::LoadReport): counts, req/s, exact
+//!   percentiles, replies per backend.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
 pub mod fixture;
+pub mod load;
