@@ -35,6 +35,7 @@ pub mod cli;
 pub mod demo;
 pub mod epoll;
 pub mod picker;
+pub mod process;
 pub mod pool;
 pub mod relay;
 pub mod shutdown;
