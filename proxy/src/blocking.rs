@@ -1,1 +1,1030 @@
-//! What the blocking modes share (being written).
+//! What the blocking modes ([`single`](crate::single) and
+//! [`pool`](crate::pool)) share: a listener, one connection's life
+//! (connect, relay, abort on failure), and the full-duplex [`relay`] on
+//! `poll(2)`.
+//!
+//! # Why the seed's relay could hang
+//!
+//! The seed's milestones 1 to 4 relayed in turns: read the client's
+//! request, write it to the backend, read the backend's response, write it
+//! to the client, repeat. Each read blocks until *that* socket has
+//! something to say. That fits a client that sends one request and waits,
+//! but two ordinary peers break it:
+//!
+//! ```text
+//!  client                     alternating relay                 backend
+//!  send "data", then FIN ──▶  read(client) = "data"
+//!                             write(backend, "data")       ──▶  reads "data", then waits
+//!                             read(backend) ... blocks           for EOF before answering
+//!                                            (sort, wc, an upload, a SQL COPY)
+//!  the FIN sits unread: the relay only reads the client after the backend
+//!  has answered, and the backend only answers after the client's FIN.
+//!  Both wait forever.
+//! ```
+//!
+//! A client that streams (an upload) while the backend streams back (a
+//! progress feed) hangs the same way once a send buffer fills; a backend
+//! that speaks first (an SMTP banner) waits for a request the client is
+//! not going to send before it sees the banner.
+//!
+//! # How poll(2) fixes it
+//!
+//! The relay never blocks on one socket. It puts both sockets in
+//! non-blocking mode and asks `poll(2)` one question about both: "which of
+//! the operations I could make progress with now are possible?" Each
+//! direction has its own 64 KiB buffer ([`BUFFER_SIZE`]) with a `start` and
+//! an `end`:
+//!
+//! ```text
+//!             up:   client ──read──▶ [start .. end] ──write──▶ backend
+//!             down: client ◀─write── [start .. end] ◀──read─── backend
+//!
+//!   wait for POLLIN  on a direction's source      while its buffer is empty and no EOF was seen
+//!   wait for POLLOUT on a direction's destination while its buffer holds bytes
+//! ```
+//!
+//! So the FIN above is read as soon as it arrives, whatever the backend is
+//! doing, and becomes `shutdown(Write)` toward the backend (once the
+//! buffer ahead of it is flushed): the backend sees EOF and answers. The
+//! other direction keeps flowing until its own EOF (half-close). The
+//! relay ends when both directions have passed their FIN on.
+//!
+//! # Failures and timeouts
+//!
+//! - A read or write error on one side (ECONNRESET, EPIPE) aborts the
+//!   connection: the other side is **reset** (`SO_LINGER` 0, then close),
+//!   not closed with a FIN that would make a truncated stream look
+//!   complete. Only a relay that ended with both FINs passed on closes
+//!   cleanly; every other end ([`RelayEnd`]) resets both sockets.
+//! - No byte in either direction for `idle_timeout` ends it; once one side
+//!   has sent its FIN, the other may stay silent only for `fin_timeout` (or
+//!   `idle_timeout` if that is shorter), so half-closed connections in
+//!   CLOSE_WAIT cannot pile up.
+//! - `POLLHUP` and `POLLERR` are reported even when not asked for. They are
+//!   answered by doing the read or write that is pending (whose error then
+//!   says what happened), or, with nothing pending, by `SO_ERROR` for an
+//!   error, and for a hang-up by leaving that socket out of the next polls
+//!   until the relay has something to ask of it, so that a hang-up it
+//!   cannot act on yet does not make `poll` return at once, over and over.
+//!
+//! The async relay of the epoll mode ([`relay`](crate::relay)) keeps the
+//! same contract with futures instead of `poll(2)`.
+
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{setsockopt, sockopt};
+use runtime::net::{ListenOptions, bind_std, is_fd_exhaustion};
+
+use crate::cli::Settings;
+
+/// Bytes buffered per direction of a relayed connection.
+pub const BUFFER_SIZE: usize = 64 * 1024;
+
+/// Opens the listening socket for a blocking mode: the configured backlog,
+/// `SO_REUSEADDR`, and blocking `accept`.
+pub fn listen(settings: &Settings) -> io::Result<TcpListener> {
+    let options = ListenOptions {
+        backlog: settings.backlog,
+        ..ListenOptions::default()
+    };
+    let listener = bind_std(settings.listen, &options).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot listen on {}: {e}", settings.listen),
+        )
+    })?;
+    // bind_std hands out a non-blocking socket (what the runtime wants);
+    // these modes block in accept.
+    listener.set_nonblocking(false)?;
+    Ok(listener)
+}
+
+/// One connection's whole life: connect to `backend`, relay, close.
+///
+/// Never fails and never panics: whatever happens concerns this connection
+/// only, and is logged. If the backend cannot be reached the client is
+/// reset, so it sees ECONNRESET rather than an empty stream that ends
+/// cleanly and looks like a complete (empty) answer.
+pub fn serve(client: TcpStream, peer: SocketAddr, backend: SocketAddr, settings: &Settings) {
+    let upstream = match TcpStream::connect_timeout(&backend, settings.connect_timeout) {
+        Ok(stream) => stream,
+        Err(e) => {
+            crate::warn!("{peer}: backend {backend} unreachable: {e}; resetting the client");
+            reset(client);
+            return;
+        }
+    };
+    // A relay forwards what it has as soon as it has it; Nagle's algorithm
+    // would hold small writes back waiting for an ACK. Failing to turn it
+    // off costs latency, not correctness.
+    for stream in [&client, &upstream] {
+        if let Err(e) = stream.set_nodelay(true) {
+            crate::debug!("{peer}: TCP_NODELAY: {e}");
+        }
+    }
+    match relay(client, upstream, settings) {
+        Ok(stats) => crate::debug!("{peer} <-> {backend}: {stats}"),
+        Err(e) => crate::warn!("{peer} <-> {backend}: relay failed: {e}"),
+    }
+}
+
+/// Closes `stream` with a reset (RST) instead of a FIN: `SO_LINGER` with a
+/// zero timeout makes `close` abort the connection, discarding unsent data.
+/// The peer's next read fails with ECONNRESET.
+pub fn reset(stream: TcpStream) {
+    let abort = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    if let Err(e) = setsockopt(&stream, sockopt::Linger, &abort) {
+        // Still closed below, just with a FIN.
+        crate::debug!("SO_LINGER: {e}; closing without a reset");
+    }
+    drop(stream);
+}
+
+/// Which socket of a relayed connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The connection accepted from the client.
+    Client,
+    /// The connection to the backend.
+    Backend,
+}
+
+impl Side {
+    fn index(self) -> usize {
+        match self {
+            Side::Client => 0,
+            Side::Backend => 1,
+        }
+    }
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Side::Client => "client",
+            Side::Backend => "backend",
+        })
+    }
+}
+
+/// How a relay ended.
+#[derive(Debug)]
+pub enum RelayEnd {
+    /// Both directions reached EOF and passed their FIN on; every byte was
+    /// delivered. Both sockets were closed cleanly.
+    Closed,
+    /// A read, write or shutdown on `side` failed. Both sockets were reset.
+    Failed {
+        /// Where the error happened.
+        side: Side,
+        /// What it was (typically ECONNRESET or EPIPE).
+        error: io::Error,
+    },
+    /// No byte moved either way for `idle_timeout`. Both sockets were reset.
+    IdleTimeout,
+    /// One side had sent its FIN and the other stayed silent for
+    /// `fin_timeout`. Both sockets were reset.
+    FinTimeout,
+}
+
+impl fmt::Display for RelayEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RelayEnd::Closed => f.write_str("closed"),
+            RelayEnd::Failed { side, error } => write!(f, "{side} failed: {error}; reset"),
+            RelayEnd::IdleTimeout => f.write_str("idle timeout; reset"),
+            RelayEnd::FinTimeout => f.write_str("half-closed too long (fin timeout); reset"),
+        }
+    }
+}
+
+/// What a relay did.
+#[derive(Debug)]
+pub struct RelayStats {
+    /// Bytes written to the backend.
+    pub client_to_backend: u64,
+    /// Bytes written to the client.
+    pub backend_to_client: u64,
+    /// How it ended.
+    pub end: RelayEnd,
+}
+
+impl fmt::Display for RelayStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} bytes up, {} down, {}",
+            self.client_to_backend, self.backend_to_client, self.end
+        )
+    }
+}
+
+/// Relays bytes both ways between `client` and `backend` until both
+/// directions are done, a side fails, or a timeout expires (module docs).
+///
+/// Returns `Err` only if the relay itself could not run (switching the
+/// sockets to non-blocking mode, or `poll` failing); both sockets are then
+/// reset. Everything a peer can cause is an `Ok` with its [`RelayEnd`].
+pub fn relay(client: TcpStream, backend: TcpStream, settings: &Settings) -> io::Result<RelayStats> {
+    let setup = client
+        .set_nonblocking(true)
+        .and_then(|()| backend.set_nonblocking(true));
+    if let Err(e) = setup {
+        reset(client);
+        reset(backend);
+        return Err(e);
+    }
+    let mut relay = Relay::new(&client, &backend, settings);
+    let end = relay.run();
+    let (client_to_backend, backend_to_client) = (relay.up.delivered, relay.down.delivered);
+    match end {
+        Ok(RelayEnd::Closed) => {} // both FINs passed on: dropping closes cleanly
+        _ => {
+            reset(client);
+            reset(backend);
+        }
+    }
+    Ok(RelayStats {
+        client_to_backend,
+        backend_to_client,
+        end: end?,
+    })
+}
+
+/// One direction of a relay: a buffer between a source and a destination.
+struct Pipe {
+    buf: Box<[u8]>,
+    /// Bytes `start..end` of `buf` were read and not yet written.
+    start: usize,
+    end: usize,
+    /// The source sent its FIN (a read returned 0).
+    eof: bool,
+    /// That FIN was passed on: `shutdown(Write)` on the destination.
+    shut: bool,
+    /// Bytes written to the destination.
+    delivered: u64,
+}
+
+/// Whether a read or write moved anything (bytes or an EOF).
+type Moved = bool;
+
+impl Pipe {
+    fn new() -> Pipe {
+        Pipe {
+            buf: vec![0; BUFFER_SIZE].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            eof: false,
+            shut: false,
+            delivered: 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    fn wants_read(&self) -> bool {
+        self.is_empty() && !self.eof
+    }
+
+    fn wants_write(&self) -> bool {
+        !self.is_empty()
+    }
+
+    /// The source's FIN arrived and everything before it was written.
+    fn ready_to_shut(&self) -> bool {
+        self.eof && self.is_empty() && !self.shut
+    }
+
+    /// One read from `source` into the (empty) buffer.
+    fn fill(&mut self, mut source: &TcpStream) -> io::Result<Moved> {
+        match retry_interrupted(|| source.read(&mut self.buf)) {
+            Ok(0) => {
+                self.eof = true;
+                Ok(true)
+            }
+            Ok(n) => {
+                (self.start, self.end) = (0, n);
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One write of the buffered bytes to `destination`; a partial write
+    /// leaves the rest for the next POLLOUT.
+    fn drain(&mut self, mut destination: &TcpStream) -> io::Result<Moved> {
+        match retry_interrupted(|| destination.write(&self.buf[self.start..self.end])) {
+            Ok(0) => Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                self.start += n;
+                self.delivered += n as u64;
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn retry_interrupted<T>(mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match op() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// How a step of the relay ended it early.
+type Stop = RelayEnd;
+
+fn failed(side: Side, error: io::Error) -> Stop {
+    RelayEnd::Failed { side, error }
+}
+
+/// The state of one relayed connection.
+struct Relay<'a> {
+    client: &'a TcpStream,
+    backend: &'a TcpStream,
+    /// Client to backend.
+    up: Pipe,
+    /// Backend to client.
+    down: Pipe,
+    /// Per side: a hang-up was reported that nothing could be done about
+    /// yet. Such a socket is polled only while the relay asks something of
+    /// it (a hang-up stays reported, and polling for it would spin).
+    hung_up: [bool; 2],
+    idle_timeout: Duration,
+    fin_timeout: Duration,
+}
+
+impl<'a> Relay<'a> {
+    fn new(client: &'a TcpStream, backend: &'a TcpStream, settings: &Settings) -> Relay<'a> {
+        Relay {
+            client,
+            backend,
+            up: Pipe::new(),
+            down: Pipe::new(),
+            hung_up: [false; 2],
+            idle_timeout: settings.idle_timeout,
+            fin_timeout: settings.fin_timeout,
+        }
+    }
+
+    fn run(&mut self) -> io::Result<RelayEnd> {
+        let mut last_progress = Instant::now();
+        loop {
+            if let Err(stop) = self.pass_fins_on() {
+                return Ok(stop);
+            }
+            if self.up.shut && self.down.shut {
+                return Ok(RelayEnd::Closed);
+            }
+            let (limit, expired) = self.timeout();
+            let Some(left) = limit.checked_sub(last_progress.elapsed()) else {
+                return Ok(expired);
+            };
+            let ready = self.wait(left)?;
+            match self.act(ready) {
+                Ok(true) => last_progress = Instant::now(),
+                Ok(false) => {}
+                Err(stop) => return Ok(stop),
+            }
+        }
+    }
+
+    /// A direction whose source sent FIN and whose buffer is flushed passes
+    /// the FIN on: `shutdown(Write)` toward its destination.
+    fn pass_fins_on(&mut self) -> Result<(), Stop> {
+        if self.up.ready_to_shut() {
+            self.backend
+                .shutdown(Shutdown::Write)
+                .map_err(|e| failed(Side::Backend, e))?;
+            self.up.shut = true;
+        }
+        if self.down.ready_to_shut() {
+            self.client
+                .shutdown(Shutdown::Write)
+                .map_err(|e| failed(Side::Client, e))?;
+            self.down.shut = true;
+        }
+        Ok(())
+    }
+
+    /// The silence allowed now, and what it means when it runs out.
+    fn timeout(&self) -> (Duration, RelayEnd) {
+        if self.up.eof || self.down.eof {
+            let limit = self.fin_timeout.min(self.idle_timeout);
+            (limit, RelayEnd::FinTimeout)
+        } else {
+            (self.idle_timeout, RelayEnd::IdleTimeout)
+        }
+    }
+
+    fn socket(&self, side: Side) -> &'a TcpStream {
+        match side {
+            Side::Client => self.client,
+            Side::Backend => self.backend,
+        }
+    }
+
+    /// The direction that reads from `side`.
+    fn pipe_from(&mut self, side: Side) -> &mut Pipe {
+        match side {
+            Side::Client => &mut self.up,
+            Side::Backend => &mut self.down,
+        }
+    }
+
+    /// The direction that writes to `side`.
+    fn pipe_to(&mut self, side: Side) -> &mut Pipe {
+        match side {
+            Side::Client => &mut self.down,
+            Side::Backend => &mut self.up,
+        }
+    }
+
+    fn interest(&mut self, side: Side) -> PollFlags {
+        let mut flags = PollFlags::empty();
+        if self.pipe_from(side).wants_read() {
+            flags |= PollFlags::POLLIN;
+        }
+        if self.pipe_to(side).wants_write() {
+            flags |= PollFlags::POLLOUT;
+        }
+        flags
+    }
+
+    /// Polls: the sockets it asks something of, plus, with an empty
+    /// interest, any that has not hung up (so an error on it still wakes
+    /// the relay). Returns each side's `revents`, all empty on a timeout.
+    fn wait(&mut self, left: Duration) -> io::Result<[PollFlags; 2]> {
+        let flags = [self.interest(Side::Client), self.interest(Side::Backend)];
+        let watched = [Side::Client, Side::Backend]
+            .map(|side| !flags[side.index()].is_empty() || !self.hung_up[side.index()]);
+        let mut fds = [
+            PollFd::new(self.client.as_fd(), flags[0]),
+            PollFd::new(self.backend.as_fd(), flags[1]),
+        ];
+        let (first, count) = match watched {
+            [true, true] => (0, 2),
+            [true, false] => (0, 1),
+            [false, true] => (1, 1),
+            // Cannot happen while a direction is open (one side then wants
+            // something); sleeping out the timeout is a safe answer anyway.
+            [false, false] => (0, 0),
+        };
+        let set = &mut fds[first..first + count];
+        match poll(set, poll_timeout(left)) {
+            Ok(_) => {}
+            // Signals are blocked in every thread (shutdown.rs), but a stop
+            // and continue can still interrupt poll: just poll again.
+            Err(Errno::EINTR) => return Ok([PollFlags::empty(); 2]),
+            Err(e) => return Err(io::Error::from(e)),
+        }
+        let mut ready = [PollFlags::empty(); 2];
+        for (i, fd) in set.iter().enumerate() {
+            ready[first + i] = fd.revents().unwrap_or(PollFlags::empty());
+        }
+        Ok(ready)
+    }
+
+    /// Does what `poll` said is possible. `Ok(true)` if anything moved.
+    fn act(&mut self, ready: [PollFlags; 2]) -> Result<Moved, Stop> {
+        let mut moved = false;
+        for side in [Side::Client, Side::Backend] {
+            let events = ready[side.index()];
+            if !events.is_empty() {
+                moved |= self.on_ready(side, events)?;
+            }
+        }
+        Ok(moved)
+    }
+
+    fn on_ready(&mut self, side: Side, events: PollFlags) -> Result<Moved, Stop> {
+        if events.contains(PollFlags::POLLNVAL) {
+            return Err(failed(side, io::Error::other("poll: socket not open")));
+        }
+        // A hang-up or an error makes the pending read or write return at
+        // once, with the EOF or the error: that is how we learn which.
+        let trouble = PollFlags::POLLHUP | PollFlags::POLLERR;
+        let mut acted = false;
+        let mut moved = false;
+        if self.pipe_from(side).wants_read() && events.intersects(PollFlags::POLLIN | trouble) {
+            acted = true;
+            moved |= self.read_from(side)?;
+        }
+        if self.pipe_to(side).wants_write() && events.intersects(PollFlags::POLLOUT | trouble) {
+            acted = true;
+            moved |= self.write_to(side)?;
+        }
+        if !acted && events.intersects(trouble) {
+            self.nothing_pending(side, events)?;
+        }
+        Ok(moved)
+    }
+
+    /// A hang-up or error on a socket the relay asks nothing of right now.
+    fn nothing_pending(&mut self, side: Side, events: PollFlags) -> Result<(), Stop> {
+        if events.contains(PollFlags::POLLERR) {
+            match self.socket(side).take_error() {
+                Ok(Some(error)) | Err(error) => return Err(failed(side, error)),
+                Ok(None) => {} // already consumed: treat like a hang-up
+            }
+        }
+        // Both directions of that socket are shut at the kernel level; what
+        // is left (reading the data before its FIN) is done when the buffer
+        // has room. Until then, poll it only if there is something to ask.
+        self.hung_up[side.index()] = true;
+        Ok(())
+    }
+
+    /// Reads from `side` and, while the data is hot, tries to write it on
+    /// at once: usually the destination has room, and that saves a poll.
+    fn read_from(&mut self, side: Side) -> Result<Moved, Stop> {
+        let source = self.socket(side);
+        let (other, destination) = match side {
+            Side::Client => (Side::Backend, self.backend),
+            Side::Backend => (Side::Client, self.client),
+        };
+        let pipe = self.pipe_from(side);
+        let moved = pipe.fill(source).map_err(|e| failed(side, e))?;
+        if pipe.wants_write() {
+            pipe.drain(destination).map_err(|e| failed(other, e))?;
+        }
+        Ok(moved)
+    }
+
+    fn write_to(&mut self, side: Side) -> Result<Moved, Stop> {
+        let destination = self.socket(side);
+        self.pipe_to(side)
+            .drain(destination)
+            .map_err(|e| failed(side, e))
+    }
+}
+
+/// `left`, rounded *up* to whole milliseconds: rounding down would turn the
+/// last fraction of a millisecond into a zero timeout, and the loop would
+/// spin until the deadline passed.
+fn poll_timeout(left: Duration) -> PollTimeout {
+    let millis = left.as_micros().div_ceil(1000);
+    PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX)
+}
+
+/// What an accept loop does with an `accept` error: go on at once, or back
+/// off, with a warning at most once a second.
+///
+/// Most accept errors belong to one connection that died while queued
+/// (ECONNABORTED, and on Linux the network errors accept(2) passes on):
+/// try the next one at once. Running out of descriptors (EMFILE, ENFILE)
+/// is different: the connection stays queued and the listener stays
+/// readable, so retrying at once would spin at 100% CPU and log a line per
+/// try. Instead: log (rate-limited), sleep [`ACCEPT_BACKOFF`], retry. The
+/// open connections finishing are what frees descriptors, and nothing
+/// queued is lost. An error nobody expects gets the same backoff: the loop
+/// must neither spin nor give up.
+#[derive(Debug, Default)]
+pub struct AcceptErrors {
+    last_warning: Option<Instant>,
+    suppressed: u64,
+}
+
+/// How long an accept loop sleeps after an error that would otherwise spin.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// At most one accept warning per this interval.
+const WARNING_INTERVAL: Duration = Duration::from_secs(1);
+
+impl AcceptErrors {
+    /// A fresh tracker.
+    pub fn new() -> AcceptErrors {
+        AcceptErrors::default()
+    }
+
+    /// Handles one accept error: logs it (rate-limited) and sleeps if it is
+    /// the kind that would spin. Returns whether it backed off.
+    pub fn handle(&mut self, error: &io::Error) -> bool {
+        if concerns_one_connection(error) {
+            crate::debug!("accept: {error}; next connection");
+            return false;
+        }
+        if let Some(suppressed) = self.warning_due(Instant::now()) {
+            let why = if is_fd_exhaustion(error) {
+                "out of file descriptors or memory; "
+            } else {
+                ""
+            };
+            crate::warn!(
+                "accept: {error}: {why}retrying every {} ms ({suppressed} similar errors not logged)",
+                ACCEPT_BACKOFF.as_millis()
+            );
+        }
+        thread::sleep(ACCEPT_BACKOFF);
+        true
+    }
+
+    /// `Some(errors not logged since the last warning)` if a warning may be
+    /// logged at `now`.
+    fn warning_due(&mut self, now: Instant) -> Option<u64> {
+        match self.last_warning {
+            Some(last) if now.duration_since(last) < WARNING_INTERVAL => {
+                self.suppressed += 1;
+                None
+            }
+            _ => {
+                self.last_warning = Some(now);
+                Some(std::mem::take(&mut self.suppressed))
+            }
+        }
+    }
+}
+
+/// An accept error that concerns only the connection being accepted.
+fn concerns_one_connection(error: &io::Error) -> bool {
+    use io::ErrorKind::{ConnectionAborted, Interrupted};
+    matches!(error.kind(), ConnectionAborted | Interrupted)
+        || matches!(
+            // accept(2), Linux notes: errors of the new socket passed on by
+            // accept, "to be treated like EAGAIN by retrying".
+            error.raw_os_error(),
+            Some(
+                libc::ENETDOWN
+                    | libc::EPROTO
+                    | libc::ENOPROTOOPT
+                    | libc::EHOSTDOWN
+                    | libc::ENONET
+                    | libc::EHOSTUNREACH
+                    | libc::EOPNOTSUPP
+                    | libc::ENETUNREACH
+                    | libc::EPERM
+            )
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::ErrorKind;
+    use std::sync::mpsc;
+    use std::thread::JoinHandle;
+
+    /// Two connected loopback sockets.
+    fn socket_pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let near = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (far, _) = listener.accept().expect("accept");
+        (near, far)
+    }
+
+    fn settings(idle: Duration, fin: Duration) -> Settings {
+        Settings {
+            idle_timeout: idle,
+            fin_timeout: fin,
+            ..Settings::default()
+        }
+    }
+
+    /// A relay running on its own thread, with the test holding the far
+    /// ends: `client` plays the client, `backend` the backend.
+    struct Harness {
+        client: TcpStream,
+        backend: TcpStream,
+        relay: JoinHandle<io::Result<RelayStats>>,
+    }
+
+    fn start(settings: Settings) -> Harness {
+        let (client, proxy_client) = socket_pair();
+        let (proxy_backend, backend) = socket_pair();
+        for s in [&client, &backend] {
+            s.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+        }
+        let relay = thread::spawn(move || relay(proxy_client, proxy_backend, &settings));
+        Harness {
+            client,
+            backend,
+            relay,
+        }
+    }
+
+    fn start_default() -> Harness {
+        start(settings(Duration::from_secs(10), Duration::from_secs(10)))
+    }
+
+    impl Harness {
+        fn finish(self) -> RelayStats {
+            drop((self.client, self.backend));
+            self.relay
+                .join()
+                .expect("relay panicked")
+                .expect("relay error")
+        }
+    }
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8 ^ seed).collect()
+    }
+
+    fn read_all(mut s: &TcpStream) -> io::Result<Vec<u8>> {
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)?;
+        Ok(got)
+    }
+
+    /// Writes `data` then FIN on a thread of its own.
+    fn send_then_fin(s: &TcpStream, data: Vec<u8>) -> JoinHandle<()> {
+        let mut s = s.try_clone().expect("clone");
+        thread::spawn(move || {
+            s.write_all(&data).expect("write");
+            s.shutdown(Shutdown::Write).expect("shutdown");
+        })
+    }
+
+    #[test]
+    fn both_directions_stream_at_once() {
+        // Each side sends 4 MiB while the other does: far more than the
+        // socket buffers and the relay's hold, so an alternating relay
+        // would stop with both sides blocked in write.
+        let h = start_default();
+        let (up, down) = (pattern(4 << 20, 1), pattern(4 << 20, 2));
+        let writers = [
+            send_then_fin(&h.client, up.clone()),
+            send_then_fin(&h.backend, down.clone()),
+        ];
+        assert!(read_all(&h.backend).expect("backend read") == up);
+        assert!(read_all(&h.client).expect("client read") == down);
+        for writer in writers {
+            writer.join().expect("writer");
+        }
+        let stats = h.finish();
+        assert!(matches!(stats.end, RelayEnd::Closed), "{stats}");
+        assert_eq!(
+            (stats.client_to_backend, stats.backend_to_client),
+            (4 << 20, 4 << 20)
+        );
+    }
+
+    /// The backend answers only after the client's EOF (like `sort`).
+    fn answer_after_eof(backend: &TcpStream) -> JoinHandle<()> {
+        let mut backend = backend.try_clone().expect("clone");
+        thread::spawn(move || {
+            let request = read_all(&backend).expect("request");
+            let answer: Vec<u8> = request.iter().rev().copied().collect();
+            backend.write_all(&answer).expect("answer");
+            // The test still holds a handle, so dropping ours sends no FIN.
+            let _ = backend.shutdown(Shutdown::Write);
+        })
+    }
+
+    #[test]
+    fn a_half_closed_client_still_gets_the_whole_answer() {
+        let h = start_default();
+        let request = pattern(300_000, 3);
+        let backend = answer_after_eof(&h.backend);
+        send_then_fin(&h.client, request.clone())
+            .join()
+            .expect("client writer");
+        let answer = read_all(&h.client).expect("answer");
+        assert!(answer.iter().rev().eq(request.iter()), "answer mangled");
+        backend.join().expect("backend");
+        let stats = h.finish();
+        assert!(matches!(stats.end, RelayEnd::Closed), "{stats}");
+    }
+
+    /// The seed's relay (v1-v4), for comparison: read the client, write the
+    /// backend, read the backend, write the client, in turns.
+    fn alternating_relay(mut client: &TcpStream, mut backend: &TcpStream) -> io::Result<()> {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = client.read(&mut buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            backend.write_all(&buf[..n])?;
+            let n = backend.read(&mut buf)?; // waits for the backend's answer...
+            client.write_all(&buf[..n])?;
+        }
+    }
+
+    #[test]
+    fn the_seeds_alternating_relay_hangs_where_poll_does_not() {
+        // Same peers as the half-close test, relayed the seed's way. The
+        // relay reads the request, then waits for the backend, which waits
+        // for the client's FIN, which nobody reads. A read timeout stands
+        // in for "forever".
+        let (client, proxy_client) = socket_pair();
+        let (proxy_backend, backend) = socket_pair();
+        proxy_backend
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        let backend = answer_after_eof(&backend);
+        send_then_fin(&client, b"3\n1\n2\n".to_vec())
+            .join()
+            .expect("client writer");
+        let stuck = alternating_relay(&proxy_client, &proxy_backend).unwrap_err();
+        assert!(
+            matches!(stuck.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "{stuck}"
+        );
+        drop((proxy_client, proxy_backend)); // lets the backend thread end
+        let _ = backend.join();
+    }
+
+    #[test]
+    fn a_backend_that_speaks_first_is_heard() {
+        let h = start_default();
+        (&h.backend).write_all(b"220 ready\r\n").expect("banner");
+        let mut banner = [0u8; 11];
+        (&h.client).read_exact(&mut banner).expect("banner relayed");
+        assert_eq!(&banner, b"220 ready\r\n");
+        let stats = h.finish();
+        assert_eq!(stats.backend_to_client, 11);
+    }
+
+    #[test]
+    fn a_backend_reset_reaches_the_client_as_a_reset() {
+        let h = start_default();
+        (&h.client).write_all(b"hello").expect("request");
+        let mut got = [0u8; 5];
+        (&h.backend).read_exact(&mut got).expect("request relayed");
+        reset(h.backend);
+        let e = read_all(&h.client).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+        let stats = h.relay.join().expect("relay panicked").expect("relay");
+        assert!(
+            matches!(
+                stats.end,
+                RelayEnd::Failed {
+                    side: Side::Backend,
+                    ..
+                }
+            ),
+            "{stats}"
+        );
+    }
+
+    #[test]
+    fn a_client_reset_reaches_the_backend_as_a_reset() {
+        let h = start_default();
+        reset(h.client);
+        let e = read_all(&h.backend).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+        let stats = h.relay.join().expect("relay panicked").expect("relay");
+        assert!(
+            matches!(
+                stats.end,
+                RelayEnd::Failed {
+                    side: Side::Client,
+                    ..
+                }
+            ),
+            "{stats}"
+        );
+    }
+
+    #[test]
+    fn a_silent_connection_is_reset_after_the_idle_timeout() {
+        let h = start(settings(
+            Duration::from_millis(200),
+            Duration::from_secs(10),
+        ));
+        let begun = Instant::now();
+        let e = read_all(&h.client).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+        let waited = begun.elapsed();
+        assert!(waited >= Duration::from_millis(190), "{waited:?}");
+        assert!(waited < Duration::from_secs(3), "{waited:?}");
+        let stats = h.relay.join().expect("relay panicked").expect("relay");
+        assert!(matches!(stats.end, RelayEnd::IdleTimeout), "{stats}");
+    }
+
+    #[test]
+    fn traffic_keeps_a_connection_alive_past_the_idle_timeout() {
+        let h = start(settings(
+            Duration::from_millis(300),
+            Duration::from_secs(10),
+        ));
+        for _ in 0..6 {
+            thread::sleep(Duration::from_millis(100));
+            (&h.client).write_all(b"x").expect("write");
+            let mut one = [0u8; 1];
+            (&h.backend).read_exact(&mut one).expect("relayed");
+        }
+        let stats = h.finish();
+        assert!(matches!(stats.end, RelayEnd::Closed), "{stats}");
+    }
+
+    #[test]
+    fn a_half_closed_connection_is_bounded_by_the_fin_timeout() {
+        let h = start(settings(
+            Duration::from_secs(10),
+            Duration::from_millis(200),
+        ));
+        h.client.shutdown(Shutdown::Write).expect("shutdown");
+        // The backend sees the FIN, then stays silent.
+        assert!(read_all(&h.backend).expect("eof").is_empty());
+        let e = read_all(&h.client).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+        let stats = h.relay.join().expect("relay panicked").expect("relay");
+        assert!(matches!(stats.end, RelayEnd::FinTimeout), "{stats}");
+    }
+
+    #[test]
+    fn a_reset_close_is_seen_as_a_reset() {
+        let (near, far) = socket_pair();
+        far.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        reset(near);
+        let e = read_all(&far).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset);
+    }
+
+    #[test]
+    fn poll_timeouts_round_up() {
+        let ms = |d: Duration| poll_timeout(d).as_millis();
+        assert_eq!(ms(Duration::ZERO), Some(0));
+        assert_eq!(ms(Duration::from_micros(1)), Some(1));
+        assert_eq!(ms(Duration::from_micros(1500)), Some(2));
+        assert_eq!(ms(Duration::from_secs(2)), Some(2000));
+        assert_eq!(poll_timeout(Duration::MAX), PollTimeout::MAX);
+    }
+
+    #[test]
+    fn a_dead_queued_connection_is_skipped_at_once() {
+        let mut errors = AcceptErrors::new();
+        let begun = Instant::now();
+        for errno in [libc::ECONNABORTED, libc::EPROTO, libc::ENETUNREACH] {
+            assert!(!errors.handle(&io::Error::from_raw_os_error(errno)));
+        }
+        assert!(begun.elapsed() < ACCEPT_BACKOFF);
+    }
+
+    #[test]
+    fn running_out_of_descriptors_backs_off_instead_of_spinning() {
+        let mut errors = AcceptErrors::new();
+        for errno in [libc::EMFILE, libc::ENFILE, libc::EBADF] {
+            let begun = Instant::now();
+            assert!(errors.handle(&io::Error::from_raw_os_error(errno)));
+            assert!(begun.elapsed() >= ACCEPT_BACKOFF);
+        }
+    }
+
+    #[test]
+    fn accept_warnings_come_at_most_once_a_second() {
+        let mut errors = AcceptErrors::new();
+        let t0 = Instant::now();
+        assert_eq!(errors.warning_due(t0), Some(0));
+        for ms in [1, 50, 999] {
+            assert_eq!(errors.warning_due(t0 + Duration::from_millis(ms)), None);
+        }
+        assert_eq!(
+            errors.warning_due(t0 + Duration::from_millis(1000)),
+            Some(3)
+        );
+        assert_eq!(errors.warning_due(t0 + Duration::from_millis(1001)), None);
+    }
+
+    #[test]
+    fn listen_reports_the_address_it_could_not_bind() {
+        let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let settings = Settings {
+            listen: taken.local_addr().expect("addr"),
+            ..Settings::default()
+        };
+        let e = listen(&settings).unwrap_err();
+        assert!(e.to_string().contains("cannot listen on 127.0.0.1:"), "{e}");
+    }
+
+    #[test]
+    fn listen_gives_a_blocking_listener_with_the_real_port() {
+        let settings = Settings {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            ..Settings::default()
+        };
+        let listener = listen(&settings).expect("listen");
+        let addr = listener.local_addr().expect("addr");
+        assert_ne!(addr.port(), 0);
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || tx.send(listener.accept().map(|_| ())));
+        let _client = TcpStream::connect(addr).expect("connect");
+        let accepted = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("accept returned");
+        accepted.expect("a blocking accept waited for the client");
+    }
+}

@@ -1,9 +1,70 @@
-//! Mode single (being written).
-use crate::cli::Settings;
-use std::io;
+//! Mode `single`, milestone 1: one thread, one connection at a time.
+//!
+//! ```text
+//!   loop {
+//!       accept()                       blocks until a client is queued
+//!       connect(first backend)         bounded by --connect-timeout
+//!       relay(client, backend)         both directions, until both are done
+//!   }
+//! ```
+//!
+//! While one connection is relayed, the next clients wait in the kernel's
+//! listen queue (`--backlog`): their connect succeeds (the kernel completes
+//! the handshake), but nothing reads their bytes until the current
+//! connection ends. That is the point of this mode: the plumbing (a
+//! listener, a connect, a relay that handles partial reads and writes,
+//! half-close and resets) with no concurrency at all, to compare the other
+//! modes against. Only the first `--backend` is used; round robin starts
+//! with the pool.
+//!
+//! The relay is the same [`blocking::relay`] the pool's workers use, on
+//! `poll(2)`, not the seed's alternating loop (see [`blocking`] for why
+//! that one can hang).
 
-/// Runs the single mode until the process is stopped.
+#![forbid(unsafe_code)]
+
+use std::io;
+use std::net::SocketAddr;
+
+use crate::blocking::{self, AcceptErrors};
+use crate::cli::Settings;
+
+/// Runs the single mode until the process is stopped (by a signal: see
+/// [`shutdown`](crate::shutdown)). Returns only if it cannot start.
 pub fn run(settings: &Settings) -> io::Result<()> {
-    let _ = settings;
-    Err(io::Error::other("the single mode is being written"))
+    let backend = first_backend(settings)?;
+    let listener = blocking::listen(settings)?;
+    let addr = listener.local_addr()?;
+    crate::info!("listening on {} (single)", addr);
+    crate::info!("relaying one connection at a time to {backend}");
+    let mut accept_errors = AcceptErrors::new();
+    loop {
+        match listener.accept() {
+            Ok((client, peer)) => blocking::serve(client, peer, backend, settings),
+            Err(e) => {
+                accept_errors.handle(&e);
+            }
+        }
+    }
+}
+
+fn first_backend(settings: &Settings) -> io::Result<SocketAddr> {
+    settings.backends.first().copied().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the single mode needs a backend",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_backend_it_refuses_to_start() {
+        let settings = Settings::default(); // no backends
+        let e = run(&settings).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
 }
