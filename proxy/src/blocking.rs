@@ -76,13 +76,12 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{setsockopt, sockopt};
-use runtime::net::{ListenOptions, bind_std, is_fd_exhaustion};
+use runtime::net::{ListenOptions, bind_std};
 
 use crate::cli::Settings;
 
@@ -586,102 +585,12 @@ fn poll_timeout(left: Duration) -> PollTimeout {
     PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX)
 }
 
-/// What an accept loop does with an `accept` error: go on at once, or back
-/// off, with a warning at most once a second.
-///
-/// Most accept errors belong to one connection that died while queued
-/// (ECONNABORTED, and on Linux the network errors accept(2) passes on):
-/// try the next one at once. Running out of descriptors (EMFILE, ENFILE)
-/// is different: the connection stays queued and the listener stays
-/// readable, so retrying at once would spin at 100% CPU and log a line per
-/// try. Instead: log (rate-limited), sleep [`ACCEPT_BACKOFF`], retry. The
-/// open connections finishing are what frees descriptors, and nothing
-/// queued is lost. An error nobody expects gets the same backoff: the loop
-/// must neither spin nor give up.
-#[derive(Debug, Default)]
-pub struct AcceptErrors {
-    last_warning: Option<Instant>,
-    suppressed: u64,
-}
-
-/// How long an accept loop sleeps after an error that would otherwise spin.
-pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-
-/// At most one accept warning per this interval.
-const WARNING_INTERVAL: Duration = Duration::from_secs(1);
-
-impl AcceptErrors {
-    /// A fresh tracker.
-    pub fn new() -> AcceptErrors {
-        AcceptErrors::default()
-    }
-
-    /// Handles one accept error: logs it (rate-limited) and sleeps if it is
-    /// the kind that would spin. Returns whether it backed off.
-    pub fn handle(&mut self, error: &io::Error) -> bool {
-        if concerns_one_connection(error) {
-            crate::debug!("accept: {error}; next connection");
-            return false;
-        }
-        if let Some(suppressed) = self.warning_due(Instant::now()) {
-            let why = if is_fd_exhaustion(error) {
-                "out of file descriptors or memory; "
-            } else {
-                ""
-            };
-            crate::warn!(
-                "accept: {error}: {why}retrying every {} ms ({suppressed} similar errors not logged)",
-                ACCEPT_BACKOFF.as_millis()
-            );
-        }
-        thread::sleep(ACCEPT_BACKOFF);
-        true
-    }
-
-    /// `Some(errors not logged since the last warning)` if a warning may be
-    /// logged at `now`.
-    fn warning_due(&mut self, now: Instant) -> Option<u64> {
-        match self.last_warning {
-            Some(last) if now.duration_since(last) < WARNING_INTERVAL => {
-                self.suppressed += 1;
-                None
-            }
-            _ => {
-                self.last_warning = Some(now);
-                Some(std::mem::take(&mut self.suppressed))
-            }
-        }
-    }
-}
-
-/// An accept error that concerns only the connection being accepted.
-fn concerns_one_connection(error: &io::Error) -> bool {
-    use io::ErrorKind::{ConnectionAborted, Interrupted};
-    matches!(error.kind(), ConnectionAborted | Interrupted)
-        || matches!(
-            // accept(2), Linux notes: errors of the new socket passed on by
-            // accept, "to be treated like EAGAIN by retrying".
-            error.raw_os_error(),
-            Some(
-                libc::ENETDOWN
-                    | libc::EPROTO
-                    | libc::ENOPROTOOPT
-                    | libc::EHOSTDOWN
-                    | libc::ENONET
-                    | libc::EHOSTUNREACH
-                    | libc::EOPNOTSUPP
-                    | libc::ENETUNREACH
-                    | libc::EPERM
-            )
-        )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::ErrorKind;
     use std::sync::mpsc;
-    use std::thread::JoinHandle;
+    use std::thread::{self, JoinHandle};
 
     /// Two connected loopback sockets.
     fn socket_pair() -> (TcpStream, TcpStream) {
@@ -962,41 +871,6 @@ mod tests {
         assert_eq!(ms(Duration::from_micros(1500)), Some(2));
         assert_eq!(ms(Duration::from_secs(2)), Some(2000));
         assert_eq!(poll_timeout(Duration::MAX), PollTimeout::MAX);
-    }
-
-    #[test]
-    fn a_dead_queued_connection_is_skipped_at_once() {
-        let mut errors = AcceptErrors::new();
-        let begun = Instant::now();
-        for errno in [libc::ECONNABORTED, libc::EPROTO, libc::ENETUNREACH] {
-            assert!(!errors.handle(&io::Error::from_raw_os_error(errno)));
-        }
-        assert!(begun.elapsed() < ACCEPT_BACKOFF);
-    }
-
-    #[test]
-    fn running_out_of_descriptors_backs_off_instead_of_spinning() {
-        let mut errors = AcceptErrors::new();
-        for errno in [libc::EMFILE, libc::ENFILE, libc::EBADF] {
-            let begun = Instant::now();
-            assert!(errors.handle(&io::Error::from_raw_os_error(errno)));
-            assert!(begun.elapsed() >= ACCEPT_BACKOFF);
-        }
-    }
-
-    #[test]
-    fn accept_warnings_come_at_most_once_a_second() {
-        let mut errors = AcceptErrors::new();
-        let t0 = Instant::now();
-        assert_eq!(errors.warning_due(t0), Some(0));
-        for ms in [1, 50, 999] {
-            assert_eq!(errors.warning_due(t0 + Duration::from_millis(ms)), None);
-        }
-        assert_eq!(
-            errors.warning_due(t0 + Duration::from_millis(1000)),
-            Some(3)
-        );
-        assert_eq!(errors.warning_due(t0 + Duration::from_millis(1001)), None);
     }
 
     #[test]

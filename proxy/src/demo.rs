@@ -51,7 +51,14 @@ fn rows(quick: bool) -> Vec<Row> {
 
 /// Runs the demo and prints the table.
 pub fn run(quick: bool) -> io::Result<()> {
-    let fixture = Fixture::start(3, FixtureOptions { mode: FixtureMode::Reply, delay: DELAY, banner: String::new() })?;
+    let fixture = Fixture::start(
+        3,
+        FixtureOptions {
+            mode: FixtureMode::Reply,
+            delay: DELAY,
+            banner: String::new(),
+        },
+    )?;
     let backends = fixture.addrs().to_vec();
     let exe = std::env::current_exe()?;
     println!(
@@ -61,8 +68,8 @@ pub fn run(quick: bool) -> io::Result<()> {
         DELAY.as_millis()
     );
     println!(
-        "{:<7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7}  {}",
-        "mode", "threads", "requests", "req/s", "avg ms", "p99 ms", "errors", "served by (port: requests)"
+        "{:<7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7}  served by (port: requests)",
+        "mode", "threads", "requests", "req/s", "avg ms", "p99 ms", "errors"
     );
     for row in rows(quick) {
         let report = measure(&exe, &row, &backends)?;
@@ -90,19 +97,34 @@ fn measure(exe: &std::path::Path, row: &Row, backends: &[SocketAddr]) -> io::Res
         args.extend(["--backend".to_string(), b.to_string()]);
     }
     let proxy = ProxyProcess::start(exe, &args)?;
-    let options =
-        LoadOptions { target: proxy.addr(), clients: CLIENTS, requests: row.requests, timeout: Duration::from_secs(30) };
+    let options = LoadOptions {
+        target: proxy.addr(),
+        clients: CLIENTS,
+        requests: row.requests,
+        timeout: Duration::from_secs(30),
+    };
     let report = run_closed_loop(&options);
     let status = proxy.stop()?;
     if !status.success() {
-        return Err(io::Error::other(format!("the {} proxy exited with {status}", row.mode)));
+        return Err(io::Error::other(format!(
+            "the {} proxy exited with {status}",
+            row.mode
+        )));
     }
     report
 }
 
 fn print_row(row: &Row, report: &LoadReport) {
-    let ms = |d: Option<Duration>| d.map_or("-".to_string(), |d| format!("{:.1}", d.as_secs_f64() * 1000.0));
-    let served: Vec<String> = report.per_backend.iter().map(|(tag, n)| format!("{}: {n}", tag.trim_start_matches("port "))).collect();
+    let ms = |d: Option<Duration>| {
+        d.map_or("-".to_string(), |d| {
+            format!("{:.1}", d.as_secs_f64() * 1000.0)
+        })
+    };
+    let served: Vec<String> = report
+        .per_backend
+        .iter()
+        .map(|(tag, n)| format!("{}: {n}", tag.trim_start_matches("port ")))
+        .collect();
     println!(
         "{:<7} {:>7} {:>9} {:>9.1} {:>9} {:>9} {:>7}  {}",
         row.mode,

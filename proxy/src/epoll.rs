@@ -29,15 +29,13 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use runtime::net::{ListenOptions, TcpListener, TcpStream, bind_std, is_fd_exhaustion};
+use runtime::net::{ListenOptions, TcpListener, TcpStream, bind_std};
 use runtime::{spawn, time};
 
+use crate::accept::AcceptErrors;
 use crate::cli::{PickerKind, Settings};
 use crate::picker::{Picker, new_picker};
 use crate::relay::{self, Limits, Outcome};
-
-/// How long accepting pauses when the process is out of descriptors.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// What every connection of a worker needs; one per worker (an `Rc`).
 #[derive(Debug)]
@@ -117,26 +115,20 @@ fn bind_listeners(settings: &Settings) -> io::Result<Vec<std::net::TcpListener>>
 /// Accepts forever, one task per connection.
 async fn accept_loop(listener: std::net::TcpListener, worker: Rc<Worker>) -> io::Result<()> {
     let listener = TcpListener::from_std(listener)?;
-    let mut last_warning: Option<Instant> = None;
+    let mut errors = AcceptErrors::new();
     loop {
         match listener.accept().await {
             Ok((client, peer)) => {
                 spawn(serve(client, peer, worker.clone()));
             }
-            Err(e) if is_fd_exhaustion(&e) => {
-                // The connection waits in the kernel's queue; accepting again
-                // at once would spin. Open connections keep running meanwhile.
-                if last_warning.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
-                    crate::warn!(
-                        "accept: {e}; pausing accepts for {ACCEPT_BACKOFF:?} (raise the open-files limit?)"
-                    );
-                    last_warning = Some(Instant::now());
+            // Out of descriptors, say: the connection waits in the kernel's
+            // queue, and accepting again at once would spin. The pause is a
+            // timer, so open connections keep running meanwhile.
+            Err(e) => {
+                if let Some(pause) = errors.note(&e) {
+                    time::sleep(pause).await;
                 }
-                time::sleep(ACCEPT_BACKOFF).await;
             }
-            // The client gave up before we accepted (ECONNABORTED) and the like:
-            // nothing to do for that client, and nothing wrong with the listener.
-            Err(e) => crate::debug!("accept: {e}"),
         }
     }
 }

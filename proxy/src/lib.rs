@@ -15,13 +15,15 @@
 //!
 //! - [`cli`]: the command line and its [`Settings`](cli::Settings); [`log`]: leveled lines on stderr.
 //! - [`picker`]: round-robin over the backends, and the race of milestone 3.
+//! - [`accept`]: what every accept loop does with an error (skip, or back off).
 //! - [`blocking`]: what the blocking modes share: a listener with a chosen
 //!   backlog, and a full-duplex relay on `poll(2)`.
 //! - [`single`], [`pool`]: milestones 1 to 4.
 //! - [`relay`]: the async relay and its connection contract (half-close,
 //!   resets, timeouts); [`epoll`]: milestone 5, the accept loops around it.
 //! - [`shutdown`]: SIGTERM and SIGINT end the process cleanly.
-//! - [`demo`]: fixture backends, every mode, a table.
+//! - [`demo`]: fixture backends, every mode, a table; [`process`]: a proxy
+//!   as a child process (the demo's and the end-to-end tests').
 //!
 //! `docs/EPOLL.md` walks the epoll mode from accept to the last byte.
 
@@ -30,13 +32,14 @@
 
 pub mod log;
 
+pub mod accept;
 pub mod blocking;
 pub mod cli;
 pub mod demo;
 pub mod epoll;
 pub mod picker;
-pub mod process;
 pub mod pool;
+pub mod process;
 pub mod relay;
 pub mod shutdown;
 pub mod single;

@@ -37,7 +37,8 @@ use std::sync::Arc;
 
 use runtime::thread_pool::ThreadPool;
 
-use crate::blocking::{self, AcceptErrors};
+use crate::accept::AcceptErrors;
+use crate::blocking;
 use crate::cli::Settings;
 use crate::picker::{Picker, new_picker};
 
@@ -93,7 +94,9 @@ pub fn run(settings: &Settings) -> io::Result<()> {
         let (client, peer) = match listener.accept() {
             Ok(accepted) => accepted,
             Err(e) => {
-                accept_errors.handle(&e);
+                if let Some(pause) = accept_errors.note(&e) {
+                    std::thread::sleep(pause);
+                }
                 continue;
             }
         };

@@ -41,25 +41,30 @@ impl ProxyProcess {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()?;
-        let stderr = child.stderr.take().ok_or_else(|| io::Error::other("no stderr pipe"))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| io::Error::other("no stderr pipe"))?;
         let log = Arc::new(Mutex::new(Vec::new()));
         let (addr_tx, addr_rx) = mpsc::channel();
         let lines = log.clone();
         // Keeps draining stderr for the child's whole life, so a chatty
         // child never blocks on a full pipe.
-        thread::Builder::new().name("proxy-stderr".into()).spawn(move || {
-            let mut addr_tx = Some(addr_tx);
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = listening_addr(&line) {
-                    if let Some(tx) = addr_tx.take() {
-                        let _ = tx.send(addr);
+        thread::Builder::new()
+            .name("proxy-stderr".into())
+            .spawn(move || {
+                let mut addr_tx = Some(addr_tx);
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if let Some(addr) = listening_addr(&line) {
+                        if let Some(tx) = addr_tx.take() {
+                            let _ = tx.send(addr);
+                        }
+                    }
+                    if let Ok(mut lines) = lines.lock() {
+                        lines.push(line);
                     }
                 }
-                if let Ok(mut lines) = lines.lock() {
-                    lines.push(line);
-                }
-            }
-        })?;
+            })?;
         match addr_rx.recv_timeout(START_TIMEOUT) {
             Ok(addr) => Ok(ProxyProcess { child, addr, log }),
             Err(_) => {
@@ -101,7 +106,9 @@ impl ProxyProcess {
             if Instant::now() >= deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                return Err(io::Error::other(format!("the proxy ignored SIGTERM for {STOP_TIMEOUT:?}; killed")));
+                return Err(io::Error::other(format!(
+                    "the proxy ignored SIGTERM for {STOP_TIMEOUT:?}; killed"
+                )));
             }
             thread::sleep(Duration::from_millis(10));
         }
@@ -131,9 +138,16 @@ mod tests {
 
     #[test]
     fn the_listening_line_gives_the_address() {
-        let line = "2026-11-30T11:09:31.000Z info  [main] listening on 127.0.0.1:41234 (epoll, 2 workers)";
-        assert_eq!(listening_addr(line), Some("127.0.0.1:41234".parse().unwrap()));
-        assert_eq!(listening_addr("listening on [::1]:80"), Some("[::1]:80".parse().unwrap()));
+        let line =
+            "2026-11-30T11:09:31.000Z info  [main] listening on 127.0.0.1:41234 (epoll, 2 workers)";
+        assert_eq!(
+            listening_addr(line),
+            Some("127.0.0.1:41234".parse().unwrap())
+        );
+        assert_eq!(
+            listening_addr("listening on [::1]:80"),
+            Some("[::1]:80".parse().unwrap())
+        );
         assert_eq!(listening_addr("listening on nowhere"), None);
         assert_eq!(listening_addr("accepting"), None);
     }

@@ -29,10 +29,12 @@
 //!   write that fails with EPIPE) becomes a *reset* on the other side
 //!   (SO_LINGER 0, then close), never a clean FIN: a FIN would tell the peer
 //!   that a cut-off stream is complete.
-//! - **Idle.** No byte either way for `idle_timeout`: both sides are closed.
+//! - **Idle.** No byte either way for `idle_timeout`: both sides are reset
+//!   (a timeout is an abort, and must not look like a complete stream).
 //! - **Half-closed and silent.** Once one direction is done, the other must
 //!   move a byte at least every `fin_timeout` (HAProxy's `client-fin` /
-//!   `server-fin`), so sockets cannot pile up in CLOSE_WAIT.
+//!   `server-fin`), or both sides are reset, so sockets cannot pile up in
+//!   CLOSE_WAIT.
 //!
 //! ## Memory
 //!
@@ -226,8 +228,9 @@ impl Drop for Direction {
 }
 
 /// Relays between `client` and `backend` until both directions are done,
-/// one side fails, or a timeout expires. On a failure, the *other* side is
-/// set to reset when it is closed; the caller then drops both.
+/// one side fails, or a timeout expires. Unless both directions finished
+/// cleanly, both sockets are set to reset when closed; the caller then
+/// drops them.
 pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> Outcome {
     let mut up = Direction::default();
     let mut down = Direction::default();
@@ -265,16 +268,19 @@ pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> O
     }
 }
 
-/// A failure on one side becomes a reset on the other when it is closed.
+/// Only a connection that passed both FINs on closes cleanly. Every other
+/// ending is an abort, and both sockets are closed with a reset: a FIN would
+/// tell a peer that reads until close (an HTTP/1.0 body, a dump) that a
+/// cut-off stream is complete. For the side that failed it changes nothing;
+/// for the other it is the whole point.
 fn pass_on_reset(ending: Ending, client: &TcpStream, backend: &TcpStream) {
-    let other = match ending {
-        Ending::ClientReset => backend,
-        Ending::BackendReset => client,
-        _ => return,
-    };
+    if ending == Ending::Complete {
+        return;
+    }
     // If SO_LINGER cannot be set the socket closes with a FIN instead; the
     // connection is over either way, so there is nothing more to do.
-    let _ = other.set_reset_on_close();
+    let _ = client.set_reset_on_close();
+    let _ = backend.set_reset_on_close();
 }
 
 /// The idle and half-closed timeouts, with one timer re-armed lazily.

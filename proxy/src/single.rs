@@ -26,7 +26,8 @@
 use std::io;
 use std::net::SocketAddr;
 
-use crate::blocking::{self, AcceptErrors};
+use crate::accept::AcceptErrors;
+use crate::blocking;
 use crate::cli::Settings;
 
 /// Runs the single mode until the process is stopped (by a signal: see
@@ -42,7 +43,9 @@ pub fn run(settings: &Settings) -> io::Result<()> {
         match listener.accept() {
             Ok((client, peer)) => blocking::serve(client, peer, backend, settings),
             Err(e) => {
-                accept_errors.handle(&e);
+                if let Some(pause) = accept_errors.note(&e) {
+                    std::thread::sleep(pause);
+                }
             }
         }
     }
