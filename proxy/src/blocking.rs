@@ -824,11 +824,13 @@ mod tests {
 
     #[test]
     fn traffic_keeps_a_connection_alive_past_the_idle_timeout() {
+        // 8 x 100 ms of traffic outlasts a 600 ms idle timeout: each byte
+        // resets the clock. (600 ms leaves room for a loaded machine.)
         let h = start(settings(
-            Duration::from_millis(300),
+            Duration::from_millis(600),
             Duration::from_secs(10),
         ));
-        for _ in 0..6 {
+        for _ in 0..8 {
             thread::sleep(Duration::from_millis(100));
             (&h.client).write_all(b"x").expect("write");
             let mut one = [0u8; 1];

@@ -85,7 +85,7 @@
 //! increment does not cover. Whether that holds depends on the list:
 //!
 //! - **The list never changes** (ours: `Settings::backends` is fixed at
-//!   start, and each worker indexes its own immutable copy). Then "use the
+//!   start and shared read-only by the workers). Then "use the
 //!   index" reads data no thread ever writes, which needs no lock. The only
 //!   shared, changing state is the counter, so the counter alone is the
 //!   critical section, and `fetch_add` makes that one indivisible

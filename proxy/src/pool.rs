@@ -22,9 +22,11 @@
 //! The pool's queue is bounded ([`queue_limit`]). When every worker is busy
 //! and the queue is full, `execute` blocks the accept loop, so new clients
 //! wait in the kernel's listen queue (`--backlog`) instead of piling up as
-//! accepted sockets in ours. That bounds the descriptors the proxy holds
-//! (about two per worker plus one per queued job), and a queued job is
-//! worse than a queued handshake: its client believes it is being served.
+//! accepted sockets in ours. That bounds the descriptors the proxy holds:
+//! two per busy worker, one per queued job, and one for the accept loop (a
+//! blocked `accept(2)` already holds the number it will return; Linux
+//! reserves it before waiting). And a queued job is worse than a queued
+//! handshake: its client believes it is being served.
 //!
 //! A connection's failure stays with its job: [`blocking::serve`] logs and
 //! never panics (and the pool would survive a panic anyway, counting it).

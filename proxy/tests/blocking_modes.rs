@@ -55,12 +55,16 @@ impl Proxy {
         thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
+                // Logged before the address is announced, so a test that
+                // has the address also has this line in the log.
+                {
+                    let mut log = lock(&sink);
+                    log.push_str(&line);
+                    log.push('\n');
+                }
                 if let Some(addr) = listening_addr(&line) {
                     let _ = addr_tx.send(addr);
                 }
-                let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
-                log.push_str(&line);
-                log.push('\n');
             }
         });
         match addr_rx.recv_timeout(Duration::from_secs(10)) {
@@ -82,6 +86,12 @@ impl Proxy {
 
     fn log(&self) -> String {
         lock(&self.log).clone()
+    }
+
+    /// Whether the log comes to contain `needle` within a few seconds: the
+    /// drain thread may not have read the latest lines yet.
+    fn log_shows(&self, needle: &str) -> bool {
+        wait_for(&self.log, needle)
     }
 
     /// SIGTERM, then waits (bounded) for the exit status.
@@ -126,6 +136,17 @@ impl Drop for Proxy {
 
 fn lock(log: &Mutex<String>) -> std::sync::MutexGuard<'_, String> {
     log.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn wait_for(log: &Mutex<String>, needle: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !lock(log).contains(needle) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    true
 }
 
 /// The address in a line like `... info  [main] listening on 127.0.0.1:4242 (pool, ...)`.
@@ -390,12 +411,7 @@ fn sigterm_exits_zero(mode: &[&str]) {
     let log = Arc::clone(&proxy.log);
     let status = proxy.stop();
     assert_eq!(status.code(), Some(0), "{status}");
-    // The drain thread may not have seen the last line yet.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !lock(&log).contains("SIGTERM") && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(10));
-    }
-    assert!(lock(&log).contains("SIGTERM: exiting"), "{}", lock(&log));
+    assert!(wait_for(&log, "SIGTERM: exiting"), "{}", lock(&log));
 }
 
 macro_rules! every_mode {
@@ -481,7 +497,7 @@ fn single_a_refused_backend_resets_the_client_and_the_proxy_goes_on() {
     for _ in 0..3 {
         assert_closed_promptly(&proxy);
     }
-    assert!(proxy.log().contains("unreachable"), "{}", proxy.log());
+    assert!(proxy.log_shows("unreachable"), "{}", proxy.log());
     proxy.stop_cleanly();
 }
 
@@ -612,8 +628,8 @@ fn pool_out_of_descriptors_backs_off_without_spinning_and_recovers() {
     let spent = cpu_ticks(proxy.child.id()) - before;
     // Ticks are 10 ms: a spinning accept loop would burn about 120.
     assert!(spent <= 30, "{spent} ticks of CPU in 1.2 s: spinning?");
+    assert!(proxy.log_shows("Too many open files"), "{}", proxy.log());
     let log = proxy.log();
-    assert!(log.contains("Too many open files"), "{log}");
     let accept_warnings = log.matches("accept: ").count();
     assert!(accept_warnings <= 2, "not rate-limited:\n{log}");
 
