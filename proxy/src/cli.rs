@@ -353,8 +353,17 @@ fn parse_count(flag: &str, value: &str) -> Result<usize, CliError> {
     }
 }
 
+/// A timeout flag: a duration with a unit, and never zero (a zero connect
+/// timeout would fail every connect, a zero idle timeout reset every
+/// connection at once).
 fn parse_duration_flag(flag: &str, value: &str) -> Result<Duration, CliError> {
-    parse_duration(value).map_err(|why| CliError(format!("{flag}: {why}")))
+    match parse_duration(value) {
+        Ok(d) if d.is_zero() => err(format!(
+            "{flag}: {value} would end every connection at once; use at least 1ms"
+        )),
+        Ok(d) => Ok(d),
+        Err(why) => err(format!("{flag}: {why}")),
+    }
 }
 
 /// Parses a duration with a unit: `500ms`, `2s`, `1m`, `1h` (also `us` and `d`).
@@ -444,6 +453,7 @@ mod tests {
         assert!(error("--backend 127.0.0.1:1 --threads lots").contains("not a whole number"));
         assert!(error("--backend 127.0.0.1:1 --idle-timeout 30").contains("has no unit"));
         assert!(error("--backend 127.0.0.1:1 --idle-timeout 3x").contains("unknown unit"));
+        assert!(error("--backend 127.0.0.1:1 --connect-timeout 0s").contains("at least 1ms"));
         assert!(error("--backend").contains("needs an address"));
         assert_eq!(
             error("--backnd 127.0.0.1:1"),

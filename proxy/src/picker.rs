@@ -114,8 +114,6 @@
 //! divide 2^64 the wrap repeats one backend once; harmless for load
 //! balancing.
 
-#![deny(unsafe_code)] // the one exception, `racy`, opts out below, and only in race-demo builds
-
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
