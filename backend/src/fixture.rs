@@ -32,7 +32,9 @@ use std::sync::mpsc as std_mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use runtime::net::{ListenOptions, TcpListener, TcpStream, bind_std, is_fd_exhaustion};
+use runtime::net::{
+    ListenOptions, TcpListener, TcpStream, bind_std, is_dead_connection_error, is_fd_exhaustion,
+};
 use runtime::{Runtime, oneshot, spawn, time};
 
 /// The longest request line `reply`, `cpu` and `reset` read; a client that
@@ -143,31 +145,10 @@ pub async fn serve(listener: TcpListener, options: Rc<FixtureOptions>) -> io::Re
             }
             // The client gave up before we accepted it, or a network error
             // accept(2) reports for the connection, not the listener.
-            Err(e) if is_connection_error(&e) => {}
+            Err(e) if is_dead_connection_error(&e) => {}
             Err(e) => return Err(e),
         }
     }
-}
-
-/// Accept errors that concern one pending connection: accept(2) says to
-/// treat them like EAGAIN and try again.
-fn is_connection_error(err: &io::Error) -> bool {
-    matches!(
-        err.raw_os_error(),
-        Some(
-            libc::ECONNABORTED
-                | libc::EINTR
-                | libc::EPROTO
-                | libc::EPERM
-                | libc::ENETDOWN
-                | libc::ENOPROTOOPT
-                | libc::EHOSTDOWN
-                | libc::ENONET
-                | libc::EHOSTUNREACH
-                | libc::EOPNOTSUPP
-                | libc::ENETUNREACH
-        )
-    )
 }
 
 /// One connection's task: serves it and logs how it failed, if it did.
@@ -481,14 +462,5 @@ mod tests {
         assert!(started.elapsed() >= Duration::from_millis(20));
         // A zero duration still does one round of work, and returns.
         std::hint::black_box(burn_cpu(Duration::ZERO));
-    }
-
-    #[test]
-    fn accept_errors_about_one_connection_are_retried() {
-        let aborted = io::Error::from_raw_os_error(libc::ECONNABORTED);
-        let bad_fd = io::Error::from_raw_os_error(libc::EBADF);
-        assert!(is_connection_error(&aborted));
-        assert!(!is_connection_error(&bad_fd));
-        assert!(!is_connection_error(&io::Error::other("no errno")));
     }
 }

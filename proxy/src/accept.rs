@@ -8,7 +8,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use runtime::net::is_fd_exhaustion;
+use runtime::net::{is_dead_connection_error, is_fd_exhaustion};
 
 /// What an accept loop does with an `accept` error: go on at once, or back
 /// off, with a warning at most once a second. [`AcceptErrors::note`] decides
@@ -45,7 +45,7 @@ impl AcceptErrors {
     /// Notes one accept error and logs it (rate-limited). Returns how long
     /// to pause before accepting again: `None` to go on at once.
     pub fn note(&mut self, error: &io::Error) -> Option<Duration> {
-        if concerns_one_connection(error) {
+        if is_dead_connection_error(error) {
             crate::debug!("accept: {error}; next connection");
             return None;
         }
@@ -77,28 +77,6 @@ impl AcceptErrors {
             }
         }
     }
-}
-
-/// An accept error that concerns only the connection being accepted.
-fn concerns_one_connection(error: &io::Error) -> bool {
-    use io::ErrorKind::{ConnectionAborted, Interrupted};
-    matches!(error.kind(), ConnectionAborted | Interrupted)
-        || matches!(
-            // accept(2), Linux notes: errors of the new socket passed on by
-            // accept, "to be treated like EAGAIN by retrying".
-            error.raw_os_error(),
-            Some(
-                libc::ENETDOWN
-                    | libc::EPROTO
-                    | libc::ENOPROTOOPT
-                    | libc::EHOSTDOWN
-                    | libc::ENONET
-                    | libc::EHOSTUNREACH
-                    | libc::EOPNOTSUPP
-                    | libc::ENETUNREACH
-                    | libc::EPERM
-            )
-        )
 }
 
 #[cfg(test)]

@@ -73,6 +73,31 @@ pub fn is_fd_exhaustion(err: &io::Error) -> bool {
     )
 }
 
+/// Is this accept error about the one connection being accepted, not the
+/// listener? The client gave up while it waited in the queue
+/// (ECONNABORTED), or the new socket met a network error that Linux's
+/// accept(2) passes on "to be treated like EAGAIN by retrying". Either way:
+/// accept the next connection at once.
+pub fn is_dead_connection_error(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::ConnectionAborted | io::ErrorKind::Interrupted
+    ) || matches!(
+        err.raw_os_error(),
+        Some(
+            libc::EPROTO
+                | libc::ENOPROTOOPT
+                | libc::ENETDOWN
+                | libc::ENETUNREACH
+                | libc::EHOSTDOWN
+                | libc::EHOSTUNREACH
+                | libc::ENONET
+                | libc::EOPNOTSUPP
+                | libc::EPERM
+        )
+    )
+}
+
 /// Opens a listening socket (SO_REUSEADDR, the options' backlog and
 /// SO_REUSEPORT), close-on-exec and non-blocking, *not* registered with any
 /// runtime: for blocking code (call `set_nonblocking(false)`), or to hand to

@@ -524,3 +524,29 @@ fn readiness_edges_on_a_socketpair() {
         assert_eq!(rt.registered_fds(), 0);
     });
 }
+
+// Accept errors are sorted into "this one connection died" (accept the next
+// at once), "out of descriptors" (back off) and the rest.
+#[test]
+fn accept_errors_are_classified() {
+    use runtime::net::{is_dead_connection_error, is_fd_exhaustion};
+    let errno = io::Error::from_raw_os_error;
+    for dead in [
+        libc::ECONNABORTED,
+        libc::EPROTO,
+        libc::ENETUNREACH,
+        libc::EINTR,
+    ] {
+        assert!(is_dead_connection_error(&errno(dead)), "errno {dead}");
+        assert!(!is_fd_exhaustion(&errno(dead)), "errno {dead}");
+    }
+    for exhausted in [libc::EMFILE, libc::ENFILE, libc::ENOBUFS, libc::ENOMEM] {
+        assert!(is_fd_exhaustion(&errno(exhausted)), "errno {exhausted}");
+        assert!(
+            !is_dead_connection_error(&errno(exhausted)),
+            "errno {exhausted}"
+        );
+    }
+    assert!(!is_dead_connection_error(&errno(libc::EBADF)));
+    assert!(!is_dead_connection_error(&io::Error::other("no errno")));
+}
