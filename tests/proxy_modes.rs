@@ -1,4 +1,4 @@
-//! End to end: the real `proxy` binary in `--mode single` and `--mode pool`
+//! End to end: the real proxy binary (`e2e-proxy`) in `--mode single` and `--mode pool`
 //! (with `--picker mutex` and `atomic`), between real clients and small
 //! backends written here with std threads, over loopback.
 //!
@@ -15,9 +15,6 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-
 /// How long any single client read or write may take before the test fails.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -33,7 +30,7 @@ struct Proxy {
 
 impl Proxy {
     fn start(mode: &[&str], backends: &[SocketAddr]) -> Proxy {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_proxy"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_e2e-proxy"));
         command.args(["--listen", "127.0.0.1:0"]).args(mode);
         Proxy::spawn(command, backends)
     }
@@ -86,8 +83,9 @@ impl Proxy {
 
     /// SIGTERM, then waits (bounded) for the exit status.
     fn stop(mut self) -> ExitStatus {
-        let pid = Pid::from_raw(self.child.id() as i32);
-        kill(pid, Signal::SIGTERM).expect("send SIGTERM");
+        // SAFETY: kill(2) takes no pointers; the pid is our own child, not yet reaped.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0, "send SIGTERM: {}", io::Error::last_os_error());
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             if let Some(status) = self.child.try_wait().expect("wait for the proxy") {
@@ -579,7 +577,7 @@ fn pool_out_of_descriptors_backs_off_without_spinning_and_recovers() {
     let limit = nofile_limit_leaving(1 + 2 * 2 + 1);
     let mut command = Command::new("sh");
     command.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\"")]);
-    command.arg(env!("CARGO_BIN_EXE_proxy"));
+    command.arg(env!("CARGO_BIN_EXE_e2e-proxy"));
     command.args([
         "--listen",
         "127.0.0.1:0",
