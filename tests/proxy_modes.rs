@@ -1,654 +1,744 @@
-//! End to end: the real proxy binary (`e2e-proxy`) in `--mode single` and `--mode pool`
-//! (with `--picker mutex` and `atomic`), between real clients and small
-//! backends written here with std threads, over loopback.
+//! End to end, every mode: the real proxy binary (`e2e-proxy`, the very
+//! entry point of `proxy`) in `--mode single`, `pool` (`--picker mutex` and
+//! `atomic`) and `epoll` (`--workers 1` and `2`), between real clients and
+//! real backends over loopback.
 //!
-//! Each test starts its own proxy on `127.0.0.1:0`, learns the port from
-//! the `listening on ADDR` line on its stderr, and stops it with SIGTERM,
-//! expecting exit status 0 (shutdown.rs). The proxy's stderr is drained on
-//! a thread for the whole run: a full pipe would block its logging and,
-//! with it, the proxy.
+//! Each check below is one function taking the [`Mode`]; `every_mode!` at
+//! the bottom turns it into one test per mode (`single::...`,
+//! `pool_mutex::...`, `epoll_2::...`). Each test starts its own backends and
+//! its own proxy on port 0 (the proxy says where in its `listening on`
+//! line), and stops the proxy with SIGTERM, expecting exit status 0.
+//!
+//! The clauses are those of issue 3 ("End-to-end tests", "The connection
+//! contract") and of docs/EPOLL.md section 5. The blocking relay
+//! (blocking.rs) keeps the same contract, except that it closes a timed-out
+//! connection with a reset where the epoll relay closes it ([`Mode::timeout_close`]).
 
-use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
-use std::thread::{self, JoinHandle};
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::{Mutex, mpsc};
+use std::thread;
 use std::time::{Duration, Instant};
 
-/// How long any single client read or write may take before the test fails.
-const IO_TIMEOUT: Duration = Duration::from_secs(10);
+use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
+use runtime::net::{ListenOptions, bind_std};
 
-// ---------------------------------------------------------------------------
-// The proxy under test
-// ---------------------------------------------------------------------------
+use common::*;
 
-struct Proxy {
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<String>>,
-}
-
-impl Proxy {
-    fn start(mode: &[&str], backends: &[SocketAddr]) -> Proxy {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_e2e-proxy"));
-        command.args(["--listen", "127.0.0.1:0"]).args(mode);
-        Proxy::spawn(command, backends)
-    }
-
-    /// Starts the proxy as `command` with `--backend` flags appended.
-    fn spawn(mut command: Command, backends: &[SocketAddr]) -> Proxy {
-        for backend in backends {
-            command.arg("--backend").arg(backend.to_string());
-        }
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("start the proxy");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (addr_tx, addr_rx) = mpsc::channel();
-        let sink = Arc::clone(&log);
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = listening_addr(&line) {
-                    let _ = addr_tx.send(addr);
-                }
-                let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        match addr_rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(addr) => Proxy { child, addr, log },
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("no 'listening on' line; stderr:\n{}", lock(&log));
-            }
-        }
-    }
-
-    fn connect(&self) -> TcpStream {
-        let stream = TcpStream::connect(self.addr).expect("connect to the proxy");
-        stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-        stream.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
-        stream
-    }
-
-    fn log(&self) -> String {
-        lock(&self.log).clone()
-    }
-
-    /// SIGTERM, then waits (bounded) for the exit status.
-    fn stop(mut self) -> ExitStatus {
-        // SAFETY: kill(2) takes no pointers; the pid is our own child, not yet reaped.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        assert_eq!(rc, 0, "send SIGTERM: {}", io::Error::last_os_error());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait for the proxy") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the proxy ignored SIGTERM; stderr:\n{}",
-                self.log()
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Stops the proxy and checks it exited cleanly.
-    fn stop_cleanly(self) {
-        let log = Arc::clone(&self.log);
-        let status = self.stop();
-        assert!(
-            status.success(),
-            "exit status {status}; stderr:\n{}",
-            lock(&log)
-        );
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        // A failed test must not leave a proxy running.
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn lock(log: &Mutex<String>) -> std::sync::MutexGuard<'_, String> {
-    log.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The address in a line like `... info  [main] listening on 127.0.0.1:4242 (pool, ...)`.
-fn listening_addr(line: &str) -> Option<SocketAddr> {
-    let rest = &line[line.find("listening on ")? + "listening on ".len()..];
-    rest.split_whitespace().next()?.parse().ok()
+fn fixture(count: usize, mode: FixtureMode) -> Fixture {
+    Fixture::start(
+        count,
+        FixtureOptions {
+            mode,
+            ..FixtureOptions::default()
+        },
+    )
+    .expect("start the fixture")
 }
 
 // ---------------------------------------------------------------------------
-// Fixture backends
+// Round robin
 // ---------------------------------------------------------------------------
 
-#[derive(Clone, Copy)]
-enum Behaviour {
-    /// Reads one line, answers `backend PORT\n`, closes.
-    Reply,
-    /// Echoes until EOF, then closes.
-    Echo,
-    /// Reads everything until EOF, then answers it reversed, then closes.
-    AnswerAfterEof,
-    /// Sends `220 PORT ready\r\n` at once, then echoes.
-    Banner,
-    /// Reads one line, then resets the connection.
-    Reset,
-}
-
-/// Starts a backend on a fresh loopback port; it lives as long as the test
-/// process.
-fn backend(behaviour: Behaviour) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a backend");
-    let addr = listener.local_addr().expect("backend address");
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
-            thread::spawn(move || {
-                // A client of a failing test may vanish: not this thread's business.
-                let _ = serve(behaviour, stream, addr.port());
-            });
-        }
-    });
-    addr
-}
-
-fn serve(behaviour: Behaviour, mut stream: TcpStream, port: u16) -> io::Result<()> {
-    match behaviour {
-        Behaviour::Reply => {
-            read_line(&mut stream)?;
-            stream.write_all(format!("backend {port}\n").as_bytes())
-        }
-        Behaviour::Echo => echo(stream),
-        Behaviour::AnswerAfterEof => {
-            let mut request = Vec::new();
-            stream.read_to_end(&mut request)?;
-            request.reverse();
-            stream.write_all(&request)
-        }
-        Behaviour::Banner => {
-            stream.write_all(format!("220 {port} ready\r\n").as_bytes())?;
-            echo(stream)
-        }
-        Behaviour::Reset => {
-            read_line(&mut stream)?;
-            proxy::blocking::reset(stream);
-            Ok(())
-        }
-    }
-}
-
-fn read_line(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    while stream.read(&mut byte)? == 1 {
-        line.push(byte[0]);
-        if byte[0] == b'\n' {
-            break;
-        }
-    }
-    Ok(line)
-}
-
-fn echo(mut stream: TcpStream) -> io::Result<()> {
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            return stream.shutdown(Shutdown::Write);
-        }
-        stream.write_all(&buf[..n])?;
-    }
-}
-
-/// A loopback port with nothing listening on it.
-fn refused_addr() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr")
-    // dropped here: connecting now gets ECONNREFUSED
-}
-
-// ---------------------------------------------------------------------------
-// Clients
-// ---------------------------------------------------------------------------
-
-/// One request to a `Reply` backend through the proxy: which port served it.
-fn which_backend(proxy: &Proxy) -> u16 {
-    let mut stream = proxy.connect();
+/// One request to a `reply` backend through the proxy: the port that served it.
+fn which_backend(proxy: SocketAddr) -> u16 {
+    let mut stream = connect(proxy);
     stream.write_all(b"hello\n").expect("request");
     let mut answer = String::new();
     stream.read_to_string(&mut answer).expect("answer");
-    let port = answer.trim().strip_prefix("backend ");
-    port.and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected answer {answer:?}"))
+    // "port 9001: hello"
+    let port = answer
+        .strip_prefix("port ")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|p| p.parse().ok());
+    port.unwrap_or_else(|| panic!("unexpected answer {answer:?}"))
 }
 
-/// Counts of `requests` sequential requests per backend, in `backends` order.
-fn served_counts(proxy: &Proxy, backends: &[SocketAddr], requests: usize) -> Vec<usize> {
-    let mut counts = vec![0; backends.len()];
-    for _ in 0..requests {
-        let port = which_backend(proxy);
+fn round_robin(mode: Mode) {
+    let fixture = fixture(3, FixtureMode::Reply);
+    let backends = fixture.addrs().to_vec();
+    let proxy = start_proxy(mode, &backends, &[]);
+    let mut counts = [0usize; 3];
+    for _ in 0..300 {
+        let port = which_backend(proxy.addr());
         let index = backends.iter().position(|b| b.port() == port);
         counts[index.expect("a port we started")] += 1;
     }
-    counts
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// `len` pseudo-random bytes (xorshift64), different per seed.
-fn payload(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-/// Sends `data` then FIN from a thread, while the caller reads.
-fn send_then_fin(stream: &TcpStream, data: Vec<u8>) -> JoinHandle<io::Result<()>> {
-    let mut stream = stream.try_clone().expect("clone");
-    thread::spawn(move || {
-        stream.write_all(&data)?;
-        stream.shutdown(Shutdown::Write)
-    })
-}
-
-fn read_all(mut stream: &TcpStream) -> io::Result<Vec<u8>> {
-    let mut got = Vec::new();
-    stream.read_to_end(&mut got)?;
-    Ok(got)
+    // The single mode always uses the first backend; the others rotate.
+    let expected = if mode == Mode::Single {
+        [300, 0, 0]
+    } else {
+        [100, 100, 100]
+    };
+    assert_eq!(counts, expected, "{mode:?}");
+    stop_cleanly(proxy);
 }
 
 // ---------------------------------------------------------------------------
-// The checks, one function each, run for every mode below
+// Bytes delivered exactly
 // ---------------------------------------------------------------------------
 
-const SINGLE: &[&str] = &["--mode", "single"];
-const POOL_MUTEX: &[&str] = &["--mode", "pool", "--threads", "8", "--picker", "mutex"];
-const POOL_ATOMIC: &[&str] = &["--mode", "pool", "--threads", "8", "--picker", "atomic"];
-
-fn concurrent_checksummed_echoes(mode: &[&str]) {
-    const CLIENTS: u64 = 50;
-    const SIZE: usize = 256 * 1024;
-    let proxy = Proxy::start(mode, &[backend(Behaviour::Echo)]);
-    thread::scope(|s| {
-        let clients: Vec<_> = (0..CLIENTS)
-            .map(|seed| {
-                let proxy = &proxy;
+fn concurrent_random_payloads(mode: Mode) {
+    const CLIENTS: u64 = 200;
+    const MAX: u64 = 1 << 20;
+    let fixture = fixture(1, FixtureMode::Echo);
+    let proxy = start_proxy(mode, fixture.addrs(), &[]);
+    let addr = proxy.addr();
+    let mut sizes = Prng::new(2024);
+    let lengths: Vec<u64> = (0..CLIENTS).map(|_| sizes.up_to(MAX)).collect();
+    let failures: Vec<String> = thread::scope(|s| {
+        let clients: Vec<_> = lengths
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| {
                 s.spawn(move || {
-                    let data = payload(SIZE, seed);
-                    let sent = fnv1a(&data);
-                    let stream = proxy.connect();
-                    let writer = send_then_fin(&stream, data);
-                    let got = read_all(&stream).expect("echo");
-                    writer.join().expect("writer").expect("send");
-                    (got.len(), fnv1a(&got) == sent)
+                    echo_round_trip(addr, i as u64, len)
+                        .map_err(|e| format!("client {i} ({len} bytes): {e}"))
                 })
             })
             .collect();
-        for (i, client) in clients.into_iter().enumerate() {
-            let (len, same) = client.join().expect("client thread");
-            assert_eq!(len, SIZE, "client {i}: length");
-            assert!(same, "client {i}: checksum differs");
-        }
+        clients
+            .into_iter()
+            .filter_map(|c| c.join().expect("client thread").err())
+            .collect()
     });
-    proxy.stop_cleanly();
+    assert!(
+        failures.is_empty(),
+        "{mode:?}: {} of {CLIENTS} clients failed:\n{}\nproxy stderr:\n{}",
+        failures.len(),
+        failures.join("\n"),
+        proxy.log().join("\n")
+    );
+    stop_cleanly(proxy);
 }
 
-fn half_close(mode: &[&str]) {
-    let proxy = Proxy::start(mode, &[backend(Behaviour::AnswerAfterEof)]);
-    let request = payload(200_000, 7);
-    let stream = proxy.connect();
+fn hundred_mib(mode: Mode) {
+    const SIZE: u64 = 100 << 20;
+    let fixture = fixture(1, FixtureMode::Echo);
+    let proxy = start_proxy(mode, fixture.addrs(), &[]);
+    if let Err(e) = echo_round_trip(proxy.addr(), 100, SIZE) {
+        panic!("{mode:?}: {e}\nproxy stderr:\n{}", proxy.log().join("\n"));
+    }
+    stop_cleanly(proxy);
+}
+
+// ---------------------------------------------------------------------------
+// Half-close, banners
+// ---------------------------------------------------------------------------
+
+/// Reads everything until the client's FIN, then answers it reversed: a
+/// backend that answers only after EOF (sort, wc, an upload).
+fn answer_after_eof(mut stream: TcpStream) -> std::io::Result<()> {
+    let mut request = Vec::new();
+    stream.read_to_end(&mut request)?;
+    request.reverse();
+    stream.write_all(&request)
+}
+
+fn half_close(mode: Mode) {
+    let backend = StdBackend::start(answer_after_eof);
+    let proxy = start_proxy(mode, &[backend.addr()], &[]);
+    let mut request = vec![0u8; 200_000];
+    Prng::new(7).fill(&mut request);
+    let stream = connect(proxy.addr());
     // The backend answers only after our FIN: a relay that does not pass
     // the FIN on, or that stops reading the backend once the client has
     // closed its side, fails here.
-    send_then_fin(&stream, request.clone())
-        .join()
-        .expect("writer")
-        .expect("send");
+    (&stream).write_all(&request).expect("send");
+    stream.shutdown(Shutdown::Write).expect("FIN");
     let answer = read_all(&stream).expect("the answer after our FIN");
     assert_eq!(answer.len(), request.len());
     assert!(answer.iter().rev().eq(request.iter()), "answer mangled");
-    proxy.stop_cleanly();
+    stop_cleanly(proxy);
 }
 
-fn banner(mode: &[&str]) {
-    let banner_backend = backend(Behaviour::Banner);
-    let proxy = Proxy::start(mode, &[banner_backend]);
-    let mut stream = proxy.connect();
-    let mut line = vec![0u8; format!("220 {} ready\r\n", banner_backend.port()).len()];
+fn banner(mode: Mode) {
+    let fixture = Fixture::start(
+        1,
+        FixtureOptions {
+            mode: FixtureMode::Banner,
+            banner: "220 e2e ready".into(),
+            ..FixtureOptions::default()
+        },
+    )
+    .expect("fixture");
+    let proxy = start_proxy(mode, fixture.addrs(), &[]);
+    let mut stream = connect(proxy.addr());
     // We send nothing: the relay must not wait for the client first.
-    stream.read_exact(&mut line).expect("banner");
-    assert_eq!(
-        line,
-        format!("220 {} ready\r\n", banner_backend.port()).as_bytes()
-    );
+    let mut line = [0u8; 14];
+    stream
+        .read_exact(&mut line)
+        .expect("the banner, before we send");
+    assert_eq!(&line, b"220 e2e ready\n");
     stream.write_all(b"after the banner\n").expect("write");
     let mut echoed = [0u8; 17];
     stream.read_exact(&mut echoed).expect("echo");
     assert_eq!(&echoed, b"after the banner\n");
-    proxy.stop_cleanly();
+    stop_cleanly(proxy);
 }
 
-fn backend_reset_is_a_reset(mode: &[&str]) {
-    let proxy = Proxy::start(mode, &[backend(Behaviour::Reset)]);
-    let mut stream = proxy.connect();
+// ---------------------------------------------------------------------------
+// Resets
+// ---------------------------------------------------------------------------
+
+fn backend_reset(mode: Mode) {
+    let fixture = fixture(1, FixtureMode::Reset);
+    let proxy = start_proxy(mode, fixture.addrs(), &[]);
+    let mut stream = connect(proxy.addr());
     stream.write_all(b"please reset\n").expect("request");
     let e = read_all(&stream).expect_err("a reset, not an EOF");
-    assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
-    proxy.stop_cleanly();
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{mode:?}: {e}");
+    stop_cleanly(proxy);
 }
 
-/// The client of a refused connection sees it end at once: a reset, or
-/// (if the reset raced our write) an EOF, never a hang.
-fn assert_closed_promptly(proxy: &Proxy) {
+fn backend_reset_mid_reply(mode: Mode) {
+    const REPLY: usize = 4 << 20;
+    let backend = StdBackend::start(|mut stream| {
+        // A long reply, cut off by a reset.
+        read_line(&mut stream)?;
+        let chunk = vec![b'r'; 64 * 1024];
+        for _ in 0..REPLY / chunk.len() {
+            stream.write_all(&chunk)?;
+        }
+        proxy::blocking::reset(stream);
+        Ok(())
+    });
+    let proxy = start_proxy(mode, &[backend.addr()], &[]);
+    let mut stream = connect(proxy.addr());
+    stream.write_all(b"a long one, please\n").expect("request");
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    let end = loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(n) => got += n,
+            Err(e) => break Err(e),
+        }
+    };
+    // Whatever part of the reply arrived, a cut-off stream must not end
+    // like a complete one.
+    match end {
+        Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{mode:?}: {e}"),
+        Ok(()) => panic!("{mode:?}: a clean EOF after {got} of {REPLY} bytes"),
+    }
+    assert!(got <= REPLY, "{mode:?}: {got} bytes");
+    stop_cleanly(proxy);
+}
+
+/// A backend that echoes one line, then reports what its next read got.
+fn line_then_report(reports: mpsc::Sender<String>) -> StdBackend {
+    StdBackend::start(move |mut stream| {
+        let line = read_line(&mut stream)?;
+        stream.write_all(&line)?;
+        let mut buf = [0u8; 64];
+        let _ = reports.send(describe(&stream.read(&mut buf)));
+        Ok(())
+    })
+}
+
+fn client_reset(mode: Mode) {
+    let (tx, reports) = mpsc::channel();
+    let backend = line_then_report(tx);
+    let proxy = start_proxy(mode, &[backend.addr()], &[]);
+    let mut stream = connect(proxy.addr());
+    stream.write_all(b"hello\n").expect("request");
+    let mut echoed = [0u8; 6];
+    stream.read_exact(&mut echoed).expect("relayed both ways");
+    // SO_LINGER 0, then close: our side sends RST.
+    proxy::blocking::reset(stream);
+    let seen = wait_report(&reports, "its read after our reset");
+    assert_eq!(seen, "reset", "{mode:?}: the backend's read saw {seen}");
+    stop_cleanly(proxy);
+}
+
+// ---------------------------------------------------------------------------
+// Refused backends
+// ---------------------------------------------------------------------------
+
+/// The client of a refused connection sees it end promptly: a reset, or
+/// (if the reset raced our write) an EOF; never a hang, never bytes. The
+/// proxy runs with `--connect-timeout 30s`, so this is the refusal, not a
+/// timeout.
+fn assert_closed_promptly(proxy: SocketAddr) {
     let begun = Instant::now();
-    let stream = proxy.connect();
-    let ended = read_all(&stream);
+    // The reset may come so fast that it beats the end of our own connect.
+    let ended = try_connect(proxy).and_then(|stream| read_all(&stream));
     assert!(
         matches!(&ended, Err(e) if e.kind() == ErrorKind::ConnectionReset)
             || matches!(&ended, Ok(bytes) if bytes.is_empty()),
         "{ended:?}"
     );
+    let waited = begun.elapsed();
     assert!(
-        begun.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        begun.elapsed()
+        waited < Duration::from_secs(5),
+        "closed only after {waited:?}"
     );
 }
 
-fn sigterm_exits_zero(mode: &[&str]) {
-    let proxy = Proxy::start(mode, &[backend(Behaviour::Reply)]);
-    which_backend(&proxy);
-    let _idle = proxy.connect(); // a connection still open at SIGTERM
-    let log = Arc::clone(&proxy.log);
-    let status = proxy.stop();
-    assert_eq!(status.code(), Some(0), "{status}");
-    // The drain thread may not have seen the last line yet.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !lock(&log).contains("SIGTERM") && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(10));
+fn refused_backend(mode: Mode) {
+    let refused = ClosedPort::new();
+    if mode == Mode::Single {
+        // The single mode has one backend and one connection at a time: no
+        // concurrent good connection is possible. It must close each
+        // refused client promptly and go on: once the backend is up, the
+        // next client is served.
+        let proxy = start_proxy(mode, &[refused.addr()], &["--connect-timeout", "30s"]);
+        for _ in 0..3 {
+            assert_closed_promptly(proxy.addr());
+        }
+        let backend = StdBackend::serve(refused.listen(), echo);
+        let mut stream = connect(proxy.addr());
+        stream.write_all(b"up now\n").expect("write");
+        let mut got = [0u8; 7];
+        stream
+            .read_exact(&mut got)
+            .expect("served once the backend is up");
+        assert_eq!(&got, b"up now\n");
+        drop((stream, backend));
+        stop_cleanly(proxy);
+        return;
     }
-    assert!(lock(&log).contains("SIGTERM: exiting"), "{}", lock(&log));
+    // Round robin sends the first connection to the echo backend and the
+    // second to the refused port. The second is closed at once; the first,
+    // open all along, does not notice; the third goes to the echo again.
+    let fixture = fixture(1, FixtureMode::Echo);
+    let backends = [fixture.addrs()[0], refused.addr()];
+    let proxy = start_proxy(mode, &backends, &["--connect-timeout", "30s"]);
+    let mut good = connect(proxy.addr());
+    good.write_all(b"before\n").expect("write");
+    let mut got = [0u8; 7];
+    good.read_exact(&mut got).expect("echo before");
+    assert_closed_promptly(proxy.addr());
+    good.write_all(b"after!\n").expect("write");
+    good.read_exact(&mut got).expect("echo after");
+    assert_eq!(&got, b"after!\n");
+    let mut third = connect(proxy.addr());
+    third.write_all(b"third\n").expect("write");
+    let mut got = [0u8; 6];
+    third
+        .read_exact(&mut got)
+        .expect("echo on the next connection");
+    assert_eq!(&got, b"third\n");
+    // Logged before the reset; the test reads the log on another thread.
+    let logged = wait_until(Duration::from_secs(5), || {
+        proxy.log().iter().any(|l| l.contains("Connection refused"))
+    });
+    assert!(logged, "not logged:\n{}", proxy.log().join("\n"));
+    drop((good, third));
+    stop_cleanly(proxy);
 }
 
+/// A listener whose accept queue is full and that never accepts: a SYN to
+/// it goes unanswered, as if the host were down. (Linux drops a SYN when
+/// the accept queue is full; backlog 1 holds two connections.) Returns the
+/// listener and the connections that fill it, to keep.
+fn unanswering_backend() -> (std::net::TcpListener, Vec<TcpStream>) {
+    let options = ListenOptions {
+        backlog: 1,
+        ..ListenOptions::default()
+    };
+    let listener = bind_std(SocketAddr::from(([127, 0, 0, 1], 0)), &options).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let mut fillers = Vec::new();
+    for _ in 0..16 {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(stream) => fillers.push(stream),
+            Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
+                return (listener, fillers);
+            }
+            Err(e) => panic!("filling the backlog: {e}"),
+        }
+    }
+    panic!("16 connections and the accept queue of a backlog-1 listener is not full?");
+}
+
+fn connect_timeout(mode: Mode) {
+    let (listener, _fillers) = unanswering_backend();
+    let addr = listener.local_addr().expect("addr");
+    let proxy = start_proxy(mode, &[addr], &["--connect-timeout", "300ms"]);
+    let begun = Instant::now();
+    let ended = try_connect(proxy.addr()).and_then(|stream| read_all(&stream));
+    let waited = begun.elapsed();
+    assert!(
+        matches!(&ended, Err(e) if e.kind() == ErrorKind::ConnectionReset),
+        "{mode:?}: expected a reset, got {ended:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(300),
+        "reset before the timeout: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(10),
+        "reset only after {waited:?}"
+    );
+    stop_cleanly(proxy);
+}
+
+// ---------------------------------------------------------------------------
+// Timeouts and half-closed connections
+// ---------------------------------------------------------------------------
+
+/// The client's last read, as [`describe`] says it.
+fn last_read(stream: &TcpStream) -> String {
+    describe(&read_all(stream).map(|bytes| bytes.len()))
+}
+
+fn idle_timeout(mode: Mode) {
+    let (tx, reports) = mpsc::channel();
+    let backend = line_then_report(tx);
+    let proxy = start_proxy(mode, &[backend.addr()], &["--idle-timeout", "300ms"]);
+    let begun = Instant::now();
+    let mut stream = connect(proxy.addr());
+    stream.write_all(b"x\n").expect("write");
+    let mut echoed = [0u8; 2];
+    stream.read_exact(&mut echoed).expect("relayed both ways");
+    // Now silent both ways.
+    let client_saw = last_read(&stream);
+    let waited = begun.elapsed();
+    let expected = mode.timeout_close().word();
+    assert_eq!(client_saw, expected, "{mode:?}: the client saw");
+    assert!(
+        waited >= Duration::from_millis(300),
+        "closed before the idle timeout: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(10),
+        "closed only after {waited:?}"
+    );
+    let backend_saw = wait_report(&reports, "its read");
+    assert_eq!(backend_saw, expected, "{mode:?}: the backend saw");
+    stop_cleanly(proxy);
+}
+
+fn traffic_keeps_alive(mode: Mode) {
+    let fixture = fixture(1, FixtureMode::Echo);
+    let proxy = start_proxy(mode, fixture.addrs(), &["--idle-timeout", "300ms"]);
+    let mut stream = connect(proxy.addr());
+    let begun = Instant::now();
+    // A byte every 50 ms for a second: never 300 ms of silence.
+    for i in 0..20u8 {
+        thread::sleep(Duration::from_millis(50));
+        stream.write_all(&[i]).expect("write");
+        let mut one = [0u8; 1];
+        stream.read_exact(&mut one).expect("still relayed");
+        assert_eq!(one[0], i);
+    }
+    assert!(begun.elapsed() >= Duration::from_millis(600));
+    stream.shutdown(Shutdown::Write).expect("FIN");
+    assert_eq!(last_read(&stream), "eof", "{mode:?}: a clean end");
+    stop_cleanly(proxy);
+}
+
+fn fin_timeout_after_client_fin(mode: Mode) {
+    // Dropped at the end of the test: lets the backend's handler go.
+    let (done, wait_done) = mpsc::channel::<()>();
+    let wait_done = Mutex::new(wait_done);
+    let backend = StdBackend::start(move |mut stream| {
+        // Echoes until the client's FIN, then says nothing and keeps the
+        // socket open until the test is over.
+        let line = read_line(&mut stream)?;
+        stream.write_all(&line)?;
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest)?;
+        if let Ok(done) = wait_done.lock() {
+            let _ = done.recv_timeout(IO_TIMEOUT);
+        }
+        Ok(())
+    });
+    let proxy = start_proxy(
+        mode,
+        &[backend.addr()],
+        &["--idle-timeout", "10s", "--fin-timeout", "300ms"],
+    );
+    let begun = Instant::now();
+    let mut stream = connect(proxy.addr());
+    stream.write_all(b"x\n").expect("write");
+    let mut echoed = [0u8; 2];
+    stream.read_exact(&mut echoed).expect("relayed both ways");
+    stream.shutdown(Shutdown::Write).expect("FIN");
+    let client_saw = last_read(&stream);
+    let waited = begun.elapsed();
+    assert_eq!(
+        client_saw,
+        mode.timeout_close().word(),
+        "{mode:?}: the client saw"
+    );
+    assert!(
+        waited >= Duration::from_millis(300),
+        "closed before the fin timeout: {waited:?}"
+    );
+    // Well before the 10 s idle timeout: this was the fin timeout.
+    assert!(
+        waited < Duration::from_secs(5),
+        "closed only after {waited:?}"
+    );
+    drop(done);
+    stop_cleanly(proxy);
+}
+
+fn fin_timeout_after_backend_fin(mode: Mode) {
+    let (tx, reports) = mpsc::channel();
+    let backend = StdBackend::start(move |mut stream| {
+        // Answers one line, sends its FIN, and reports how the proxy then
+        // closes its side.
+        let line = read_line(&mut stream)?;
+        stream.write_all(&line)?;
+        stream.shutdown(Shutdown::Write)?;
+        let mut buf = [0u8; 64];
+        let _ = tx.send(describe(&stream.read(&mut buf)));
+        Ok(())
+    });
+    let proxy = start_proxy(
+        mode,
+        &[backend.addr()],
+        &["--idle-timeout", "10s", "--fin-timeout", "300ms"],
+    );
+    let begun = Instant::now();
+    let mut stream = connect(proxy.addr());
+    stream.write_all(b"x\n").expect("write");
+    let mut echoed = [0u8; 2];
+    stream.read_exact(&mut echoed).expect("relayed both ways");
+    let mut eof = [0u8; 1];
+    assert_eq!(stream.read(&mut eof).expect("the backend's FIN"), 0);
+    // The client keeps its side open and says nothing.
+    let backend_saw = wait_report(&reports, "how its connection ended");
+    let waited = begun.elapsed();
+    assert_eq!(
+        backend_saw,
+        mode.timeout_close().word(),
+        "{mode:?}: the backend saw"
+    );
+    assert!(
+        waited >= Duration::from_millis(300),
+        "closed before the fin timeout: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "closed only after {waited:?}"
+    );
+    drop(stream);
+    stop_cleanly(proxy);
+}
+
+fn flows_after_half_close(mode: Mode) {
+    const CHUNKS: usize = 20;
+    const CHUNK: usize = 1000;
+    let backend = StdBackend::start(|mut stream| {
+        // Waits for the client's FIN, then keeps talking for a second, a
+        // chunk every 50 ms (more than the fin timeout in all, never that
+        // long a pause), then closes.
+        let mut request = Vec::new();
+        stream.read_to_end(&mut request)?;
+        for i in 0..CHUNKS {
+            thread::sleep(Duration::from_millis(50));
+            stream.write_all(&[b'a' + (i % 26) as u8; CHUNK])?;
+        }
+        stream.shutdown(Shutdown::Write)
+    });
+    let proxy = start_proxy(
+        mode,
+        &[backend.addr()],
+        &["--idle-timeout", "10s", "--fin-timeout", "300ms"],
+    );
+    let mut stream = connect(proxy.addr());
+    stream.write_all(b"go\n").expect("request");
+    stream.shutdown(Shutdown::Write).expect("FIN");
+    let got = read_all(&stream).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+    let expected: Vec<u8> = (0..CHUNKS)
+        .flat_map(|i| [b'a' + (i % 26) as u8; CHUNK])
+        .collect();
+    assert_eq!(got.len(), expected.len(), "{mode:?}: bytes after our FIN");
+    assert!(got == expected, "{mode:?}: bytes mangled");
+    stop_cleanly(proxy);
+}
+
+fn flows_after_backend_fin(mode: Mode) {
+    const CHUNKS: usize = 20;
+    const CHUNK: usize = 1000;
+    let (tx, reports) = mpsc::channel();
+    let backend = StdBackend::start(move |mut stream| {
+        // Speaks first and sends its FIN at once, then takes the client's
+        // whole upload and reports what came.
+        stream.write_all(b"bye\n")?;
+        stream.shutdown(Shutdown::Write)?;
+        let mut upload = Vec::new();
+        let end = stream.read_to_end(&mut upload).map(|_| 0);
+        let expected: Vec<u8> = (0..CHUNKS)
+            .flat_map(|i| [b'A' + (i % 26) as u8; CHUNK])
+            .collect();
+        let _ = tx.send(format!(
+            "{} bytes, {}, ended with {}",
+            upload.len(),
+            if upload == expected {
+                "intact"
+            } else {
+                "mangled"
+            },
+            describe(&end)
+        ));
+        Ok(())
+    });
+    let proxy = start_proxy(
+        mode,
+        &[backend.addr()],
+        &["--idle-timeout", "10s", "--fin-timeout", "300ms"],
+    );
+    let mut stream = connect(proxy.addr());
+    assert_eq!(
+        read_all(&stream).expect("the backend's words, then its FIN"),
+        b"bye\n"
+    );
+    // A second of upload after the backend's FIN, a chunk every 50 ms.
+    for i in 0..CHUNKS {
+        thread::sleep(Duration::from_millis(50));
+        stream
+            .write_all(&[b'A' + (i % 26) as u8; CHUNK])
+            .unwrap_or_else(|e| panic!("{mode:?}: chunk {i}: {e}"));
+    }
+    stream.shutdown(Shutdown::Write).expect("FIN");
+    let seen = wait_report(&reports, "the upload");
+    assert_eq!(
+        seen,
+        format!("{} bytes, intact, ended with eof", CHUNKS * CHUNK),
+        "{mode:?}"
+    );
+    stop_cleanly(proxy);
+}
+
+// ---------------------------------------------------------------------------
+// Stopping
+// ---------------------------------------------------------------------------
+
+fn sigterm(mode: Mode) {
+    let fixture = fixture(1, FixtureMode::Reply);
+    let proxy = start_proxy(mode, fixture.addrs(), &[]);
+    which_backend(proxy.addr());
+    let _open = connect(proxy.addr()); // a connection still open at SIGTERM
+    stop_cleanly(proxy);
+}
+
+// ---------------------------------------------------------------------------
+// Every check, for every mode
+// ---------------------------------------------------------------------------
+
 macro_rules! every_mode {
-    ($($mode:ident: $args:expr;)*) => {$(
-        mod $mode {
+    ($($name:ident: $mode:expr;)*) => {$(
+        mod $name {
             use super::*;
 
+            const MODE: Mode = $mode;
+
+            // Round robin is exact over 3 backends (single: always the first).
             #[test]
-            fn fifty_concurrent_256k_echoes_come_back_intact() {
-                concurrent_checksummed_echoes($args);
+            fn round_robin_over_three_backends() {
+                round_robin(MODE);
             }
 
+            // Bytes exactly, both ways: 200 concurrent random payloads of up to 1 MiB.
+            #[test]
+            fn two_hundred_concurrent_payloads_come_back_intact() {
+                concurrent_random_payloads(MODE);
+            }
+
+            // Bytes exactly, both ways: a 100 MiB transfer, streamed.
+            #[test]
+            fn a_100_mib_transfer_arrives_intact() {
+                hundred_mib(MODE);
+            }
+
+            // Half-close: the client's FIN is passed on and the backend's reply still flows.
             #[test]
             fn a_half_closed_client_gets_the_whole_answer() {
-                half_close($args);
+                half_close(MODE);
             }
 
+            // The backend speaks first: its banner is relayed before the client sends.
             #[test]
             fn a_backend_that_speaks_first_is_relayed() {
-                banner($args);
+                banner(MODE);
             }
 
+            // Reset: a backend reset reaches the client as a reset, not an EOF.
             #[test]
             fn a_backend_reset_reaches_the_client_as_a_reset() {
-                backend_reset_is_a_reset($args);
+                backend_reset(MODE);
             }
 
+            // Reset: a backend reset in the middle of a long reply reaches the client as a reset, never a clean end.
+            #[test]
+            fn a_backend_reset_mid_reply_reaches_the_client_as_a_reset() {
+                backend_reset_mid_reply(MODE);
+            }
+
+            // Reset: a client reset reaches the backend as a reset, not an EOF.
+            #[test]
+            fn a_client_reset_reaches_the_backend_as_a_reset() {
+                client_reset(MODE);
+            }
+
+            // Connect fails: a refused backend closes its client promptly, others unharmed.
+            #[test]
+            fn a_refused_backend_closes_the_client_and_spares_the_others() {
+                refused_backend(MODE);
+            }
+
+            // Connect fails: a backend that never answers the SYN resets the client after --connect-timeout.
+            #[test]
+            fn an_unanswered_connect_resets_the_client_after_the_connect_timeout() {
+                connect_timeout(MODE);
+            }
+
+            // Idle: no byte either way for --idle-timeout closes both sides, not earlier.
+            #[test]
+            fn an_idle_connection_is_closed_after_the_idle_timeout() {
+                idle_timeout(MODE);
+            }
+
+            // Idle: bytes moving keep a connection open past --idle-timeout.
+            #[test]
+            fn traffic_keeps_a_connection_past_the_idle_timeout() {
+                traffic_keeps_alive(MODE);
+            }
+
+            // Half-closed and silent: after the client's FIN, a silent backend is cut at --fin-timeout.
+            #[test]
+            fn a_silent_backend_after_the_clients_fin_is_cut_at_the_fin_timeout() {
+                fin_timeout_after_client_fin(MODE);
+            }
+
+            // Half-closed and silent: after the backend's FIN, a silent client is cut at --fin-timeout.
+            #[test]
+            fn a_silent_client_after_the_backends_fin_is_cut_at_the_fin_timeout() {
+                fin_timeout_after_backend_fin(MODE);
+            }
+
+            // Half-close: the opposite direction keeps flowing, past --fin-timeout, while it moves.
+            #[test]
+            fn the_other_direction_flows_on_after_a_half_close() {
+                flows_after_half_close(MODE);
+            }
+
+            // Half-close: after the backend's FIN, the client's upload keeps flowing, past --fin-timeout.
+            #[test]
+            fn the_clients_upload_flows_on_after_the_backends_fin() {
+                flows_after_backend_fin(MODE);
+            }
+
+            // Stopping: SIGTERM ends the process with exit status 0, a connection open.
             #[test]
             fn sigterm_exits_with_status_0() {
-                sigterm_exits_zero($args);
+                sigterm(MODE);
             }
         }
     )*};
 }
 
 every_mode! {
-    single: SINGLE;
-    pool_mutex: POOL_MUTEX;
-    pool_atomic: POOL_ATOMIC;
-}
-
-// ---------------------------------------------------------------------------
-// Checks that differ per mode
-// ---------------------------------------------------------------------------
-
-#[test]
-fn single_always_uses_the_first_backend() {
-    let backends = [
-        backend(Behaviour::Reply),
-        backend(Behaviour::Reply),
-        backend(Behaviour::Reply),
-    ];
-    let proxy = Proxy::start(SINGLE, &backends);
-    assert_eq!(served_counts(&proxy, &backends, 30), [30, 0, 0]);
-    assert!(proxy.log().contains("(single)"), "{}", proxy.log());
-    proxy.stop_cleanly();
-}
-
-fn round_robin_is_exact(mode: &[&str]) {
-    let backends = [
-        backend(Behaviour::Reply),
-        backend(Behaviour::Reply),
-        backend(Behaviour::Reply),
-    ];
-    let proxy = Proxy::start(mode, &backends);
-    assert_eq!(served_counts(&proxy, &backends, 300), [100, 100, 100]);
-    proxy.stop_cleanly();
-}
-
-#[test]
-fn pool_mutex_round_robin_is_exact_over_three_backends() {
-    round_robin_is_exact(POOL_MUTEX);
-}
-
-#[test]
-fn pool_atomic_round_robin_is_exact_over_three_backends() {
-    round_robin_is_exact(POOL_ATOMIC);
-}
-
-#[test]
-fn single_a_refused_backend_resets_the_client_and_the_proxy_goes_on() {
-    let proxy = Proxy::start(SINGLE, &[refused_addr()]);
-    for _ in 0..3 {
-        assert_closed_promptly(&proxy);
-    }
-    assert!(proxy.log().contains("unreachable"), "{}", proxy.log());
-    proxy.stop_cleanly();
-}
-
-/// Round robin sends the first connection to the echo backend and the
-/// second to the refused one. The second is closed at once; the first,
-/// open all along on another worker, does not notice.
-fn refused_backend_leaves_others_alone(mode: &[&str]) {
-    let proxy = Proxy::start(mode, &[backend(Behaviour::Echo), refused_addr()]);
-    let mut good = proxy.connect();
-    good.write_all(b"before\n").expect("write");
-    let mut got = [0u8; 7];
-    good.read_exact(&mut got).expect("echo before");
-    assert_closed_promptly(&proxy);
-    good.write_all(b"after!\n").expect("write");
-    good.read_exact(&mut got).expect("echo after");
-    assert_eq!(&got, b"after!\n");
-    drop(good);
-    proxy.stop_cleanly();
-}
-
-#[test]
-fn pool_mutex_a_refused_backend_does_not_disturb_another_connection() {
-    refused_backend_leaves_others_alone(POOL_MUTEX);
-}
-
-#[test]
-fn pool_atomic_a_refused_backend_does_not_disturb_another_connection() {
-    refused_backend_leaves_others_alone(POOL_ATOMIC);
-}
-
-/// Utime plus stime of a process, in clock ticks (/proc/PID/stat fields 14, 15).
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc stat");
-    // The command name (field 2) may hold spaces; fields restart after ')'.
-    let after_name = &stat[stat.rfind(')').expect("stat format") + 2..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
-}
-
-/// Descriptors this process has open without close-on-exec: a child
-/// inherits them (cargo may pass its jobserver pipes down, for instance).
-/// Everything std opens is close-on-exec, so this set does not change while
-/// other tests run.
-fn inherited_fds() -> Vec<u32> {
-    let mut fds = Vec::new();
-    for entry in std::fs::read_dir("/proc/self/fdinfo").expect("/proc/self/fdinfo") {
-        let Ok(entry) = entry else { continue };
-        let Some(fd) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        // A descriptor that closed since the listing has no fdinfo any more.
-        let Ok(info) = std::fs::read_to_string(entry.path()) else {
-            continue;
-        };
-        let flags = info
-            .lines()
-            .find_map(|l| l.strip_prefix("flags:"))
-            .and_then(|f| u32::from_str_radix(f.trim(), 8).ok());
-        if fd > 2 && flags.is_some_and(|f| f & libc::O_CLOEXEC as u32 == 0) {
-            fds.push(fd);
-        }
-    }
-    fds
-}
-
-/// The RLIMIT_NOFILE that leaves a child exactly `free` descriptor numbers
-/// after stdin, stdout, stderr and the inherited ones. (The limit caps the
-/// descriptor *number*; a new descriptor takes the lowest free number.)
-fn nofile_limit_leaving(free: usize) -> u32 {
-    let taken = inherited_fds();
-    let mut left = free;
-    let mut fd = 3;
-    loop {
-        if !taken.contains(&fd) {
-            left -= 1;
-            if left == 0 {
-                return fd + 1;
-            }
-        }
-        fd += 1;
-    }
-}
-
-#[test]
-fn pool_out_of_descriptors_backs_off_without_spinning_and_recovers() {
-    // Descriptor numbers for the listener, two relayed connections (a
-    // client and a backend socket each), and one more: a blocked accept(2)
-    // already holds the number it will return (Linux reserves it before
-    // waiting). With those taken, every further accept or connect fails
-    // with EMFILE.
-    let limit = nofile_limit_leaving(1 + 2 * 2 + 1);
-    let mut command = Command::new("sh");
-    command.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\"")]);
-    command.arg(env!("CARGO_BIN_EXE_e2e-proxy"));
-    command.args([
-        "--listen",
-        "127.0.0.1:0",
-        "--mode",
-        "pool",
-        "--threads",
-        "4",
-    ]);
-    let proxy = Proxy::spawn(command, &[backend(Behaviour::Echo)]);
-    let held: Vec<TcpStream> = (0..2)
-        .map(|_| {
-            let mut stream = proxy.connect();
-            let mut got = [0u8; 2];
-            let echoed = stream
-                .write_all(b"hi")
-                .and_then(|()| stream.read_exact(&mut got));
-            if let Err(e) = echoed {
-                panic!("echo: {e}; stderr:\n{}", proxy.log());
-            }
-            stream
-        })
-        .collect();
-
-    // Out of descriptors now. Which call hits EMFILE first (the accept
-    // loop's next accept, or a worker's connect, which then resets its
-    // client) is a race; either way nothing may spin.
-    let extra: Vec<TcpStream> = (0..3).map(|_| proxy.connect()).collect();
-    let before = cpu_ticks(proxy.child.id());
-    thread::sleep(Duration::from_millis(1200));
-    let spent = cpu_ticks(proxy.child.id()) - before;
-    // Ticks are 10 ms: a spinning accept loop would burn about 120.
-    assert!(spent <= 30, "{spent} ticks of CPU in 1.2 s: spinning?");
-    let log = proxy.log();
-    assert!(log.contains("Too many open files"), "{log}");
-    let accept_warnings = log.matches("accept: ").count();
-    assert!(accept_warnings <= 2, "not rate-limited:\n{log}");
-
-    // The relays end and give their descriptors back, asynchronously: until
-    // they have, a new client may still be reset. Then it must be served.
-    drop((held, extra));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let served_again = loop {
-        let mut fresh = proxy.connect();
-        let mut got = [0u8; 5];
-        let attempt = fresh
-            .write_all(b"again")
-            .and_then(|()| fresh.read_exact(&mut got));
-        if attempt.is_ok() && &got == b"again" {
-            break true;
-        }
-        if Instant::now() > deadline {
-            break false;
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
-    assert!(
-        served_again,
-        "not served after recovery; stderr:\n{}",
-        proxy.log()
-    );
-    proxy.stop_cleanly();
-}
-
-#[test]
-fn the_listening_line_is_parsed() {
-    let line =
-        "1700000000.000 info  [main] listening on 127.0.0.1:4242 (pool, 8 threads, picker mutex)";
-    assert_eq!(listening_addr(line), "127.0.0.1:4242".parse().ok());
-    assert_eq!(
-        listening_addr("listening on [::1]:80 (single)"),
-        "[::1]:80".parse().ok()
-    );
-    assert_eq!(listening_addr("nothing here"), None);
+    single: Mode::Single;
+    pool_mutex: Mode::PoolMutex;
+    pool_atomic: Mode::PoolAtomic;
+    epoll_1: Mode::Epoll1;
+    epoll_2: Mode::Epoll2;
 }
