@@ -253,6 +253,42 @@ fn client_reset(mode: Mode) {
     stop_cleanly(proxy);
 }
 
+fn client_reset_after_fin(mode: Mode) {
+    let (tx, reports) = mpsc::channel();
+    let backend = StdBackend::start(move |mut stream| {
+        // Echoes until the client's FIN, then waits in silence to see
+        // whether the connection is reset.
+        let line = read_line(&mut stream)?;
+        stream.write_all(&line)?;
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest)?;
+        let _ = tx.send("eof".to_string());
+        let reset = hangs_up_within(&stream, Duration::from_secs(5));
+        let _ = tx.send(if reset { "reset" } else { "nothing within 5 s" }.to_string());
+        Ok(())
+    });
+    // Timeouts far away: whatever happens within 5 s is the reset's doing.
+    let proxy = start_proxy(
+        mode,
+        &[backend.addr()],
+        &["--idle-timeout", "30s", "--fin-timeout", "30s"],
+    );
+    let mut stream = connect(proxy.addr());
+    stream.write_all(b"hello\n").expect("request");
+    let mut echoed = [0u8; 6];
+    stream.read_exact(&mut echoed).expect("relayed both ways");
+    stream.shutdown(Shutdown::Write).expect("FIN");
+    assert_eq!(wait_report(&reports, "the client's FIN"), "eof");
+    // The client goes away for good: SO_LINGER 0, then close.
+    proxy::blocking::reset(stream);
+    let seen = wait_report(&reports, "whether it was reset");
+    assert_eq!(
+        seen, "reset",
+        "{mode:?}: after the client's FIN and reset, the backend saw"
+    );
+    stop_cleanly(proxy);
+}
+
 // ---------------------------------------------------------------------------
 // Refused backends
 // ---------------------------------------------------------------------------
@@ -607,6 +643,41 @@ fn flows_after_backend_fin(mode: Mode) {
     stop_cleanly(proxy);
 }
 
+fn fin_timeout_counts_from_the_half_close(mode: Mode) {
+    let backend = StdBackend::start(|mut stream| {
+        // Answers a line at once; after the client's FIN, takes 100 ms
+        // (well within the fin timeout) to send its last words.
+        let line = read_line(&mut stream)?;
+        stream.write_all(&line)?;
+        let mut rest = Vec::new();
+        stream.read_to_end(&mut rest)?;
+        thread::sleep(Duration::from_millis(100));
+        stream.write_all(b"last words\n")?;
+        stream.shutdown(Shutdown::Write)
+    });
+    let proxy = start_proxy(
+        mode,
+        &[backend.addr()],
+        &["--idle-timeout", "10s", "--fin-timeout", "300ms"],
+    );
+    let mut stream = connect(proxy.addr());
+    stream.write_all(b"x\n").expect("write");
+    let mut echoed = [0u8; 2];
+    stream.read_exact(&mut echoed).expect("relayed both ways");
+    // Quiet both ways for longer than the fin timeout (not the idle one),
+    // then the client half-closes: only now is the connection half-closed.
+    thread::sleep(Duration::from_millis(600));
+    stream.shutdown(Shutdown::Write).expect("FIN");
+    let rest = read_all(&stream);
+    assert!(
+        matches!(&rest, Ok(bytes) if bytes == b"last words\n"),
+        "{mode:?}: the backend answered 100 ms after the client's FIN, with a 300 ms fin \
+         timeout, and the client got {:?}",
+        rest.map(|b| String::from_utf8_lossy(&b).into_owned())
+    );
+    stop_cleanly(proxy);
+}
+
 // ---------------------------------------------------------------------------
 // Stopping
 // ---------------------------------------------------------------------------
@@ -678,6 +749,12 @@ macro_rules! every_mode {
                 client_reset(MODE);
             }
 
+            // Reset: a client reset after its own FIN still reaches the (silent) backend as a reset.
+            #[test]
+            fn a_client_reset_after_its_fin_reaches_the_backend_as_a_reset() {
+                client_reset_after_fin(MODE);
+            }
+
             // Connect fails: a refused backend closes its client promptly, others unharmed.
             #[test]
             fn a_refused_backend_closes_the_client_and_spares_the_others() {
@@ -724,6 +801,12 @@ macro_rules! every_mode {
             #[test]
             fn the_clients_upload_flows_on_after_the_backends_fin() {
                 flows_after_backend_fin(MODE);
+            }
+
+            // Half-closed and silent: the fin timeout counts from the half-close, not from the last byte.
+            #[test]
+            fn the_fin_timeout_counts_from_the_half_close() {
+                fin_timeout_counts_from_the_half_close(MODE);
             }
 
             // Stopping: SIGTERM ends the process with exit status 0, a connection open.

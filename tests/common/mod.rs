@@ -274,6 +274,33 @@ pub fn wait_report(reports: &mpsc::Receiver<String>, what: &str) -> String {
         .unwrap_or_else(|_| panic!("the backend never reported {what}"))
 }
 
+/// Waits up to `limit` for `stream` to hang up or fail (POLLHUP or
+/// POLLERR), without reading or writing: the way to see a reset arrive on a
+/// socket whose peer already sent its FIN (its reads return 0 either way).
+/// A FIN alone never sets POLLHUP; a reset does.
+pub fn hangs_up_within(stream: &TcpStream, limit: Duration) -> bool {
+    let mut fds = [libc::pollfd {
+        fd: stream.as_raw_fd(),
+        // Nothing asked for: POLLHUP and POLLERR are reported anyway.
+        events: 0,
+        revents: 0,
+    }];
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: `fds` is a valid array of one pollfd for the whole call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+        if n > 0 {
+            return fds[0].revents & (libc::POLLHUP | libc::POLLERR) != 0;
+        }
+        let interrupted = n < 0 && io::Error::last_os_error().kind() == ErrorKind::Interrupted;
+        if !interrupted || Instant::now() >= deadline {
+            return false;
+        }
+    }
+}
+
 /// A loopback port with a socket bound to it but not listening: a connect
 /// to it is refused (RST), and, unlike a port whose listener was closed, no
 /// one else can take it meanwhile. [`ClosedPort::listen`] opens it later.
