@@ -70,10 +70,7 @@ fn epoll_one_worker_holds_2000_connections_at_once() {
         client.shutdown(Shutdown::Write).expect("FIN");
     }
     for (i, client) in clients.iter_mut().enumerate() {
-        let mut rest = Vec::new();
-        client
-            .read_to_end(&mut rest)
-            .unwrap_or_else(|e| panic!("connection {i}: end: {e}"));
+        let rest = read_all(client).unwrap_or_else(|e| panic!("connection {i}: end: {e}"));
         assert!(
             rest.is_empty(),
             "connection {i}: {} bytes too many",

@@ -131,8 +131,7 @@ fn hundred_mib(mode: Mode) {
 /// Reads everything until the client's FIN, then answers it reversed: a
 /// backend that answers only after EOF (sort, wc, an upload).
 fn answer_after_eof(mut stream: TcpStream) -> std::io::Result<()> {
-    let mut request = Vec::new();
-    stream.read_to_end(&mut request)?;
+    let mut request = read_all(&stream)?;
     request.reverse();
     stream.write_all(&request)
 }
@@ -216,6 +215,7 @@ fn backend_reset_mid_reply(mode: Mode) {
             Ok(n) => got += n,
             Err(e) => break Err(e),
         }
+        assert!(got <= REPLY, "{mode:?}: more bytes than the backend sent");
     };
     // Whatever part of the reply arrived, a cut-off stream must not end
     // like a complete one.
@@ -223,7 +223,6 @@ fn backend_reset_mid_reply(mode: Mode) {
         Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{mode:?}: {e}"),
         Ok(()) => panic!("{mode:?}: a clean EOF after {got} of {REPLY} bytes"),
     }
-    assert!(got <= REPLY, "{mode:?}: {got} bytes");
     stop_cleanly(proxy);
 }
 
@@ -260,8 +259,7 @@ fn client_reset_after_fin(mode: Mode) {
         // whether the connection is reset.
         let line = read_line(&mut stream)?;
         stream.write_all(&line)?;
-        let mut rest = Vec::new();
-        stream.read_to_end(&mut rest)?;
+        read_all(&stream)?;
         let _ = tx.send("eof".to_string());
         let reset = hangs_up_within(&stream, Duration::from_secs(5));
         let _ = tx.send(if reset { "reset" } else { "nothing within 5 s" }.to_string());
@@ -476,8 +474,7 @@ fn fin_timeout_after_client_fin(mode: Mode) {
         // socket open until the test is over.
         let line = read_line(&mut stream)?;
         stream.write_all(&line)?;
-        let mut rest = Vec::new();
-        stream.read_to_end(&mut rest)?;
+        read_all(&stream)?;
         if let Ok(done) = wait_done.lock() {
             let _ = done.recv_timeout(IO_TIMEOUT);
         }
@@ -565,8 +562,7 @@ fn flows_after_half_close(mode: Mode) {
         // Waits for the client's FIN, then keeps talking for a second, a
         // chunk every 50 ms (more than the fin timeout in all, never that
         // long a pause), then closes.
-        let mut request = Vec::new();
-        stream.read_to_end(&mut request)?;
+        read_all(&stream)?;
         for i in 0..CHUNKS {
             thread::sleep(Duration::from_millis(50));
             stream.write_all(&[b'a' + (i % 26) as u8; CHUNK])?;
@@ -599,8 +595,10 @@ fn flows_after_backend_fin(mode: Mode) {
         // whole upload and reports what came.
         stream.write_all(b"bye\n")?;
         stream.shutdown(Shutdown::Write)?;
-        let mut upload = Vec::new();
-        let end = stream.read_to_end(&mut upload).map(|_| 0);
+        let (upload, end) = match read_all(&stream) {
+            Ok(upload) => (upload, Ok(0)),
+            Err(e) => (Vec::new(), Err(e)),
+        };
         let expected: Vec<u8> = (0..CHUNKS)
             .flat_map(|i| [b'A' + (i % 26) as u8; CHUNK])
             .collect();
@@ -649,8 +647,7 @@ fn fin_timeout_counts_from_the_half_close(mode: Mode) {
         // (well within the fin timeout) to send its last words.
         let line = read_line(&mut stream)?;
         stream.write_all(&line)?;
-        let mut rest = Vec::new();
-        stream.read_to_end(&mut rest)?;
+        read_all(&stream)?;
         thread::sleep(Duration::from_millis(100));
         stream.write_all(b"last words\n")?;
         stream.shutdown(Shutdown::Write)

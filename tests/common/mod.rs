@@ -228,7 +228,19 @@ impl Drop for StdBackend {
     }
 }
 
-/// Reads one line (up to and including `\n`, or to EOF).
+/// The most any helper reads from one stream (the 100 MiB transfer is the
+/// largest), so no read loop runs without end even against a peer gone mad.
+pub const READ_LIMIT: u64 = 256 << 20;
+
+/// The longest line [`read_line`] reads.
+pub const LINE_LIMIT: usize = 64 * 1024;
+
+fn too_much(what: &str) -> io::Error {
+    io::Error::new(ErrorKind::InvalidData, format!("more than {what}"))
+}
+
+/// Reads one line (up to and including `\n`, or to EOF), at most
+/// [`LINE_LIMIT`] bytes.
 pub fn read_line(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
     let mut line = Vec::new();
     let mut byte = [0u8; 1];
@@ -237,17 +249,25 @@ pub fn read_line(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
         if byte[0] == b'\n' {
             break;
         }
+        if line.len() >= LINE_LIMIT {
+            return Err(too_much("a line's worth of bytes"));
+        }
     }
     Ok(line)
 }
 
-/// Echoes until EOF, then passes the FIN back.
+/// Echoes until EOF, then passes the FIN back (at most [`READ_LIMIT`] bytes).
 pub fn echo(mut stream: TcpStream) -> io::Result<()> {
     let mut buf = [0u8; 16 * 1024];
+    let mut total = 0u64;
     loop {
         let n = stream.read(&mut buf)?;
         if n == 0 {
             return stream.shutdown(Shutdown::Write);
+        }
+        total += n as u64;
+        if total > READ_LIMIT {
+            return Err(too_much("READ_LIMIT bytes"));
         }
         stream.write_all(&buf[..n])?;
     }
@@ -314,17 +334,15 @@ impl ClosedPort {
         // SAFETY: socket(2) takes no pointers; the result is checked below.
         let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
         assert!(raw >= 0, "socket: {}", io::Error::last_os_error());
-        // SAFETY: `raw` is a descriptor socket(2) just returned, owned by nobody else.
+        // SAFETY: `raw` is the descriptor socket(2) just returned, owned by
+        // nobody else: the OwnedFd closes it exactly once.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut sin: libc::sockaddr_in = unsafe_zeroed_sockaddr_in();
-        sin.sin_family = libc::AF_INET as libc::sa_family_t;
-        sin.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
-        sin.sin_port = 0;
+        let sin = sockaddr_in(0);
         let len = mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
         // SAFETY: `sin` is a valid sockaddr_in of `len` bytes for the whole call.
         let rc = unsafe { libc::bind(fd.as_raw_fd(), (&raw const sin).cast(), len) };
         assert_eq!(rc, 0, "bind: {}", io::Error::last_os_error());
-        let mut bound = unsafe_zeroed_sockaddr_in();
+        let mut bound = sockaddr_in(0);
         let mut bound_len = len;
         // SAFETY: `bound` and `bound_len` are valid and writable for the call,
         // and `bound_len` holds the size of `bound`.
@@ -352,9 +370,16 @@ impl ClosedPort {
     }
 }
 
-fn unsafe_zeroed_sockaddr_in() -> libc::sockaddr_in {
-    // SAFETY: sockaddr_in is plain data, for which all-zero bytes are valid.
-    unsafe { mem::zeroed() }
+/// 127.0.0.1:`port` as the C structure.
+fn sockaddr_in(port: u16) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -574,7 +599,8 @@ pub fn send_payload(mut stream: &TcpStream, seed: u64, len: u64) -> io::Result<(
     Ok(sum.finish())
 }
 
-/// Reads to EOF, returning what came as (bytes, checksum).
+/// Reads to EOF (at most [`READ_LIMIT`] bytes), returning what came as
+/// (bytes, checksum).
 pub fn receive_checksum(mut stream: &TcpStream) -> io::Result<(u64, u64)> {
     let mut sum = Checksum::default();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -582,6 +608,9 @@ pub fn receive_checksum(mut stream: &TcpStream) -> io::Result<(u64, u64)> {
         match stream.read(&mut chunk)? {
             0 => return Ok(sum.finish()),
             n => sum.update(&chunk[..n]),
+        }
+        if sum.len > READ_LIMIT {
+            return Err(too_much("READ_LIMIT bytes"));
         }
     }
 }
@@ -612,10 +641,13 @@ pub fn echo_round_trip(addr: SocketAddr, seed: u64, len: u64) -> Result<(), Stri
     }
 }
 
-/// Reads to EOF.
-pub fn read_all(mut stream: &TcpStream) -> io::Result<Vec<u8>> {
+/// Reads to EOF, at most [`READ_LIMIT`] bytes.
+pub fn read_all(stream: &TcpStream) -> io::Result<Vec<u8>> {
     let mut got = Vec::new();
-    stream.read_to_end(&mut got)?;
+    stream.take(READ_LIMIT + 1).read_to_end(&mut got)?;
+    if got.len() as u64 > READ_LIMIT {
+        return Err(too_much("READ_LIMIT bytes"));
+    }
     Ok(got)
 }
 
