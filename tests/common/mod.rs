@@ -1,0 +1,749 @@
+//! What the end-to-end test targets share: the proxy under test as a child
+//! process, backends (the in-process fixture, small std-thread backends with
+//! a behaviour of their own, the real `e2e-backend` binary), clients,
+//! payloads and checksums, and a few /proc and rlimit helpers.
+//!
+//! Every socket is on 127.0.0.1 and every port is picked by the kernel, so
+//! tests run in parallel without knowing about each other. Every wait is
+//! bounded: reads and writes by [`IO_TIMEOUT`], polls by a deadline.
+
+// Each test target uses a different part of this module.
+#![allow(dead_code)]
+
+use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
+use std::mem;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use proxy::process::ProxyProcess;
+
+/// How long any single client read or write may block before the test fails.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The proxy binary under test.
+pub fn proxy_exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_e2e-proxy"))
+}
+
+/// The fixture backend binary.
+pub fn backend_exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_e2e-backend"))
+}
+
+// ---------------------------------------------------------------------------
+// The modes under test
+// ---------------------------------------------------------------------------
+
+/// A proxy mode with its flags: every mode-parameterized check runs for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `--mode single`: one connection at a time, the first backend only.
+    Single,
+    /// `--mode pool --picker mutex`.
+    PoolMutex,
+    /// `--mode pool --picker atomic`.
+    PoolAtomic,
+    /// `--mode epoll --workers 1`.
+    Epoll1,
+    /// `--mode epoll --workers 2`.
+    Epoll2,
+}
+
+impl Mode {
+    /// The command-line flags that select the mode.
+    pub fn flags(self) -> &'static [&'static str] {
+        match self {
+            Mode::Single => &["--mode", "single"],
+            Mode::PoolMutex => &["--mode", "pool", "--threads", "8", "--picker", "mutex"],
+            Mode::PoolAtomic => &["--mode", "pool", "--threads", "8", "--picker", "atomic"],
+            Mode::Epoll1 => &["--mode", "epoll", "--workers", "1"],
+            Mode::Epoll2 => &["--mode", "epoll", "--workers", "2"],
+        }
+    }
+
+    /// The async relay (relay.rs) rather than the blocking one (blocking.rs).
+    pub fn is_epoll(self) -> bool {
+        matches!(self, Mode::Epoll1 | Mode::Epoll2)
+    }
+}
+
+/// How a connection was closed, as its peer sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// A FIN: the read returns 0.
+    Eof,
+    /// A reset: the read fails with ECONNRESET.
+    Reset,
+}
+
+impl Closed {
+    /// The word [`describe`] uses for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Closed::Eof => "eof",
+            Closed::Reset => "reset",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The proxy under test
+// ---------------------------------------------------------------------------
+
+/// Starts the proxy in `mode` on a free loopback port, with `extra` flags
+/// and one `--backend` per address.
+pub fn start_proxy(mode: Mode, backends: &[SocketAddr], extra: &[&str]) -> ProxyProcess {
+    let mut args: Vec<String> = vec!["--listen".into(), "127.0.0.1:0".into()];
+    args.extend(mode.flags().iter().map(|f| f.to_string()));
+    args.extend(extra.iter().map(|f| f.to_string()));
+    for backend in backends {
+        args.push("--backend".into());
+        args.push(backend.to_string());
+    }
+    ProxyProcess::start(proxy_exe(), &args)
+        .unwrap_or_else(|e| panic!("start the proxy ({mode:?}): {e}"))
+}
+
+/// SIGTERM, and the exit status must be 0 (shutdown.rs).
+pub fn stop_cleanly(proxy: ProxyProcess) {
+    let log = proxy.log();
+    match proxy.stop() {
+        Ok(status) => assert_eq!(
+            status.code(),
+            Some(0),
+            "exit status {status}; stderr:\n{}",
+            log.join("\n")
+        ),
+        Err(e) => panic!("stop: {e}; stderr:\n{}", log.join("\n")),
+    }
+}
+
+/// A client connection with bounded reads and writes.
+pub fn connect(addr: SocketAddr) -> TcpStream {
+    try_connect(addr).unwrap_or_else(|e| panic!("connect to {addr}: {e}"))
+}
+
+/// [`connect`] for a connection that may be reset at once: a reset that
+/// arrives before the connect returns is its error.
+pub fn try_connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+    set_timeouts(&stream, IO_TIMEOUT);
+    Ok(stream)
+}
+
+pub fn set_timeouts(stream: &TcpStream, timeout: Duration) {
+    stream
+        .set_read_timeout(Some(timeout))
+        .expect("read timeout");
+    stream
+        .set_write_timeout(Some(timeout))
+        .expect("write timeout");
+}
+
+// ---------------------------------------------------------------------------
+// Backends: small std-thread servers with a behaviour of their own
+// ---------------------------------------------------------------------------
+
+/// A backend on a fresh loopback port, each connection handled by `handler`
+/// on a thread of its own. Dropping it stops accepting; connection threads
+/// end on their own (their sockets have [`IO_TIMEOUT`]s).
+pub struct StdBackend {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StdBackend {
+    pub fn start<F>(handler: F) -> StdBackend
+    where
+        F: Fn(TcpStream) -> io::Result<()> + Send + Sync + 'static,
+    {
+        StdBackend::serve(
+            TcpListener::bind("127.0.0.1:0").expect("bind a backend"),
+            handler,
+        )
+    }
+
+    /// Serves `listener` (already listening) with `handler`.
+    pub fn serve<F>(listener: TcpListener, handler: F) -> StdBackend
+    where
+        F: Fn(TcpStream) -> io::Result<()> + Send + Sync + 'static,
+    {
+        let addr = listener.local_addr().expect("backend address");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let handler = Arc::new(handler);
+        let thread = thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopped.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                set_timeouts(&stream, IO_TIMEOUT);
+                let handler = Arc::clone(&handler);
+                thread::spawn(move || {
+                    // A client of a failing test may vanish: not this thread's business.
+                    let _ = handler(stream);
+                });
+            }
+        });
+        StdBackend {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for StdBackend {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop, which then sees the flag.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The most any helper reads from one stream (the 100 MiB transfer is the
+/// largest), so no read loop runs without end even against a peer gone mad.
+pub const READ_LIMIT: u64 = 256 << 20;
+
+/// The longest line [`read_line`] reads.
+pub const LINE_LIMIT: usize = 64 * 1024;
+
+fn too_much(what: &str) -> io::Error {
+    io::Error::new(ErrorKind::InvalidData, format!("more than {what}"))
+}
+
+/// Reads one line (up to and including `\n`, or to EOF), at most
+/// [`LINE_LIMIT`] bytes.
+pub fn read_line(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while stream.read(&mut byte)? == 1 {
+        line.push(byte[0]);
+        if byte[0] == b'\n' {
+            break;
+        }
+        if line.len() >= LINE_LIMIT {
+            return Err(too_much("a line's worth of bytes"));
+        }
+    }
+    Ok(line)
+}
+
+/// Echoes until EOF, then passes the FIN back (at most [`READ_LIMIT`] bytes).
+pub fn echo(mut stream: TcpStream) -> io::Result<()> {
+    let mut buf = [0u8; 16 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return stream.shutdown(Shutdown::Write);
+        }
+        total += n as u64;
+        if total > READ_LIMIT {
+            return Err(too_much("READ_LIMIT bytes"));
+        }
+        stream.write_all(&buf[..n])?;
+    }
+}
+
+/// What a read ended with, in words a test can compare: `eof`, `reset`,
+/// `timeout` (nothing came), `data`, or another error's kind.
+pub fn describe(result: &io::Result<usize>) -> String {
+    match result {
+        Ok(0) => "eof".into(),
+        Ok(_) => "data".into(),
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => "reset".into(),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            "timeout".into()
+        }
+        Err(e) => format!("{:?}", e.kind()),
+    }
+}
+
+/// Waits (bounded) for a backend's report.
+pub fn wait_report(reports: &mpsc::Receiver<String>, what: &str) -> String {
+    reports
+        .recv_timeout(IO_TIMEOUT)
+        .unwrap_or_else(|_| panic!("the backend never reported {what}"))
+}
+
+/// Waits up to `limit` for `stream` to hang up or fail (POLLHUP or
+/// POLLERR), without reading or writing: the way to see a reset arrive on a
+/// socket whose peer already sent its FIN (its reads return 0 either way).
+/// A FIN alone never sets POLLHUP; a reset does.
+pub fn hangs_up_within(stream: &TcpStream, limit: Duration) -> bool {
+    let mut fds = [libc::pollfd {
+        fd: stream.as_raw_fd(),
+        // Nothing asked for: POLLHUP and POLLERR are reported anyway.
+        events: 0,
+        revents: 0,
+    }];
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: `fds` is a valid array of one pollfd for the whole call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+        if n > 0 {
+            return fds[0].revents & (libc::POLLHUP | libc::POLLERR) != 0;
+        }
+        let interrupted = n < 0 && io::Error::last_os_error().kind() == ErrorKind::Interrupted;
+        if !interrupted || Instant::now() >= deadline {
+            return false;
+        }
+    }
+}
+
+/// A loopback port with a socket bound to it but not listening: a connect
+/// to it is refused (RST), and, unlike a port whose listener was closed, no
+/// one else can take it meanwhile. [`ClosedPort::listen`] opens it later.
+pub struct ClosedPort {
+    fd: OwnedFd,
+    addr: SocketAddr,
+}
+
+impl ClosedPort {
+    pub fn new() -> ClosedPort {
+        // SAFETY: socket(2) takes no pointers; the result is checked below.
+        let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(raw >= 0, "socket: {}", io::Error::last_os_error());
+        // SAFETY: `raw` is the descriptor socket(2) just returned, owned by
+        // nobody else: the OwnedFd closes it exactly once.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let sin = sockaddr_in(0);
+        let len = mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: `sin` is a valid sockaddr_in of `len` bytes for the whole call.
+        let rc = unsafe { libc::bind(fd.as_raw_fd(), (&raw const sin).cast(), len) };
+        assert_eq!(rc, 0, "bind: {}", io::Error::last_os_error());
+        let mut bound = sockaddr_in(0);
+        let mut bound_len = len;
+        // SAFETY: `bound` and `bound_len` are valid and writable for the call,
+        // and `bound_len` holds the size of `bound`.
+        let rc = unsafe {
+            libc::getsockname(fd.as_raw_fd(), (&raw mut bound).cast(), &raw mut bound_len)
+        };
+        assert_eq!(rc, 0, "getsockname: {}", io::Error::last_os_error());
+        let port = u16::from_be(bound.sin_port);
+        ClosedPort {
+            fd,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Starts listening on the port: from now on connects succeed.
+    pub fn listen(self) -> TcpListener {
+        // SAFETY: listen(2) on a descriptor we own; no pointers.
+        let rc = unsafe { libc::listen(self.fd.as_raw_fd(), 128) };
+        assert_eq!(rc, 0, "listen: {}", io::Error::last_os_error());
+        TcpListener::from(self.fd)
+    }
+}
+
+/// 127.0.0.1:`port` as the C structure.
+fn sockaddr_in(port: u16) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The real e2e-backend binary as a child process
+// ---------------------------------------------------------------------------
+
+/// `e2e-backend` running as a child, with the addresses it announced.
+pub struct BackendProcess {
+    child: Child,
+    addrs: Vec<SocketAddr>,
+}
+
+impl BackendProcess {
+    /// Starts `e2e-backend --port 0` (`ports` times) with `args`, and waits
+    /// for one `listening on ADDR` line per port.
+    pub fn start(ports: usize, args: &[&str]) -> BackendProcess {
+        let mut command = Command::new(backend_exe());
+        for _ in 0..ports {
+            command.args(["--port", "0"]);
+        }
+        let mut child = command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start e2e-backend");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        // Drains stderr for the child's whole life, so it never blocks on it.
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut addrs = Vec::new();
+        let mut said = Vec::new();
+        while addrs.len() < ports {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(addr) = proxy::process::listening_addr(&line) {
+                        addrs.push(addr);
+                    }
+                    said.push(line);
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "e2e-backend did not announce its ports:\n{}",
+                        said.join("\n")
+                    );
+                }
+            }
+        }
+        BackendProcess { child, addrs }
+    }
+
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// SIGTERM, then the exit status (bounded wait).
+    pub fn stop(mut self) -> ExitStatus {
+        terminate(&mut self.child)
+    }
+}
+
+impl Drop for BackendProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Sends SIGTERM to `child` and waits (at most 10 s, then kills it) for its status.
+pub fn terminate(child: &mut Child) -> ExitStatus {
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: kill(2) takes no pointers; `pid` is our own child, not yet reaped.
+    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(rc, 0, "kill: {}", io::Error::last_os_error());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child ignored SIGTERM for 10 s; killed");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Payloads and checksums
+// ---------------------------------------------------------------------------
+
+/// A deterministic pseudo-random generator (xorshift64*): the same seed
+/// gives the same payloads on every run.
+pub struct Prng(u64);
+
+impl Prng {
+    pub fn new(seed: u64) -> Prng {
+        // Spread small seeds apart; never zero (xorshift's fixed point).
+        Prng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03 | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..=max`.
+    pub fn up_to(&mut self, max: u64) -> u64 {
+        self.next_u64() % (max + 1)
+    }
+
+    /// Fills `buf` with pseudo-random bytes, a word at a time.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        let mut words = buf.chunks_exact_mut(8);
+        for word in &mut words {
+            word.copy_from_slice(&self.next_u64().to_le_bytes());
+        }
+        let tail = words.into_remainder();
+        let last = self.next_u64().to_le_bytes();
+        tail.copy_from_slice(&last[..tail.len()]);
+    }
+}
+
+/// A streaming 64-bit checksum (FNV-style, a word at a time, so it stays
+/// fast in an unoptimized test build) and a byte count: bytes may arrive
+/// in any split, the result is the same.
+#[derive(Debug, Clone)]
+pub struct Checksum {
+    hash: u64,
+    len: u64,
+    tail: [u8; 8],
+    tail_len: usize,
+}
+
+impl Default for Checksum {
+    fn default() -> Self {
+        Checksum {
+            hash: 0xcbf2_9ce4_8422_2325,
+            len: 0,
+            tail: [0; 8],
+            tail_len: 0,
+        }
+    }
+}
+
+impl Checksum {
+    pub fn update(&mut self, mut data: &[u8]) {
+        self.len += data.len() as u64;
+        while self.tail_len > 0 && !data.is_empty() {
+            self.tail[self.tail_len] = data[0];
+            self.tail_len += 1;
+            data = &data[1..];
+            if self.tail_len == 8 {
+                self.word(u64::from_le_bytes(self.tail));
+                self.tail_len = 0;
+            }
+        }
+        let mut words = data.chunks_exact(8);
+        for word in &mut words {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(word);
+            self.word(u64::from_le_bytes(bytes));
+        }
+        let rest = words.remainder();
+        self.tail[..rest.len()].copy_from_slice(rest);
+        self.tail_len = rest.len();
+    }
+
+    fn word(&mut self, word: u64) {
+        self.hash = (self.hash ^ word)
+            .wrapping_mul(0x0000_0100_0000_01b3)
+            .rotate_left(23);
+    }
+
+    /// (bytes, checksum) of everything so far.
+    pub fn finish(&self) -> (u64, u64) {
+        let mut last = [0u8; 8];
+        last[..self.tail_len].copy_from_slice(&self.tail[..self.tail_len]);
+        let hash =
+            (self.hash ^ u64::from_le_bytes(last) ^ self.len).wrapping_mul(0x0000_0100_0000_01b3);
+        (self.len, hash)
+    }
+}
+
+/// Writes `len` pseudo-random bytes from `seed`, generated a chunk at a
+/// time (never the whole payload in memory), then a FIN; returns what was
+/// sent as (bytes, checksum).
+pub fn send_payload(mut stream: &TcpStream, seed: u64, len: u64) -> io::Result<(u64, u64)> {
+    let mut prng = Prng::new(seed);
+    let mut sum = Checksum::default();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        prng.fill(&mut chunk[..n]);
+        stream.write_all(&chunk[..n])?;
+        sum.update(&chunk[..n]);
+        left -= n as u64;
+    }
+    stream.shutdown(Shutdown::Write)?;
+    Ok(sum.finish())
+}
+
+/// Reads to EOF (at most [`READ_LIMIT`] bytes), returning what came as
+/// (bytes, checksum).
+pub fn receive_checksum(mut stream: &TcpStream) -> io::Result<(u64, u64)> {
+    let mut sum = Checksum::default();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut chunk)? {
+            0 => return Ok(sum.finish()),
+            n => sum.update(&chunk[..n]),
+        }
+        if sum.len > READ_LIMIT {
+            return Err(too_much("READ_LIMIT bytes"));
+        }
+    }
+}
+
+/// Sends `len` bytes from `seed` through `addr` to an echo backend while
+/// reading the echo, both streaming; Ok if every byte came back in order.
+pub fn echo_round_trip(addr: SocketAddr, seed: u64, len: u64) -> Result<(), String> {
+    let stream =
+        TcpStream::connect_timeout(&addr, IO_TIMEOUT).map_err(|e| format!("connect: {e}"))?;
+    set_timeouts(&stream, IO_TIMEOUT);
+    let writer = {
+        let stream = stream.try_clone().map_err(|e| format!("clone: {e}"))?;
+        thread::spawn(move || send_payload(&stream, seed, len))
+    };
+    let received = receive_checksum(&stream).map_err(|e| format!("receive: {e}"));
+    let sent = writer
+        .join()
+        .map_err(|_| "the writer panicked".to_string())?
+        .map_err(|e| format!("send: {e}"))?;
+    let received = received?;
+    if sent == received {
+        Ok(())
+    } else {
+        Err(format!(
+            "sent {} bytes (checksum {:016x}), got back {} (checksum {:016x})",
+            sent.0, sent.1, received.0, received.1
+        ))
+    }
+}
+
+/// Reads to EOF, at most [`READ_LIMIT`] bytes.
+pub fn read_all(stream: &TcpStream) -> io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    stream.take(READ_LIMIT + 1).read_to_end(&mut got)?;
+    if got.len() as u64 > READ_LIMIT {
+        return Err(too_much("READ_LIMIT bytes"));
+    }
+    Ok(got)
+}
+
+// ---------------------------------------------------------------------------
+// Processes, descriptors, limits
+// ---------------------------------------------------------------------------
+
+/// Utime plus stime of a process, in clock ticks (/proc/PID/stat fields 14, 15).
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc stat");
+    // The command name (field 2) may hold spaces; fields restart after ')'.
+    let after_name = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+}
+
+/// The open descriptors of a process, each with what it is (the target of
+/// its /proc link: `socket:[...]`, `anon_inode:[eventpoll]`, a path...).
+pub fn open_fds(pid: u32) -> Vec<(u32, String)> {
+    let mut fds = Vec::new();
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return fds;
+    };
+    for entry in entries.map_while(Result::ok) {
+        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        // A descriptor closed since the listing has no link any more.
+        if let Ok(target) = std::fs::read_link(entry.path()) {
+            fds.push((fd, target.to_string_lossy().into_owned()));
+        }
+    }
+    fds.sort();
+    fds
+}
+
+/// The soft and hard RLIMIT_NOFILE of this process.
+pub fn nofile_limits() -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit for the call.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut lim) };
+    assert_eq!(rc, 0, "getrlimit: {}", io::Error::last_os_error());
+    (lim.rlim_cur, lim.rlim_max)
+}
+
+/// Raises this process's soft RLIMIT_NOFILE to its hard limit (children
+/// started afterwards inherit it); returns the new soft limit.
+pub fn raise_nofile_limit() -> u64 {
+    let (soft, hard) = nofile_limits();
+    if soft < hard {
+        let lim = libc::rlimit {
+            rlim_cur: hard,
+            rlim_max: hard,
+        };
+        // SAFETY: `lim` is a valid rlimit for the call; raising the soft
+        // limit up to the hard one needs no privilege.
+        let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const lim) };
+        assert_eq!(rc, 0, "setrlimit: {}", io::Error::last_os_error());
+    }
+    nofile_limits().0
+}
+
+/// Sets the soft RLIMIT_NOFILE of a running process (ours: our child).
+pub fn set_nofile_limit_of(pid: u32, soft: u64) {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a null new-limit pointer only reads; `old` is valid and writable.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            std::ptr::null(),
+            &raw mut old,
+        )
+    };
+    assert_eq!(rc, 0, "prlimit (read): {}", io::Error::last_os_error());
+    let new = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: `new` is a valid rlimit; a null old-limit pointer is allowed.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &raw const new,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit (set): {}", io::Error::last_os_error());
+}
+
+/// Polls `condition` every 10 ms until it holds or `limit` passes; returns
+/// whether it held.
+pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,90 @@
+//! End to end, the demo: `proxy demo --quick` as a child process, as a
+//! newcomer would run it (the README's first command, shortened).
+
+mod common;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The demo takes about 5 s; past this, it is hung.
+const WATCHDOG: Duration = Duration::from_secs(90);
+
+/// One row of the demo's table.
+#[derive(Debug)]
+struct Row {
+    mode: String,
+    requests: u64,
+    errors: u64,
+}
+
+/// The table's rows: `mode threads requests req/s avg p99 errors served...`.
+fn rows(table: &str) -> Vec<Row> {
+    table
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() < 7 || !["single", "pool", "epoll"].contains(&fields[0]) {
+                return None;
+            }
+            Some(Row {
+                mode: fields[0].to_string(),
+                requests: fields[2].parse().ok()?,
+                errors: fields[6].parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+// The demo: every mode runs through `proxy demo --quick`, exit status 0, no errors in any row.
+#[test]
+fn the_quick_demo_runs_every_mode_without_errors() {
+    let mut child = Command::new(proxy_exe())
+        .args(["demo", "--quick"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the demo");
+    // Drained on threads, so a full pipe never stalls the demo.
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
+    let deadline = Instant::now() + WATCHDOG;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the demo") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the demo did not finish within {WATCHDOG:?}; killed");
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    let table = stdout.join().expect("stdout drain");
+    let stderr = stderr.join().expect("stderr drain");
+    assert!(status.success(), "exit status {status}\n{table}\n{stderr}");
+
+    let rows = rows(&table);
+    for mode in ["single", "pool", "epoll"] {
+        assert!(
+            rows.iter().any(|r| r.mode == mode),
+            "no row for {mode}:\n{table}"
+        );
+    }
+    assert_eq!(rows.len(), 5, "rows:\n{table}");
+    for row in &rows {
+        assert!(row.requests > 0, "{row:?}\n{table}");
+        assert_eq!(row.errors, 0, "{row:?}\n{table}\n{stderr}");
+    }
+}
