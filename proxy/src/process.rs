@@ -55,13 +55,14 @@ impl ProxyProcess {
             .spawn(move || {
                 let mut addr_tx = Some(addr_tx);
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    if let Some(addr) = listening_addr(&line) {
-                        if let Some(tx) = addr_tx.take() {
-                            let _ = tx.send(addr);
-                        }
-                    }
+                    let addr = listening_addr(&line);
+                    // Stored before the address is announced, so whoever
+                    // has the address also finds this line in the log.
                     if let Ok(mut lines) = lines.lock() {
                         lines.push(line);
+                    }
+                    if let (Some(addr), Some(tx)) = (addr, addr_tx.take()) {
+                        let _ = tx.send(addr);
                     }
                 }
             })?;

@@ -256,6 +256,15 @@ pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> O
         if up.done && down.done {
             return Poll::Ready(Ending::Complete);
         }
+        // A side whose FIN came is no longer read, so a reset it sends later
+        // would go unnoticed: watch it for a hang-up. (Our write side toward
+        // it is still open, so a hang-up there can only be a reset.)
+        if up.done && client.poll_hang_up(cx).is_ready() {
+            return Poll::Ready(Ending::ClientReset);
+        }
+        if down.done && backend.poll_hang_up(cx).is_ready() {
+            return Poll::Ready(Ending::BackendReset);
+        }
         let half_closed = up.done || down.done;
         timer.poll_expired(cx, up.bytes + down.bytes != moved_before, half_closed)
     })
@@ -288,15 +297,19 @@ struct IdleTimer {
     limits: Limits,
     last_activity: Instant,
     sleep: Sleep,
+    /// Whether the connection was half-closed at the last poll.
+    half_closed: bool,
 }
 
 impl IdleTimer {
     fn new(limits: Limits) -> IdleTimer {
         let now = Instant::now();
+        let sleep = time::sleep_until(now + limits.idle_timeout);
         IdleTimer {
             limits,
             last_activity: now,
-            sleep: time::sleep_until(now + limits.idle_timeout),
+            sleep,
+            half_closed: false,
         }
     }
 
@@ -313,9 +326,12 @@ impl IdleTimer {
         } else {
             self.limits.idle_timeout
         };
-        if moved {
+        // The half-close itself starts the fin timeout: silence before it was
+        // allowed (by the idle timeout), so it must not count against it.
+        if moved || (half_closed && !self.half_closed) {
             self.last_activity = Instant::now();
         }
+        self.half_closed = half_closed;
         loop {
             // A shorter limit (the connection just became half-closed) must
             // take effect now, not when the longer timer fires.

@@ -82,6 +82,13 @@ impl<T: AsRawFd> AsyncFd<T> {
         self.io.clear_ready(direction)
     }
 
+    /// Ready once the descriptor hung up or failed (EPOLLHUP or EPOLLERR).
+    /// Meant for a descriptor whose read side is finished: the waiting
+    /// task is kept in the reader's slot.
+    pub fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.io.poll_hang_up(cx)
+    }
+
     /// Has the reactor seen the peer close its sending side (RDHUP/HUP)?
     pub fn is_read_closed(&self) -> bool {
         self.io.is_read_closed()

@@ -277,6 +277,14 @@ impl TcpStream {
         sys::set_linger_zero(self.fd.get_ref().as_fd())
     }
 
+    /// Ready once the socket hung up or failed (EPOLLHUP or EPOLLERR seen).
+    /// While our own side still sends, a hang-up can only be a reset: this
+    /// is how a relay that no longer reads a side (its FIN came) still
+    /// notices that side's reset. Call it only after reading EOF.
+    pub fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.fd.poll_hang_up(cx)
+    }
+
     /// Has the reactor seen the peer close its sending side?
     pub fn is_read_closed(&self) -> bool {
         self.fd.is_read_closed()

@@ -164,6 +164,32 @@ impl ScheduledIo {
         self.readiness.set(self.readiness.get() & !bit);
     }
 
+    /// Ready once the socket hung up or failed (EPOLLHUP or EPOLLERR seen),
+    /// or remember `cx`'s waker and say Pending.
+    ///
+    /// For a socket whose read side is finished (EOF seen): nobody reads it
+    /// any more, so the reader's slot is free to hold the waker, and a
+    /// hang-up wakes it. A relay uses this to notice a reset from a side it
+    /// no longer reads.
+    pub(crate) fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let hung_up = || self.readiness.get() & (bits::WRITE_CLOSED | bits::ERROR) != 0;
+        if hung_up() {
+            return Poll::Ready(());
+        }
+        {
+            let mut slot = self.reader.borrow_mut();
+            match slot.as_mut() {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => *slot = Some(cx.waker().clone()),
+            }
+        }
+        if hung_up() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
     /// Has the peer closed its sending side (RDHUP or HUP seen)?
     pub(crate) fn is_read_closed(&self) -> bool {
         self.readiness.get() & bits::READ_CLOSED != 0
