@@ -417,4 +417,26 @@ mod tests {
             (1, 1)
         );
     }
+
+    #[test]
+    fn a_hang_up_is_hup_or_err_never_rdhup_alone() {
+        let io = ScheduledIo::default();
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut wakers = Vec::new();
+        io.record(sys::EPOLLIN | sys::EPOLLRDHUP, &mut wakers); // the peer's FIN
+        assert!(
+            io.poll_hang_up(&mut cx).is_pending(),
+            "a FIN is not a hang-up"
+        );
+        io.record(sys::EPOLLERR | sys::EPOLLHUP, &mut wakers); // then its reset
+        wakers.drain(..).for_each(Waker::wake);
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            1,
+            "the waiting task is woken"
+        );
+        assert!(io.poll_hang_up(&mut cx).is_ready());
+    }
 }
