@@ -270,14 +270,14 @@ mod racy {
 
     impl Picker for RacyPicker {
         fn pick(&self) -> usize {
-            // SAFETY: NOT SAFE, deliberately. Several pool workers run this at
-            // once; each reads NEXT and writes it back with no lock and no
-            // atomic, so these are unsynchronized conflicting accesses: a data
-            // race, which is undefined behaviour in Rust (as in C++). The
-            // compiler may assume it never happens. This block exists only to
-            // reproduce the seed's milestone 3 under ThreadSanitizer, behind
-            // the off-by-default `race-demo` feature. The fixes are
-            // MutexPicker and AtomicPicker.
+            // Several pool workers run this at once; each reads NEXT and
+            // writes it back with no lock and no atomic, so these are
+            // unsynchronized conflicting accesses: a data race, which is
+            // undefined behaviour in Rust (as in C++). The compiler may assume
+            // it never happens. This block exists only to reproduce the seed's
+            // milestone 3 under ThreadSanitizer, behind the off-by-default
+            // `race-demo` feature. The fixes are MutexPicker and AtomicPicker.
+            // SAFETY: NOT SAFE, deliberately: see the paragraph above.
             let chosen = unsafe {
                 let chosen = NEXT; // read  (seed: proxy_v3_racy.cpp:132)
                 NEXT = (NEXT + 1) % self.backends; // write (seed: proxy_v3_racy.cpp:133)
