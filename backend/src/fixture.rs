@@ -275,25 +275,54 @@ async fn reset(conn: TcpStream) -> io::Result<()> {
     Ok(())
 }
 
-/// Keeps the CPU busy for `duration` and returns the end of a hash chain,
-/// so the work has a result the compiler must compute.
+/// Keeps the CPU busy until this thread has *used* `duration` of CPU time,
+/// and returns the end of a hash chain, so the work has a result the
+/// compiler must compute.
 ///
-/// The clock is read once every 1,000 steps: often enough to stop within
-/// microseconds of `duration`, rarely enough that the work is hashing, not
-/// reading the clock.
+/// CPU time, not wall time: on a machine with fewer cores than busy
+/// threads, a thread that is descheduled does no work, and a backend that
+/// stopped at a wall-clock deadline would then have done only part of its
+/// work, making an overloaded machine look faster than the cores allow.
+/// Counted in the thread's own CPU clock, each request costs `duration` of
+/// CPU however the threads share the cores: a CPU-bound backend.
+///
+/// The clock is read once every 100,000 steps (about 0.1 ms of hashing):
+/// often enough to stop close to `duration`, rarely enough that the work is
+/// hashing, not reading the clock.
 pub fn burn_cpu(duration: Duration) -> u64 {
-    const STEPS_PER_CHECK: u64 = 1000;
-    let started = Instant::now();
+    const STEPS_PER_CHECK: u64 = 100_000;
+    let started = thread_cpu_time();
+    // A bound in wall time too, should the CPU clock ever stand still: a
+    // starved thread is slow, but not a hundred times slower.
+    let give_up = Instant::now() + duration * 100 + Duration::from_secs(1);
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     loop {
         for step in 0..STEPS_PER_CHECK {
             // One FNV-1a step over the counter: each value depends on the last.
             hash = (hash ^ step).wrapping_mul(0x0000_0100_0000_01b3);
         }
-        if started.elapsed() >= duration {
+        if thread_cpu_time().saturating_sub(started) >= duration || Instant::now() >= give_up {
             return hash;
         }
     }
+}
+
+/// The CPU time the calling thread has used so far
+/// (`CLOCK_THREAD_CPUTIME_ID`); zero if the clock cannot be read.
+pub fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec for the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut now) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// A running fixture: a thread with its own [`Runtime`] serving one or more
@@ -458,7 +487,10 @@ mod tests {
     #[test]
     fn burn_cpu_lasts_at_least_its_duration() {
         let started = Instant::now();
+        let cpu_started = thread_cpu_time();
         std::hint::black_box(burn_cpu(Duration::from_millis(20)));
+        // 20 ms of this thread's CPU, so at least 20 ms of wall time too.
+        assert!(thread_cpu_time() - cpu_started >= Duration::from_millis(20));
         assert!(started.elapsed() >= Duration::from_millis(20));
         // A zero duration still does one round of work, and returns.
         std::hint::black_box(burn_cpu(Duration::ZERO));
