@@ -20,12 +20,16 @@
 //! - [`load`]: the closed-loop load client, a new connection per request,
 //!   and its [`LoadReport`](load::LoadReport): counts, req/s, exact
 //!   percentiles, replies per backend.
+//! - [`bench`]: the benchmark harness of issue 4 (the `bench` binary):
+//!   our proxy's modes, HAProxy and nginx, measured side by side into
+//!   docs/BENCHMARKS.md.
 //! - [`cli`]: the `backend` command line; [`main_with_args`] below runs it:
 //!   one runtime on the main thread serving every port until SIGTERM.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
+pub mod bench;
 pub mod cli;
 pub mod fixture;
 pub mod load;

@@ -1,0 +1,3 @@
+//! # The benchmark harness (issue 4), being built: see the final mod.rs.
+
+pub mod svg;
