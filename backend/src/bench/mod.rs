@@ -1,3 +1,5 @@
 //! # The benchmark harness (issue 4), being built: see the final mod.rs.
 
 pub mod svg;
+pub mod procstat;
+pub mod machine;

@@ -1,0 +1,195 @@
+//! What a process tree costs, read from /proc: CPU time and memory.
+//!
+//! A proxy may be one process with threads (ours, HAProxy) or a master with
+//! worker processes (nginx), so every figure is summed over the *tree*: the
+//! process and all its descendants, found through the parent pid in each
+//! `/proc/PID/stat`.
+//!
+//! - CPU: `utime + stime` (fields 14 and 15 of `/proc/PID/stat`), in clock
+//!   ticks (`sysconf(_SC_CLK_TCK)`, usually 100 a second). They include the
+//!   process's threads, even those that have exited. Take a [`CpuTicks`]
+//!   before and after a run; the difference is what the run cost.
+//! - Memory: `VmRSS` (resident now) and `VmHWM` (the "high water mark", the
+//!   peak resident size since the process started) from `/proc/PID/status`,
+//!   in KiB. Summing VmHWM over several processes gives an upper bound of the
+//!   tree's peak (their peaks need not be simultaneous); for one process it
+//!   is exact.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io;
+use std::time::Duration;
+
+/// The stat fields after the command name that we read (counted from
+/// field 3, the state, as index 0).
+const PPID: usize = 1;
+const UTIME: usize = 11;
+const STIME: usize = 12;
+
+/// The fields of `/proc/PID/stat` after the command name.
+///
+/// The name (field 2) is in parentheses and may itself contain spaces and
+/// parentheses, so the fields are split after the *last* `)`.
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    let after_name = stat.get(stat.rfind(')')? + 1..)?;
+    Some(after_name.split_whitespace().collect())
+}
+
+fn read_stat(pid: u32) -> io::Result<String> {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+}
+
+/// The parent of every process now running (pid -> parent pid).
+fn parents() -> io::Result<BTreeMap<u32, u32>> {
+    let mut map = BTreeMap::new();
+    for entry in fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        // A process that exited since the listing has no stat any more.
+        if let Ok(stat) = read_stat(pid) {
+            if let Some(ppid) = stat_fields(&stat).and_then(|f| f.get(PPID)?.parse().ok()) {
+                map.insert(pid, ppid);
+            }
+        }
+    }
+    Ok(map)
+}
+
+/// `root` and every live descendant of it, root first.
+pub fn tree(root: u32) -> io::Result<Vec<u32>> {
+    let parents = parents()?;
+    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for (&pid, &ppid) in &parents {
+        children.entry(ppid).or_default().push(pid);
+    }
+    let mut seen = BTreeSet::new();
+    let mut order = vec![root];
+    seen.insert(root);
+    // Breadth first; `seen` keeps a (theoretically impossible) cycle from
+    // looping, and the walk ends when every process was visited at most once.
+    let mut next = 0;
+    while next < order.len() {
+        let pid = order[next];
+        next += 1;
+        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            if seen.insert(child) {
+                order.push(child);
+            }
+        }
+    }
+    Ok(order)
+}
+
+/// The kernel's clock ticks per second (the unit of utime and stime).
+pub fn ticks_per_second() -> u64 {
+    // SAFETY: sysconf reads a configuration value; it has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    // -1 (unknown) cannot happen on Linux; 100 is what it always is there.
+    u64::try_from(ticks).ok().filter(|&t| t > 0).unwrap_or(100)
+}
+
+/// CPU time of a process tree at one moment, in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuTicks(pub u64);
+
+impl CpuTicks {
+    /// `utime + stime` summed over `root`'s tree, now.
+    pub fn of_tree(root: u32) -> io::Result<CpuTicks> {
+        let mut total = 0;
+        for pid in tree(root)? {
+            // A worker that exited between the walk and this read is gone
+            // with its ticks; skipping it is all we can do.
+            if let Ok(stat) = read_stat(pid) {
+                total += cpu_of_stat(&stat).unwrap_or(0);
+            }
+        }
+        Ok(CpuTicks(total))
+    }
+
+    /// The CPU time spent between `earlier` and `self`.
+    pub fn since(self, earlier: CpuTicks) -> Duration {
+        let ticks = self.0.saturating_sub(earlier.0);
+        Duration::from_secs_f64(ticks as f64 / ticks_per_second() as f64)
+    }
+}
+
+/// utime + stime from the text of a `/proc/PID/stat`.
+fn cpu_of_stat(stat: &str) -> Option<u64> {
+    let fields = stat_fields(stat)?;
+    let utime: u64 = fields.get(UTIME)?.parse().ok()?;
+    let stime: u64 = fields.get(STIME)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Resident memory of a process tree, in KiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Memory {
+    /// VmRSS summed: resident now.
+    pub rss_kib: u64,
+    /// VmHWM summed: each process's peak since it started.
+    pub peak_kib: u64,
+}
+
+impl Memory {
+    /// The memory of `root`'s tree, now.
+    pub fn of_tree(root: u32) -> io::Result<Memory> {
+        let mut total = Memory::default();
+        for pid in tree(root)? {
+            if let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) {
+                total.rss_kib += status_kib(&status, "VmRSS:").unwrap_or(0);
+                total.peak_kib += status_kib(&status, "VmHWM:").unwrap_or(0);
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// A `Key:   1234 kB` line of `/proc/PID/status`, in KiB.
+fn status_kib(status: &str, key: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    line[key.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// CPU time this thread has used (CLOCK_THREAD_CPUTIME_ID): what the load
+/// client, which runs on the calling thread, spent.
+pub use crate::fixture::thread_cpu_time as thread_cpu;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_survive_odd_command_names() {
+        let stat = "4242 (a) b (c)) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 31 0 0 20 0 3 0";
+        let fields = stat_fields(stat).unwrap();
+        assert_eq!(fields[0], "S");
+        assert_eq!(fields[PPID], "17");
+        assert_eq!(cpu_of_stat(stat), Some(281));
+        assert_eq!(cpu_of_stat("garbage"), None);
+    }
+
+    #[test]
+    fn status_lines_give_kib() {
+        let status = "Name:\tproxy\nVmHWM:\t   10240 kB\nVmRSS:\t    8192 kB\n";
+        assert_eq!(status_kib(status, "VmHWM:"), Some(10240));
+        assert_eq!(status_kib(status, "VmRSS:"), Some(8192));
+        assert_eq!(status_kib(status, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn this_process_has_a_tree_cpu_and_memory() {
+        let me = std::process::id();
+        let tree = tree(me).unwrap();
+        assert_eq!(tree[0], me);
+        let before = CpuTicks::of_tree(me).unwrap();
+        std::hint::black_box(crate::fixture::burn_cpu(Duration::from_millis(30)));
+        let after = CpuTicks::of_tree(me).unwrap();
+        assert!(after.0 >= before.0);
+        let memory = Memory::of_tree(me).unwrap();
+        assert!(memory.rss_kib > 0 && memory.peak_kib >= memory.rss_kib);
+        assert!(thread_cpu() > Duration::ZERO);
+        assert!(ticks_per_second() > 0);
+    }
+}
