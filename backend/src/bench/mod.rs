@@ -3,3 +3,5 @@
 pub mod svg;
 pub mod procstat;
 pub mod machine;
+pub mod child;
+pub mod peers;
