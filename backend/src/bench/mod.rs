@@ -1,7 +1,200 @@
-//! # The benchmark harness (issue 4), being built: see the final mod.rs.
+//! # The benchmark harness (issue 4)
+//!
+//! Reproduces the seed's epoll-against-threads table on our runtime,
+//! explains it with numbers, and sets our proxy beside HAProxy and nginx,
+//! in one run, on one machine, into one report (docs/BENCHMARKS.md):
+//!
+//! ```text
+//!   scripts/bench.sh ──▶ target/release/bench --proxy target/release/proxy
+//!        │
+//!        ├─ workloads A, B, C  (workloads.rs: which rows, how big)
+//!        │     each row: start a subject (subject.rs, child.rs, peers.rs)
+//!        │               measure it   (measure.rs: the load client from
+//!        │                             crate::load, CPU and memory from
+//!        │                             /proc via procstat.rs)
+//!        │               stop it
+//!        └─ report.rs + charts.rs + svg.rs ──▶ BENCHMARKS.md, bench/*.svg
+//! ```
+//!
+//! The pieces, each in a file of its own:
+//!
+//! - [`cli`]: the command line and [`cli::Config`].
+//! - [`machine`]: the machine's description and the descriptor limit.
+//! - [`procstat`]: CPU ticks and resident memory of a process tree.
+//! - [`child`]: a server as a child process: start, wait until it accepts,
+//!   stop, kill on drop.
+//! - [`peers`]: HAProxy and nginx: detection, configuration, start.
+//! - [`subject`]: what a row measures (direct, one of our modes, a peer).
+//! - [`measure`]: one measurement, the same way for every subject.
+//! - [`workloads`]: the three workloads and their sizes.
+//! - [`results`]: what a run found, as plain data.
+//! - [`report`], [`charts`], [`svg`]: the Markdown and its charts.
+//!
+//! The harness never panics on what the OS or a peer can fail: a row that
+//! cannot run is a row marked failed, with the reason.
 
-pub mod svg;
-pub mod procstat;
-pub mod machine;
+pub mod charts;
 pub mod child;
+pub mod cli;
+pub mod machine;
+pub mod measure;
 pub mod peers;
+pub mod procstat;
+pub mod report;
+pub mod results;
+pub mod subject;
+pub mod svg;
+pub mod workloads;
+
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::time::Instant;
+
+use cli::{Command, Config};
+use machine::Machine;
+use results::Results;
+use subject::Setup;
+use workloads::Sizes;
+
+/// Descriptors the harness keeps for itself beyond the idle connections.
+const SPARE_DESCRIPTORS: u64 = 512;
+
+/// Runs the benchmark `config` describes, writes the report and its charts
+/// under `config.out`, and returns what it found.
+pub fn run(config: &Config) -> io::Result<Results> {
+    let started = Instant::now();
+    if !config.proxy.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "no proxy binary at {} (build it: cargo build --release -p proxy)",
+                config.proxy.display()
+            ),
+        ));
+    }
+    let mut notes = Vec::new();
+    let nofile = machine::raise_nofile_limit()?;
+    let mut sizes = if config.quick {
+        Sizes::quick()
+    } else {
+        Sizes::full()
+    };
+    // Each idle connection is two descriptors here (the client's end and
+    // the fixture's) and two in the proxy.
+    let room = nofile.saturating_sub(SPARE_DESCRIPTORS) / 2;
+    if (sizes.idle as u64) > room {
+        notes.push(format!(
+            "the descriptor limit ({nofile}) allows only {room} idle connections instead of {}",
+            sizes.idle
+        ));
+        sizes.idle = room as usize;
+    }
+    let installed = if config.peers {
+        peers::detect()
+    } else {
+        peers::Installed::none("--no-peers")
+    };
+    for (name, found) in [
+        ("HAProxy", installed.haproxy.as_ref().err()),
+        ("nginx", installed.nginx.as_ref().err()),
+    ] {
+        if let Some(why) = found {
+            eprintln!("bench: {name} will not be measured: {why}");
+        }
+    }
+    let setup = Setup {
+        proxy: config.proxy.clone(),
+        installed: installed.clone(),
+        nofile,
+    };
+    let machine = Machine::describe();
+    let date = machine::utc_now();
+    let [with_a, with_b, with_c] = config.workloads;
+    let a = if with_a {
+        Some(workloads::workload_a(&setup, &sizes)?)
+    } else {
+        None
+    };
+    let b = if with_b {
+        Some(workloads::workload_b(&setup, &sizes)?)
+    } else {
+        None
+    };
+    let c = if with_c {
+        Some(workloads::workload_c(&setup, &sizes)?)
+    } else {
+        None
+    };
+    let results = Results {
+        machine,
+        date,
+        command: config.command.clone(),
+        sizes,
+        installed,
+        nofile,
+        a,
+        b,
+        c,
+        elapsed: started.elapsed(),
+        notes,
+    };
+    write_report(&results, &config.out)?;
+    Ok(results)
+}
+
+/// Writes `out/BENCHMARKS.md` and `out/bench/*.svg`, keeping the
+/// hand-written interpretation of an existing report.
+pub fn write_report(results: &Results, out: &Path) -> io::Result<()> {
+    let report_path = out.join("BENCHMARKS.md");
+    let old = fs::read_to_string(&report_path).unwrap_or_default();
+    let interpretation = report::carry_interpretation(&old);
+    let (markdown, charts) = report::render(results, interpretation.as_deref());
+    let chart_dir = out.join("bench");
+    fs::create_dir_all(&chart_dir).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot create {}: {e}", chart_dir.display()),
+        )
+    })?;
+    for chart in &charts {
+        fs::write(chart_dir.join(&chart.file), &chart.svg)?;
+    }
+    fs::write(&report_path, markdown).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot write {}: {e}", report_path.display()),
+        )
+    })
+}
+
+/// The whole `bench` program; returns the exit status: 0 done, 1 failed,
+/// 2 bad command line.
+pub fn main_with_args(args: &[String]) -> i32 {
+    let config = match cli::parse(args) {
+        Ok(Command::Run(config)) => config,
+        Ok(Command::Help) => {
+            print!("{}", cli::help());
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("bench: {e}");
+            return 2;
+        }
+    };
+    match run(&config) {
+        Ok(results) => {
+            eprintln!(
+                "bench: done in {:.0} s: {} and {}",
+                results.elapsed.as_secs_f64(),
+                config.out.join("BENCHMARKS.md").display(),
+                config.out.join("bench").display()
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("bench: {e}");
+            1
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! What a benchmark run found: plain data, filled by the workloads, read by
+//! the report and by the test that checks the harness's numbers add up.
+//!
+//! Every measurement ends in an [`Outcome`]: done (with the proxy's cost),
+//! failed (with the reason: a peer that would not start, a load client that
+//! could not run), or skipped (with the reason: a row that would take
+//! minutes to say what its bound already says). A failure is a row in the
+//! report, never a crash of the harness.
+
+use std::time::Duration;
+
+use crate::load::LoadReport;
+
+use super::machine::Machine;
+use super::peers::Installed;
+use super::subject::Subject;
+use super::workloads::Sizes;
+
+/// What the proxy process tree cost during one measurement.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Cost {
+    /// CPU time (user + system) of the whole tree during the measurement.
+    pub cpu: Duration,
+    /// Peak resident memory (VmHWM) of the tree, in KiB, since it started.
+    pub peak_kib: u64,
+}
+
+/// One measurement that ran.
+#[derive(Debug, Clone)]
+pub struct Measured<T> {
+    /// What the load client reported.
+    pub value: T,
+    /// The proxy's cost (None for `direct`: no proxy).
+    pub cost: Option<Cost>,
+    /// CPU time of the load client's thread during the measurement: if it
+    /// is close to the wall time, the client was the bottleneck.
+    pub client_cpu: Duration,
+    /// Wall time of the measurement (client's view).
+    pub wall: Duration,
+    /// Something worth knowing that did not spoil the numbers (the proxy
+    /// did not exit cleanly, say).
+    pub note: Option<String>,
+}
+
+impl<T> Measured<T> {
+    /// The client's CPU use as a share of the wall time (1.0 = one core busy).
+    pub fn client_load(&self) -> f64 {
+        let wall = self.wall.as_secs_f64();
+        if wall > 0.0 {
+            self.client_cpu.as_secs_f64() / wall
+        } else {
+            0.0
+        }
+    }
+}
+
+/// How one measurement ended.
+#[derive(Debug, Clone)]
+pub enum Outcome<T> {
+    /// It ran.
+    Done(Measured<T>),
+    /// It could not run; why.
+    Failed(String),
+    /// It was not run on purpose; why.
+    Skipped(String),
+}
+
+impl<T> Outcome<T> {
+    /// The measurement, if it ran.
+    pub fn done(&self) -> Option<&Measured<T>> {
+        match self {
+            Outcome::Done(measured) => Some(measured),
+            _ => None,
+        }
+    }
+}
+
+/// One row of a request/response table.
+#[derive(Debug, Clone)]
+pub struct LoadRow {
+    /// Through what.
+    pub subject: Subject,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// What happened.
+    pub outcome: Outcome<LoadReport>,
+}
+
+impl LoadRow {
+    /// The report, if the row ran.
+    pub fn report(&self) -> Option<&LoadReport> {
+        self.outcome.done().map(|m| &m.value)
+    }
+}
+
+/// Idle connections held open through a subject, and what they cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IdleMemory {
+    /// Connections opened (each did one echo round trip, then idled).
+    pub connections: usize,
+    /// Resident memory of the proxy tree before opening any, in KiB.
+    pub before_kib: u64,
+    /// With all of them open.
+    pub open_kib: u64,
+    /// After closing them all (memory a proxy keeps for reuse shows here).
+    pub after_close_kib: u64,
+}
+
+impl IdleMemory {
+    /// KiB per connection while open: (open - before) / connections.
+    pub fn per_connection_kib(&self) -> f64 {
+        per(
+            self.open_kib.saturating_sub(self.before_kib),
+            self.connections,
+        )
+    }
+
+    /// KiB per connection still resident after they closed.
+    pub fn kept_kib(&self) -> f64 {
+        per(
+            self.after_close_kib.saturating_sub(self.before_kib),
+            self.connections,
+        )
+    }
+}
+
+fn per(kib: u64, connections: usize) -> f64 {
+    if connections == 0 {
+        0.0
+    } else {
+        kib as f64 / connections as f64
+    }
+}
+
+/// A bulk transfer through a subject.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Bulk {
+    /// Concurrent streams.
+    pub streams: usize,
+    /// Bytes each stream sent (and got back).
+    pub bytes_each_way: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Every byte came back, in order (checksums matched).
+    pub intact: bool,
+}
+
+impl Bulk {
+    /// MiB per second in one direction, all streams together.
+    pub fn mib_per_sec(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            (self.bytes_each_way * self.streams as u64) as f64 / (1024.0 * 1024.0) / secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Workload A: the seed's I/O-bound backend.
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadA {
+    /// The backends' delay.
+    pub delay: Duration,
+    /// At the seed's scale: a fixed number of requests.
+    pub seed: Vec<LoadRow>,
+    /// At each concurrency, for a fixed time: (clients, rows).
+    pub by_clients: Vec<(usize, Vec<LoadRow>)>,
+}
+
+/// Workload B: a CPU-bound backend.
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadB {
+    /// CPU time each request burns in its backend.
+    pub cpu_per_request: Duration,
+    /// Backends (each on its own thread).
+    pub backends: usize,
+    /// The rows.
+    pub rows: Vec<LoadRow>,
+}
+
+/// Workload C, one subject: what the proxy itself costs.
+#[derive(Debug, Clone)]
+pub struct CostRow {
+    /// Through what.
+    pub subject: Subject,
+    /// New connection per request, no delay: the connection rate.
+    pub connect: Outcome<LoadReport>,
+    /// Many requests per connection, through an echo backend.
+    pub keep_alive: Outcome<LoadReport>,
+    /// One bulk stream.
+    pub bulk_one: Outcome<Bulk>,
+    /// Several bulk streams at once.
+    pub bulk_many: Outcome<Bulk>,
+    /// Idle connections held open.
+    pub idle: Outcome<IdleMemory>,
+}
+
+/// Workload C: the cost of the proxy itself.
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadC {
+    /// One row per subject.
+    pub rows: Vec<CostRow>,
+}
+
+/// Everything one run found.
+#[derive(Debug, Clone)]
+pub struct Results {
+    /// Where.
+    pub machine: Machine,
+    /// When it started (`YYYY-MM-DD HH:MM UTC`).
+    pub date: String,
+    /// The command that produced it.
+    pub command: String,
+    /// The sizes used.
+    pub sizes: Sizes,
+    /// The peers found (or why not).
+    pub installed: Installed,
+    /// The descriptor limit the run had.
+    pub nofile: u64,
+    /// Workload A (None: not selected).
+    pub a: Option<WorkloadA>,
+    /// Workload B.
+    pub b: Option<WorkloadB>,
+    /// Workload C.
+    pub c: Option<WorkloadC>,
+    /// How long the whole run took.
+    pub elapsed: Duration,
+    /// What the report should say about the run itself (a size reduced to
+    /// fit a limit, say).
+    pub notes: Vec<String>,
+}
+
+impl Results {
+    /// Every request/response row of every workload (for consistency checks).
+    pub fn load_rows(&self) -> Vec<&LoadRow> {
+        let mut rows = Vec::new();
+        if let Some(a) = &self.a {
+            rows.extend(a.seed.iter());
+            for (_, by) in &a.by_clients {
+                rows.extend(by.iter());
+            }
+        }
+        if let Some(b) = &self.b {
+            rows.extend(b.rows.iter());
+        }
+        rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_memory_per_connection() {
+        let idle = IdleMemory {
+            connections: 1000,
+            before_kib: 4000,
+            open_kib: 7500,
+            after_close_kib: 5000,
+        };
+        assert_eq!(idle.per_connection_kib(), 3.5);
+        assert_eq!(idle.kept_kib(), 1.0);
+        assert_eq!(IdleMemory::default().per_connection_kib(), 0.0);
+    }
+
+    #[test]
+    fn bulk_rate_counts_every_stream() {
+        let bulk = Bulk {
+            streams: 4,
+            bytes_each_way: 256 * 1024 * 1024,
+            elapsed: Duration::from_secs(2),
+            intact: true,
+        };
+        assert_eq!(bulk.mib_per_sec(), 512.0);
+    }
+
+    #[test]
+    fn client_load_is_cpu_over_wall() {
+        let measured = Measured {
+            value: (),
+            cost: None,
+            client_cpu: Duration::from_millis(500),
+            wall: Duration::from_secs(2),
+            note: None,
+        };
+        assert_eq!(measured.client_load(), 0.25);
+    }
+}

@@ -1,0 +1,332 @@
+//! The three workloads of issue 4, and how big each run is.
+//!
+//! - **A, the seed's**: backends that wait 50 ms per request (I/O bound), a
+//!   new connection per request. First at the seed's scale (200 requests a
+//!   run), so our table can stand beside the seed's; then at 64, 256 and
+//!   1,000 concurrent clients for a fixed time, where a pool of N threads
+//!   saturates at N / 50 ms and an event loop approaches C / 50 ms.
+//! - **B, CPU bound**: each request burns 10 ms of CPU in its backend, three
+//!   backends each on a thread of its own. No proxy can beat the cores: the
+//!   pool's throughput rises with threads until the CPUs are busy, then
+//!   stays flat. The seed predicted this plateau and never measured it.
+//! - **C, the proxy itself**: no delay at all, so what is left is the
+//!   proxy's own cost: connections per second, keep-alive requests per
+//!   second, bulk MiB/s, memory per idle connection, CPU per connection.
+//!
+//! Every subject runs as a fresh process per measurement ([`measure`]);
+//! the fixture backends run in this process, on threads of their own.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::fixture::{Fixture, FixtureMode, FixtureOptions};
+
+use super::measure::{Load, Stop, closed_loop, measure};
+use super::peers::{Peer, PeerKind};
+use super::results::{CostRow, LoadRow, Outcome, WorkloadA, WorkloadB, WorkloadC};
+use super::subject::{Setup, Subject};
+
+/// How big each measurement is. [`Sizes::full`] is what the report is made
+/// of; [`Sizes::quick`] checks the harness end to end in seconds.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// The quick variant.
+    pub quick: bool,
+    /// Workload A: the backends' delay per request.
+    pub delay: Duration,
+    /// A at the seed's scale: requests per run.
+    pub seed_requests: usize,
+    /// A at the seed's scale: concurrent clients (the seed does not say).
+    pub seed_clients: usize,
+    /// A: pool sizes.
+    pub pool_threads: Vec<usize>,
+    /// A: concurrency levels of the timed runs.
+    pub clients: Vec<usize>,
+    /// How long each timed run lasts.
+    pub run_for: Duration,
+    /// A timed row whose requests would each queue longer than this behind
+    /// the others (a pool of 1 thread at 1,000 clients: 50 s) is skipped:
+    /// its bound says all there is to say, in a fraction of the time.
+    pub max_queue_wait: Duration,
+    /// The most one request may take before it counts as an error.
+    pub timeout: Duration,
+    /// Epoll worker counts.
+    pub epoll_workers: Vec<usize>,
+    /// Peer thread (HAProxy) or worker (nginx) counts.
+    pub peer_threads: Vec<usize>,
+    /// Workload B: CPU per request.
+    pub cpu_per_request: Duration,
+    /// Workload B: backends, each a fixture on its own thread.
+    pub cpu_backends: usize,
+    /// Workload B: concurrent clients.
+    pub cpu_clients: usize,
+    /// Workload B: pool sizes.
+    pub cpu_pool_threads: Vec<usize>,
+    /// Workload C: concurrent clients.
+    pub cost_clients: usize,
+    /// Workload C: requests per keep-alive connection.
+    pub keep_alive_per_connection: usize,
+    /// Workload C: bytes each bulk stream sends (and gets back).
+    pub bulk_bytes: u64,
+    /// Workload C: streams of the "several streams" bulk run.
+    pub bulk_streams: usize,
+    /// Workload C: idle connections held open.
+    pub idle: usize,
+}
+
+impl Sizes {
+    /// The full benchmark: a few minutes on a 2-core machine.
+    pub fn full() -> Sizes {
+        Sizes {
+            quick: false,
+            delay: Duration::from_millis(50),
+            seed_requests: 200,
+            seed_clients: 64,
+            pool_threads: vec![1, 2, 4, 8, 16, 32, 64],
+            clients: vec![64, 256, 1000],
+            run_for: Duration::from_secs(3),
+            max_queue_wait: Duration::from_secs(4),
+            timeout: Duration::from_secs(15),
+            epoll_workers: vec![1, 2],
+            peer_threads: vec![1, 2],
+            cpu_per_request: Duration::from_millis(10),
+            cpu_backends: 3,
+            cpu_clients: 64,
+            cpu_pool_threads: vec![1, 2, 4, 8, 16, 32, 64],
+            cost_clients: 64,
+            keep_alive_per_connection: 100,
+            bulk_bytes: 512 * 1024 * 1024,
+            bulk_streams: 4,
+            idle: 5000,
+        }
+    }
+
+    /// The same harness, tiny: every code path, well under a minute.
+    pub fn quick() -> Sizes {
+        Sizes {
+            quick: true,
+            seed_requests: 40,
+            pool_threads: vec![1, 8, 64],
+            clients: vec![64],
+            run_for: Duration::from_millis(500),
+            max_queue_wait: Duration::from_millis(1500),
+            timeout: Duration::from_secs(10),
+            peer_threads: vec![1],
+            cpu_clients: 16,
+            cpu_pool_threads: vec![1, 2, 8],
+            bulk_bytes: 16 * 1024 * 1024,
+            bulk_streams: 2,
+            idle: 200,
+            ..Sizes::full()
+        }
+    }
+
+    /// Our modes of workload A: single, every pool size, every epoll.
+    fn ours(&self, pools: &[usize]) -> Vec<Subject> {
+        let mut subjects = vec![Subject::Single];
+        subjects.extend(pools.iter().map(|&t| Subject::Pool(t)));
+        subjects.extend(self.epoll_workers.iter().map(|&w| Subject::Epoll(w)));
+        subjects
+    }
+
+    /// The direct row and the installed peers, at every thread count.
+    fn references(&self, setup: &Setup) -> Vec<Subject> {
+        let mut subjects = vec![Subject::Direct];
+        subjects.extend(self.peers(setup));
+        subjects
+    }
+
+    fn peers(&self, setup: &Setup) -> Vec<Subject> {
+        let mut subjects = Vec::new();
+        for kind in [PeerKind::HAProxy, PeerKind::Nginx] {
+            if setup.installed.has(kind) {
+                for &threads in &self.peer_threads {
+                    subjects.push(Subject::Peer(Peer { kind, threads }));
+                }
+            }
+        }
+        subjects
+    }
+}
+
+/// Prints one finished row on stderr, so a long run shows its progress.
+fn progress<T>(what: &str, subject: Subject, outcome: &Outcome<T>, summary: impl Fn(&T) -> String) {
+    let said = match outcome {
+        Outcome::Done(m) => summary(&m.value),
+        Outcome::Failed(why) => format!("FAILED: {why}"),
+        Outcome::Skipped(why) => format!("skipped: {why}"),
+    };
+    eprintln!("bench: {what:<22} {:<20} {said}", subject.to_string());
+}
+
+fn load_summary(report: &crate::load::LoadReport) -> String {
+    format!(
+        "{:>9.1} req/s, {} ok, {} errors",
+        report.req_per_sec(),
+        report.ok,
+        report.errors
+    )
+}
+
+/// One request/response row: `subject` in front of `backends`, `load` through it.
+fn load_row(setup: &Setup, subject: Subject, backends: &[SocketAddr], load: &Load) -> LoadRow {
+    let outcome = measure(setup, subject, backends, |running| {
+        closed_loop(running.addr(), load)
+    });
+    LoadRow {
+        subject,
+        clients: load.clients,
+        outcome,
+    }
+}
+
+/// Workload A.
+pub fn workload_a(setup: &Setup, sizes: &Sizes) -> std::io::Result<WorkloadA> {
+    let fixture = Fixture::start(
+        3,
+        FixtureOptions {
+            mode: FixtureMode::Reply,
+            delay: sizes.delay,
+            banner: String::new(),
+        },
+    )?;
+    let backends = fixture.addrs().to_vec();
+    let mut subjects = sizes.ours(&sizes.pool_threads);
+    subjects.extend(sizes.references(setup));
+
+    let seed_load = Load {
+        clients: sizes.seed_clients,
+        stop: Stop::Requests(sizes.seed_requests),
+        timeout: sizes.timeout,
+    };
+    let mut seed = Vec::new();
+    for &subject in &subjects {
+        let row = load_row(setup, subject, &backends, &seed_load);
+        progress("A seed scale", subject, &row.outcome, load_summary);
+        seed.push(row);
+    }
+
+    let mut by_clients = Vec::new();
+    for &clients in &sizes.clients {
+        let load = Load {
+            clients,
+            stop: Stop::Duration(sizes.run_for),
+            timeout: sizes.timeout,
+        };
+        let mut rows = Vec::new();
+        for &subject in &subjects {
+            let wait = subject.queue_wait(clients, sizes.delay);
+            let row = if wait > sizes.max_queue_wait {
+                LoadRow {
+                    subject,
+                    clients,
+                    outcome: Outcome::Skipped(format!(
+                        "each request would queue {:.1} s behind the others \
+                         ({clients} clients, {} at a time)",
+                        wait.as_secs_f64(),
+                        subject.parallelism(clients)
+                    )),
+                }
+            } else {
+                load_row(setup, subject, &backends, &load)
+            };
+            progress(
+                &format!("A C={clients}"),
+                subject,
+                &row.outcome,
+                load_summary,
+            );
+            rows.push(row);
+        }
+        by_clients.push((clients, rows));
+    }
+    fixture.stop();
+    Ok(WorkloadA {
+        delay: sizes.delay,
+        seed,
+        by_clients,
+    })
+}
+
+/// Workload B.
+pub fn workload_b(setup: &Setup, sizes: &Sizes) -> std::io::Result<WorkloadB> {
+    // One fixture per backend: each is one thread, and a CPU-bound backend
+    // must be able to use a core of its own.
+    let fixtures = (0..sizes.cpu_backends)
+        .map(|_| {
+            Fixture::start(
+                1,
+                FixtureOptions {
+                    mode: FixtureMode::Cpu,
+                    delay: sizes.cpu_per_request,
+                    banner: String::new(),
+                },
+            )
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let backends: Vec<SocketAddr> = fixtures.iter().flat_map(|f| f.addrs().to_vec()).collect();
+    let load = Load {
+        clients: sizes.cpu_clients,
+        stop: Stop::Duration(sizes.run_for),
+        timeout: sizes.timeout,
+    };
+    let mut subjects: Vec<Subject> = sizes
+        .cpu_pool_threads
+        .iter()
+        .map(|&t| Subject::Pool(t))
+        .collect();
+    subjects.extend(sizes.epoll_workers.iter().map(|&w| Subject::Epoll(w)));
+    let mut rows = Vec::new();
+    for subject in subjects {
+        let row = load_row(setup, subject, &backends, &load);
+        progress("B cpu-bound", subject, &row.outcome, load_summary);
+        rows.push(row);
+    }
+    for fixture in fixtures {
+        fixture.stop();
+    }
+    Ok(WorkloadB {
+        cpu_per_request: sizes.cpu_per_request,
+        backends: sizes.cpu_backends,
+        rows,
+    })
+}
+
+/// Workload C.
+pub fn workload_c(setup: &Setup, sizes: &Sizes) -> std::io::Result<WorkloadC> {
+    let instant = Fixture::start(
+        3,
+        FixtureOptions {
+            mode: FixtureMode::Reply,
+            delay: Duration::ZERO,
+            banner: String::new(),
+        },
+    )?;
+    let replies = instant.addrs().to_vec();
+    let mut subjects = vec![Subject::Direct];
+    subjects.extend(sizes.epoll_workers.iter().map(|&w| Subject::Epoll(w)));
+    subjects.extend(sizes.peers(setup));
+    let connect_load = Load {
+        clients: sizes.cost_clients,
+        stop: Stop::Duration(sizes.run_for),
+        timeout: sizes.timeout,
+    };
+    let mut rows = Vec::new();
+    for subject in subjects {
+        let connect = measure(setup, subject, &replies, |running| {
+            closed_loop(running.addr(), &connect_load)
+        });
+        progress("C connections", subject, &connect, load_summary);
+        let pending = "needs the load client's keep-alive, bulk and idle modes";
+        rows.push(CostRow {
+            subject,
+            connect,
+            keep_alive: Outcome::Skipped(pending.to_string()),
+            bulk_one: Outcome::Skipped(pending.to_string()),
+            bulk_many: Outcome::Skipped(pending.to_string()),
+            idle: Outcome::Skipped(pending.to_string()),
+        });
+    }
+    instant.stop();
+    Ok(WorkloadC { rows })
+}
