@@ -93,7 +93,7 @@ pub fn run(config: &Config) -> io::Result<Results> {
     let installed = if config.peers {
         peers::detect()
     } else {
-        peers::Installed::none("--no-peers")
+        peers::Installed::none("not asked for (--no-peers)")
     };
     for (name, found) in [
         ("HAProxy", installed.haproxy.as_ref().err()),

@@ -16,7 +16,6 @@ use std::time::Duration;
 use crate::load::LoadReport;
 
 use super::charts::{self, Chart};
-use super::peers::INSTALL_HINT;
 use super::results::{
     CostRow, LoadRow, Measured, Outcome, Results, WorkloadA, WorkloadB, WorkloadC,
 };
@@ -305,12 +304,6 @@ fn header(out: &mut String, results: &Results) {
         Err(why) => {
             let _ = writeln!(out, "- peer nginx: not measured: {why}");
         }
-    }
-    if results.installed.haproxy.is_err() || results.installed.nginx.is_err() {
-        let _ = writeln!(
-            out,
-            "- to measure the missing peers: `{INSTALL_HINT}`, then run the command again"
-        );
     }
     for note in &results.notes {
         let _ = writeln!(out, "- {note}");
