@@ -1,0 +1,194 @@
+//! End to end, the benchmark harness: `bench --quick` against the proxy
+//! under test, into a temporary directory, so the harness cannot rot.
+//!
+//! Only consistency is checked, never speed: every request is counted once
+//! (requests = ok + errors), every reply is attributed to a backend
+//! (replies per backend add up to ok), our proxy and the direct connection
+//! make no errors, bulk bytes come back intact, the report and every chart
+//! it links to exist, and each chart is a well-formed SVG document. A time
+//! below some threshold is never asserted: this machine is shared.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use backend::bench::{self, cli, report, results::Outcome, subject::Subject};
+
+/// The quick mode takes well under a minute (release); past this, it hung.
+const WATCHDOG: Duration = Duration::from_secs(240);
+
+/// A directory of the test's own, removed when the test passes.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Well-formed enough: one `<svg` root, every element closed in order,
+/// no raw `&` outside an entity.
+fn check_svg(path: &Path) {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(text.starts_with("<svg"), "{}: no <svg root", path.display());
+    assert!(text.trim_end().ends_with("</svg>"), "{}", path.display());
+    let mut open: Vec<String> = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find('<') {
+        let between = &rest[..start];
+        for (i, _) in between.match_indices('&') {
+            let entity = &between[i..];
+            assert!(
+                ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"]
+                    .iter()
+                    .any(|e| entity.starts_with(e)),
+                "{}: raw & in {between:?}",
+                path.display()
+            );
+        }
+        let end = start
+            + rest[start..]
+                .find('>')
+                .unwrap_or_else(|| panic!("{}: unclosed tag", path.display()));
+        let tag = &rest[start + 1..end];
+        if let Some(name) = tag.strip_prefix('/') {
+            assert_eq!(open.pop().as_deref(), Some(name), "{}", path.display());
+        } else if !tag.ends_with('/') {
+            open.push(tag.split_whitespace().next().unwrap_or("").to_string());
+        }
+        rest = &rest[end + 1..];
+    }
+    assert!(
+        open.is_empty(),
+        "{}: never closed: {open:?}",
+        path.display()
+    );
+}
+
+// The harness: bench --quick runs every workload end to end; every row adds up, the report and its SVG charts exist.
+#[test]
+fn the_quick_benchmark_runs_and_its_numbers_add_up() {
+    let out = std::env::temp_dir().join(format!("e2e-bench-quick-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&out);
+    let scratch = Scratch(out.clone());
+    let args: Vec<String> = [
+        "--quick",
+        "--proxy",
+        env!("CARGO_BIN_EXE_e2e-proxy"),
+        "--out",
+        &out.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let config = match cli::parse(&args) {
+        Ok(cli::Command::Run(config)) => config,
+        other => panic!("{other:?}"),
+    };
+
+    // On a thread, so the watchdog can give up on it. Every child process
+    // the harness starts dies with this process (PR_SET_PDEATHSIG).
+    let (done_tx, done_rx) = mpsc::channel();
+    let harness = thread::spawn(move || {
+        let _ = done_tx.send(bench::run(&config));
+    });
+    let results = match done_rx.recv_timeout(WATCHDOG) {
+        Ok(Ok(results)) => results,
+        Ok(Err(e)) => panic!("the harness failed: {e}"),
+        Err(_) => panic!("the quick benchmark did not finish within {WATCHDOG:?}"),
+    };
+    harness.join().expect("the harness thread");
+    assert!(results.sizes.quick);
+
+    // Requests: counted once each, replies attributed, no errors from us.
+    let rows = results.load_rows();
+    assert!(rows.len() >= 10, "{} rows", rows.len());
+    let mut ran = 0;
+    for row in rows {
+        let what = format!("{} at {} clients", row.subject, row.clients);
+        match &row.outcome {
+            Outcome::Done(m) => {
+                ran += 1;
+                let r = &m.value;
+                assert_eq!(r.requests, r.ok + r.errors, "{what}: {r}");
+                assert!(r.requests > 0, "{what}: no request made");
+                assert_eq!(r.per_backend.values().sum::<u64>(), r.ok, "{what}: {r}");
+                assert_eq!(
+                    r.latencies.len() as u64,
+                    r.ok,
+                    "{what}: one latency per success"
+                );
+                if row.subject.is_ours() || row.subject == Subject::Direct {
+                    assert_eq!(r.errors, 0, "{what}: {r}");
+                    assert!(m.note.is_none(), "{what}: {:?}", m.note);
+                    if row.subject != Subject::Direct {
+                        assert!(m.cost.is_some(), "{what}: no proxy cost measured");
+                    }
+                }
+            }
+            Outcome::Skipped(_) => {}
+            Outcome::Failed(why) => assert!(
+                !(row.subject.is_ours() || row.subject == Subject::Direct),
+                "{what} failed: {why}"
+            ),
+        }
+    }
+    assert!(ran >= 10, "only {ran} rows ran");
+
+    // Workload C: the same checks, and the bulk bytes intact.
+    let c = results.c.as_ref().expect("workload C ran");
+    for row in &c.rows {
+        let ours = row.subject.is_ours() || row.subject == Subject::Direct;
+        for (name, outcome) in [
+            ("connections", &row.connect),
+            ("keep-alive", &row.keep_alive),
+        ] {
+            if let Outcome::Done(m) = outcome {
+                let r = &m.value;
+                assert_eq!(r.requests, r.ok + r.errors, "{} {name}: {r}", row.subject);
+                if ours {
+                    assert_eq!(r.errors, 0, "{} {name}: {r}", row.subject);
+                }
+            }
+            if let Outcome::Failed(why) = outcome {
+                assert!(!ours, "{} {name} failed: {why}", row.subject);
+            }
+        }
+        for outcome in [&row.bulk_one, &row.bulk_many] {
+            match outcome {
+                Outcome::Done(m) => assert!(m.value.intact, "{}: bulk bytes altered", row.subject),
+                Outcome::Failed(why) => assert!(!ours, "{} bulk failed: {why}", row.subject),
+                Outcome::Skipped(_) => {}
+            }
+        }
+        match &row.idle {
+            Outcome::Done(m) => assert_eq!(m.value.connections, results.sizes.idle),
+            Outcome::Failed(why) => assert!(!ours, "{} idle failed: {why}", row.subject),
+            Outcome::Skipped(_) => {}
+        }
+    }
+
+    // The report, its charts, and the hand-written section kept on rewrite.
+    let report_path = out.join("BENCHMARKS.md");
+    let text = fs::read_to_string(&report_path).expect("BENCHMARKS.md written");
+    assert!(text.contains(report::INTERPRETATION) && text.contains(report::PLACEHOLDER));
+    let mut charts = 0;
+    for (i, _) in text.match_indices("](bench/") {
+        let file = &text[i + 2..];
+        let file = &file[..file.find(')').expect("a closed link")];
+        check_svg(&out.join(file));
+        charts += 1;
+    }
+    assert!(charts >= 4, "{charts} charts linked:\n{text}");
+    let written = text.replace(report::PLACEHOLDER, "Read by a person.");
+    fs::write(&report_path, written).expect("edit the report");
+    bench::write_report(&results, &out).expect("rewrite the report");
+    let rewritten = fs::read_to_string(&report_path).expect("BENCHMARKS.md rewritten");
+    assert!(rewritten.contains("Read by a person."), "{rewritten}");
+    assert!(!rewritten.contains(report::PLACEHOLDER));
+    drop(scratch);
+}
