@@ -376,6 +376,7 @@ fn load_through_a_round_robin_relay_is_counted_per_backend() {
             clients: 10,
             requests: REQUESTS,
             timeout: Duration::from_secs(10),
+            ..LoadOptions::default()
         })
         .expect("run the load");
         relay.join().expect("relay thread");
@@ -431,6 +432,7 @@ fn load_straight_to_one_backend_sees_its_port() {
             clients: 4,
             requests: 40,
             timeout: Duration::from_secs(10),
+            ..LoadOptions::default()
         })
         .expect("run the load");
         assert_eq!((report.requests, report.ok, report.errors), (40, 40, 0));
@@ -485,6 +487,7 @@ fn load(
         clients,
         requests,
         timeout: Duration::from_millis(timeout_ms),
+        ..LoadOptions::default()
     })
     .expect("run the load")
 }

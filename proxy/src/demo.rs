@@ -102,6 +102,7 @@ fn measure(exe: &std::path::Path, row: &Row, backends: &[SocketAddr]) -> io::Res
         clients: CLIENTS,
         requests: row.requests,
         timeout: Duration::from_secs(30),
+        ..LoadOptions::default()
     };
     let report = run_closed_loop(&options);
     let status = proxy.stop()?;

@@ -1,0 +1,633 @@
+//! `loadgen`: the load client ([`backend::load`]) on the command line.
+//!
+//! ```text
+//! loadgen --target 127.0.0.1:8080 --clients 64 --duration 5s         # requests, new connections
+//! loadgen --target 127.0.0.1:8080 --clients 64 --keepalive 100       # requests, keep-alive (echo)
+//! loadgen --target 127.0.0.1:8080 --bulk 256 --streams 4             # MiB/s through and back
+//! loadgen --target 127.0.0.1:8080 --idle 5000 --hold 10s             # held idle connections
+//! ```
+//!
+//! It prints a summary for people, or with `--json` exactly one line of
+//! JSON on stdout for scripts. Either way it says how much CPU it used
+//! itself: a load client that saturates its core measures itself, not the
+//! server, and the reader must be able to tell.
+//!
+//! The command line is parsed by hand (no dependencies), in two steps:
+//! [`read_flags`] turns the words into typed values, each checked on its
+//! own; [`command`] checks how they combine and picks the run. Every
+//! mistake is a message and exit status 2.
+
+use std::io;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use backend::load::{
+    BulkOptions, LoadOptions, MIB, Pattern, cpu_share, open_idle, run_bulk, run_closed_loop,
+};
+
+/// From this share of one core up, the summary warns that the client may
+/// have been the limit (the closed loop and bulk runs use one thread).
+const SATURATED: f64 = 0.9;
+
+/// How long `--idle` holds its connections unless told otherwise.
+const DEFAULT_HOLD: Duration = Duration::from_secs(10);
+
+/// How long any one step may take unless `--timeout` says otherwise.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What `--bulk` streams over unless `--streams` says otherwise.
+const DEFAULT_STREAMS: usize = 1;
+
+fn main() -> ExitCode {
+    // args_os, not args: a non-UTF-8 argument becomes a usage error (its
+    // bad bytes replaced by U+FFFD) instead of a panic.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    ExitCode::from(main_with_args(&args))
+}
+
+/// The whole program: parses `args` (without the program name), runs, and
+/// returns the exit status: 0 (done, or help), 1 (the run failed: it could
+/// not start, a bulk echo was not intact, an idle connection died), 2 (bad
+/// command line). A closed loop whose requests failed still exits 0: its
+/// errors are part of the measurement, counted in the report.
+fn main_with_args(args: &[String]) -> u8 {
+    let command = match read_flags(args).and_then(command) {
+        Ok(command) => command,
+        Err(message) => {
+            eprintln!("loadgen: {message} (see 'loadgen --help')");
+            return 2;
+        }
+    };
+    if let Command::Help = command {
+        print!("{}", help());
+        return 0;
+    }
+    // Before any socket: --idle 5000 or 1,000 clients need more descriptors
+    // than the usual soft limit of 1024.
+    if let Err(e) = raise_nofile_limit() {
+        eprintln!("loadgen: warning: cannot raise the open-file limit: {e}");
+    }
+    let outcome = match command {
+        Command::Help => Ok(()),
+        Command::Closed { options, json } => closed_loop(&options, json),
+        Command::Bulk { options, json } => bulk(&options, json),
+        Command::Idle {
+            target,
+            count,
+            hold,
+            timeout,
+        } => idle(target, count, hold, timeout),
+    };
+    match outcome {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("loadgen: {e}");
+            1
+        }
+    }
+}
+
+fn help() -> String {
+    "\
+loadgen: the load client; a summary for people, or one JSON line with --json
+
+USAGE
+    loadgen --target ADDR [--clients C] [--requests N | --duration DUR]
+            [--timeout DUR] [--keepalive K] [--json]
+    loadgen --target ADDR --bulk MIB [--streams S] [--timeout DUR] [--json]
+    loadgen --target ADDR --idle K [--hold DUR] [--timeout DUR]
+
+RUNS
+    (default)      closed loop: C clients, each sending its next request when
+                   the last is answered, until N requests or DUR have passed.
+                   Each request a new connection: \"GET n\\n\", FIN, the reply
+                   to EOF (needs a `backend --mode reply` behind the target).
+    --keepalive K  the same, K requests per connection: a line out, the same
+                   line back (needs `--mode echo`).
+    --bulk MIB     MIB mebibytes of pseudo-random bytes through the target and
+                   back, split over S streams, checksummed both ways (echo).
+    --idle K       opens K connections, one echo round trip each, holds them
+                   idle for DUR, then checks each still answers and closes.
+
+OPTIONS
+    --target ADDR     where to connect: IP:PORT (a proxy, or a backend)
+    --clients C       concurrent clients (default 64)
+    --requests N      requests in total (default 1000)
+    --duration DUR    issue requests for DUR instead of counting them
+    --timeout DUR     the longest one request, or one stalled step, may take
+                      (default 10s)
+    --streams S       bulk connections at once (default 1)
+    --hold DUR        how long --idle holds its connections (default 10s)
+    --json            print only the report, as one line of JSON
+    -h, --help        this text
+
+    DUR is a whole number with a unit: 500ms, 2s, 1m.
+
+CPU
+    The summary ends with the CPU the client used and its share of one core.
+    The closed loop and bulk runs use one thread: near 1.00 of one core the
+    client itself may be the limit, and the numbers are its, not the target's.
+
+EXIT STATUS
+    0 done (request errors are counted in the report, not fatal); 1 the run
+    failed (could not start, a bulk echo not intact, an idle connection lost);
+    2 a bad command line.
+"
+    .to_string()
+}
+
+// ---- the command line -------------------------------------------------------
+
+/// Every flag's value, each checked on its own; how they combine is
+/// [`command`]'s business.
+#[derive(Debug, Default)]
+struct Flags {
+    help: bool,
+    json: bool,
+    target: Option<SocketAddr>,
+    clients: Option<usize>,
+    requests: Option<usize>,
+    duration: Option<Duration>,
+    timeout: Option<Duration>,
+    keepalive: Option<usize>,
+    bulk_mib: Option<u64>,
+    streams: Option<usize>,
+    idle: Option<usize>,
+    hold: Option<Duration>,
+}
+
+/// What to run.
+#[derive(Debug)]
+enum Command {
+    Help,
+    Closed {
+        options: LoadOptions,
+        json: bool,
+    },
+    Bulk {
+        options: BulkOptions,
+        json: bool,
+    },
+    Idle {
+        target: SocketAddr,
+        count: usize,
+        hold: Duration,
+        timeout: Duration,
+    },
+}
+
+/// Reads the words of the command line into [`Flags`]. `--help` anywhere
+/// wins over everything else, mistakes included.
+fn read_flags(args: &[String]) -> Result<Flags, String> {
+    if args.iter().any(|arg| arg == "--help" || arg == "-h") {
+        return Ok(Flags {
+            help: true,
+            ..Flags::default()
+        });
+    }
+    let mut flags = Flags::default();
+    let mut words = args.iter();
+    while let Some(flag) = words.next() {
+        let flag = flag.as_str();
+        if flag == "--json" {
+            flags.json = true;
+            continue;
+        }
+        if !takes_value(flag) {
+            return Err(format!("unknown option {flag:?}"));
+        }
+        let value = words
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value"))?;
+        store(&mut flags, flag, value)?;
+    }
+    Ok(flags)
+}
+
+fn takes_value(flag: &str) -> bool {
+    matches!(
+        flag,
+        "--target"
+            | "--clients"
+            | "--requests"
+            | "--duration"
+            | "--timeout"
+            | "--keepalive"
+            | "--bulk"
+            | "--streams"
+            | "--idle"
+            | "--hold"
+    )
+}
+
+/// Parses `value` as `flag` wants it and stores it, once.
+fn store(flags: &mut Flags, flag: &str, value: &str) -> Result<(), String> {
+    match flag {
+        "--target" => set(&mut flags.target, flag, address(value)?),
+        "--clients" => set(&mut flags.clients, flag, count(flag, value)?),
+        "--requests" => set(&mut flags.requests, flag, count(flag, value)?),
+        "--keepalive" => set(&mut flags.keepalive, flag, count(flag, value)?),
+        "--streams" => set(&mut flags.streams, flag, count(flag, value)?),
+        "--idle" => set(&mut flags.idle, flag, count(flag, value)?),
+        "--bulk" => set(&mut flags.bulk_mib, flag, positive(flag, value)?),
+        "--duration" => set(&mut flags.duration, flag, duration(flag, value)?),
+        "--timeout" => set(&mut flags.timeout, flag, duration(flag, value)?),
+        "--hold" => set(&mut flags.hold, flag, duration(flag, value)?),
+        _ => Err(format!("unknown option {flag:?}")),
+    }
+}
+
+/// Stores `value` in `slot` unless the flag was already given.
+fn set<T>(slot: &mut Option<T>, flag: &str, value: T) -> Result<(), String> {
+    if slot.is_some() {
+        return Err(format!("{flag} given twice"));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+fn address(value: &str) -> Result<SocketAddr, String> {
+    value
+        .parse()
+        .map_err(|_| format!("--target {value:?} is not IP:PORT (e.g. 127.0.0.1:8080)"))
+}
+
+/// A whole number above zero.
+fn positive(flag: &str, value: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "{flag} {value:?}: expected a whole number above zero"
+        )),
+    }
+}
+
+/// A whole number above zero that counts things in memory.
+fn count(flag: &str, value: &str) -> Result<usize, String> {
+    usize::try_from(positive(flag, value)?).map_err(|_| format!("{flag} {value:?} is too large"))
+}
+
+/// A duration above zero: a whole number and a unit, `500ms`, `2s`, `1m`.
+fn duration(flag: &str, value: &str) -> Result<Duration, String> {
+    match parse_duration(value) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!(
+            "{flag} {value:?}: expected a duration above zero like 500ms, 2s or 1m"
+        )),
+    }
+}
+
+/// `500ms`, `2s`, `1m` as a `Duration`; None for anything else.
+fn parse_duration(text: &str) -> Option<Duration> {
+    let digits = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(digits);
+    let n: u64 = number.parse().ok()?;
+    match unit {
+        "ms" => Some(Duration::from_millis(n)),
+        "s" => Some(Duration::from_secs(n)),
+        "m" => n.checked_mul(60).map(Duration::from_secs),
+        _ => None,
+    }
+}
+
+/// Checks how the flags combine and builds the run they ask for.
+fn command(flags: Flags) -> Result<Command, String> {
+    if flags.help {
+        return Ok(Command::Help);
+    }
+    let target = flags
+        .target
+        .ok_or("--target ADDR is required: where to send the load")?;
+    let timeout = flags.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    match (flags.bulk_mib, flags.idle) {
+        (Some(_), Some(_)) => Err("--bulk and --idle are two different runs; give one".into()),
+        (Some(mib), None) => {
+            refuse(
+                &flags,
+                "--bulk",
+                &[
+                    "--clients",
+                    "--requests",
+                    "--duration",
+                    "--keepalive",
+                    "--hold",
+                ],
+            )?;
+            let bytes = mib
+                .checked_mul(MIB)
+                .ok_or(format!("--bulk {mib}: too many MiB"))?;
+            let options = BulkOptions {
+                target,
+                bytes,
+                streams: flags.streams.unwrap_or(DEFAULT_STREAMS),
+                timeout,
+            };
+            Ok(Command::Bulk {
+                options,
+                json: flags.json,
+            })
+        }
+        (None, Some(count)) => {
+            refuse(
+                &flags,
+                "--idle",
+                &[
+                    "--clients",
+                    "--requests",
+                    "--duration",
+                    "--keepalive",
+                    "--streams",
+                    "--json",
+                ],
+            )?;
+            Ok(Command::Idle {
+                target,
+                count,
+                hold: flags.hold.unwrap_or(DEFAULT_HOLD),
+                timeout,
+            })
+        }
+        (None, None) => {
+            refuse(&flags, "the closed loop", &["--streams", "--hold"])?;
+            closed_loop_command(&flags, target, timeout)
+        }
+    }
+}
+
+/// The closed loop's options: `--requests` and `--duration` exclude each
+/// other, since the run stops at whichever comes first and a reader would
+/// not know which one meant it.
+fn closed_loop_command(
+    flags: &Flags,
+    target: SocketAddr,
+    timeout: Duration,
+) -> Result<Command, String> {
+    let defaults = LoadOptions::default();
+    let requests = match (flags.requests, flags.duration) {
+        (Some(_), Some(_)) => {
+            return Err("--requests and --duration both say when to stop; give one".into());
+        }
+        (Some(n), None) => n,
+        (None, Some(_)) => usize::MAX,
+        (None, None) => defaults.requests,
+    };
+    let pattern = match flags.keepalive {
+        Some(per_connection) => Pattern::KeepAlive { per_connection },
+        None => Pattern::NewConnection,
+    };
+    let options = LoadOptions {
+        target,
+        clients: flags.clients.unwrap_or(defaults.clients),
+        requests,
+        duration: flags.duration,
+        timeout,
+        pattern,
+    };
+    Ok(Command::Closed {
+        options,
+        json: flags.json,
+    })
+}
+
+/// Fails if any of `names` was given: it means nothing to `run`.
+fn refuse(flags: &Flags, run: &str, names: &[&str]) -> Result<(), String> {
+    for &name in names {
+        let given = match name {
+            "--clients" => flags.clients.is_some(),
+            "--requests" => flags.requests.is_some(),
+            "--duration" => flags.duration.is_some(),
+            "--keepalive" => flags.keepalive.is_some(),
+            "--streams" => flags.streams.is_some(),
+            "--hold" => flags.hold.is_some(),
+            "--json" => flags.json,
+            _ => false,
+        };
+        if given {
+            return Err(format!("{name} does not apply to {run}"));
+        }
+    }
+    Ok(())
+}
+
+// ---- the runs ---------------------------------------------------------------
+
+fn closed_loop(options: &LoadOptions, json: bool) -> io::Result<()> {
+    if !json {
+        println!("loadgen: {}", describe_closed_loop(options));
+    }
+    let report = run_closed_loop(options)?;
+    if json {
+        println!("{}", report.to_json());
+    } else {
+        println!("{report}");
+        println!("{}", cpu_verdict(report.client_cpu, report.elapsed));
+    }
+    Ok(())
+}
+
+/// One line that says what the closed loop is about to do.
+fn describe_closed_loop(options: &LoadOptions) -> String {
+    let pattern = match options.pattern {
+        Pattern::NewConnection => "a new connection per request".to_string(),
+        Pattern::KeepAlive { per_connection } => {
+            format!("{per_connection} requests per connection")
+        }
+    };
+    let stop = match options.duration {
+        Some(d) => format!("for {d:?}"),
+        None => format!("{} requests", options.requests),
+    };
+    format!(
+        "{} clients against {}, {pattern}, {stop}",
+        options.clients, options.target
+    )
+}
+
+fn bulk(options: &BulkOptions, json: bool) -> io::Result<()> {
+    if !json {
+        println!(
+            "loadgen: {} MiB through {} and back, over {} stream(s)",
+            options.bytes / MIB,
+            options.target,
+            options.streams
+        );
+    }
+    let report = run_bulk(options)?;
+    if json {
+        println!("{}", report.to_json());
+    } else {
+        println!("{report}");
+        println!("{}", cpu_verdict(report.client_cpu, report.elapsed));
+    }
+    if report.intact {
+        Ok(())
+    } else {
+        Err(io::Error::other("the echo did not match what was sent"))
+    }
+}
+
+fn idle(target: SocketAddr, count: usize, hold: Duration, timeout: Duration) -> io::Result<()> {
+    let started = Instant::now();
+    let mut conns = open_idle(target, count, timeout)?;
+    // Printed (and flushed: stdout is line-buffered) before holding, so a
+    // script can measure the proxy while the connections are open.
+    println!(
+        "loadgen: opened {} idle connections to {target} in {:.2} s; holding them for {hold:?}",
+        conns.len(),
+        started.elapsed().as_secs_f64()
+    );
+    thread::sleep(hold);
+    conns.verify()?;
+    println!(
+        "loadgen: after {hold:?} all {} idle connections still answered; closing them",
+        conns.len()
+    );
+    conns.close();
+    Ok(())
+}
+
+/// The last line of a summary: the client's CPU, its share of one core,
+/// and what that share means.
+fn cpu_verdict(cpu: Duration, elapsed: Duration) -> String {
+    let share = cpu_share(cpu, elapsed);
+    let meaning = if share >= SATURATED {
+        "near a full core: the client may have been the bottleneck, so read these \
+         numbers as a lower bound for the target"
+    } else {
+        "the client runs on one thread and had CPU to spare"
+    };
+    format!(
+        "client CPU {:.2} s over {:.2} s elapsed = {share:.2} of one core ({meaning})",
+        cpu.as_secs_f64(),
+        elapsed.as_secs_f64()
+    )
+}
+
+/// Raises the soft limit on open files to the hard limit, the most an
+/// unprivileged process may have; returns the new soft limit.
+fn raise_nofile_limit() -> io::Result<libc::rlim_t> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit for the whole call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: `limit` is a valid rlimit, read for the whole call.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Result<Command, String> {
+        let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+        read_flags(&args).and_then(command)
+    }
+
+    #[test]
+    fn durations_need_a_unit() {
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("0s"), Some(Duration::ZERO));
+        for bad in [
+            "",
+            "5",
+            "ms",
+            "1.5s",
+            "2 s",
+            "-1s",
+            "3h",
+            "1sec",
+            "99999999999999999999s",
+        ] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_duration_run_has_no_request_limit() {
+        let Ok(Command::Closed { options, json }) =
+            parse("--target 127.0.0.1:9 --clients 8 --duration 2s --json")
+        else {
+            panic!("not a closed loop");
+        };
+        assert!(json);
+        assert_eq!(options.requests, usize::MAX);
+        assert_eq!(options.duration, Some(Duration::from_secs(2)));
+        assert_eq!(options.clients, 8);
+        assert_eq!(options.pattern, Pattern::NewConnection);
+    }
+
+    #[test]
+    fn keepalive_bulk_and_idle_are_recognized() {
+        let Ok(Command::Closed { options, .. }) = parse("--target 127.0.0.1:9 --keepalive 50")
+        else {
+            panic!("not a closed loop");
+        };
+        assert_eq!(options.pattern, Pattern::KeepAlive { per_connection: 50 });
+        assert_eq!(options.requests, 1000);
+        let Ok(Command::Bulk { options, .. }) = parse("--target 127.0.0.1:9 --bulk 3 --streams 2")
+        else {
+            panic!("not bulk");
+        };
+        assert_eq!((options.bytes, options.streams), (3 * MIB, 2));
+        let Ok(Command::Idle { count, hold, .. }) = parse("--target 127.0.0.1:9 --idle 7") else {
+            panic!("not idle");
+        };
+        assert_eq!((count, hold), (7, DEFAULT_HOLD));
+    }
+
+    #[test]
+    fn help_wins_over_mistakes() {
+        assert!(matches!(parse("--frobnicate --help"), Ok(Command::Help)));
+        assert!(matches!(parse("-h"), Ok(Command::Help)));
+    }
+
+    #[test]
+    fn mistakes_say_what_is_wrong() {
+        let error = |line: &str| parse(line).err().unwrap_or_default();
+        assert!(error("").contains("--target ADDR is required"));
+        assert!(error("--target").contains("needs a value"));
+        assert!(error("--target localhost").contains("not IP:PORT"));
+        assert!(error("--target 127.0.0.1:9 --clients 0").contains("above zero"));
+        assert!(error("--target 127.0.0.1:9 --clients 1 --clients 2").contains("given twice"));
+        assert!(error("--target 127.0.0.1:9 --requests 5 --duration 1s").contains("give one"));
+        assert!(error("--target 127.0.0.1:9 --bulk 1 --idle 1").contains("give one"));
+        assert!(error("--target 127.0.0.1:9 --bulk 1 --clients 2").contains("does not apply"));
+        assert!(error("--target 127.0.0.1:9 --idle 1 --json").contains("does not apply"));
+        assert!(error("--target 127.0.0.1:9 --hold 1s").contains("does not apply"));
+        assert!(error("--target 127.0.0.1:9 --timeout 0s").contains("above zero"));
+        assert!(error("--target 127.0.0.1:9 --bulk 99999999999999").contains("too many MiB"));
+        assert!(error("--prot 1").contains("unknown option"));
+    }
+
+    #[test]
+    fn the_cpu_verdict_warns_near_a_full_core() {
+        let second = Duration::from_secs(1);
+        let busy = cpu_verdict(Duration::from_millis(950), second);
+        assert!(
+            busy.contains("0.95 of one core") && busy.contains("bottleneck"),
+            "{busy}"
+        );
+        let idle = cpu_verdict(Duration::from_millis(200), second);
+        assert!(
+            idle.contains("0.20 of one core") && idle.contains("to spare"),
+            "{idle}"
+        );
+    }
+}

@@ -1,0 +1,515 @@
+//! The load client: closed-loop request load, bulk streams, and idle
+//! connections, with the numbers that describe how each went.
+//!
+//! Four ways to load a server (a proxy, or a fixture backend directly):
+//!
+//! | what                 | function            | how                                              | backend |
+//! |----------------------|---------------------|--------------------------------------------------|---------|
+//! | requests, new conns  | [`run_closed_loop`] | [`Pattern::NewConnection`]: a connection each    | `reply` |
+//! | requests, keep-alive | [`run_closed_loop`] | [`Pattern::KeepAlive`]: many lines on one conn   | `echo`  |
+//! | throughput           | [`run_bulk`]        | S streams of pseudo-random bytes, echoed back    | `echo`  |
+//! | held connections     | [`open_idle`]       | K connections, one round trip each, then idle    | `echo`  |
+//!
+//! ## The closed loop
+//!
+//! *Closed loop* means each client sends its next request only when the
+//! previous one has finished, so at most C requests are in flight and the
+//! offered load adapts to the server's speed. (An open-loop client sends at
+//! a fixed rate whatever happens; it measures something else.) By Little's
+//! law a closed loop of C clients against a server that takes L per request
+//! cannot go faster than C / L requests per second.
+//!
+//! ```text
+//!   shared counter: tickets left ───┬── client task 1: take n ─> request n ─> record ─> take ...
+//!   (until N are taken, or the      ├── client task 2: ...
+//!    duration is over)              └── client task C: ...
+//!
+//!   new connection:  connect ─> "GET n\n" ─> FIN ─> read to EOF ─> "port 9002: GET n\n"
+//!                    └──────────────── latency, bounded by the timeout ───────────┘
+//!   keep-alive:      (connect once) "GET n\n" ─> read one line ─> "GET n\n" ─> next request ...
+//!                                   └──────────── latency ─────────────┘
+//! ```
+//!
+//! A reply must answer *this* request: `<tag>: GET n` from a `reply`
+//! backend, exactly `GET n` from an `echo` one. A reply to some other
+//! request would mean a proxy crossed two connections, and that is counted
+//! as an error, not a success. The tag before the `:` (`port 9002`) says
+//! which backend answered; the report counts replies per tag.
+//!
+//! ## Not being the bottleneck
+//!
+//! A load client that saturates its own CPU measures itself, not the
+//! server. So every report carries the CPU time this process used during
+//! the run ([`LoadReport::client_cpu`], from `getrusage`): a closed loop or
+//! a bulk run uses one thread, so CPU time close to the elapsed time means
+//! the client was the limit.
+//!
+//! Where that CPU goes depends on the run. With a new connection per
+//! request it is mostly the kernel's, in `connect`: the client sends the
+//! first FIN, so every finished connection leaves a TIME_WAIT entry on the
+//! client's side, and `connect` must search the ephemeral port range
+//! (`net.ipv4.ip_local_port_range`) for a port whose pair with the target
+//! is not still waiting. On loopback Linux reuses a waiting pair after a
+//! second, so one source address to one target runs out of cheap ports at
+//! a rate of the order of the range's size per second. Measured on a
+//! 2-core VM with the default 28,232 ports: about 14,000 new connections
+//! per second straight to a `reply` fixture, the client at a full core,
+//! half of it in the kernel's port search (`__inet_hash_connect`). A proxy
+//! meets the same wall on its connections to the backends. Keep-alive and
+//! bulk runs spend it on system calls, copies and (bulk) the checksum.
+//!
+//! Every closed-loop client task and every bulk stream runs on one
+//! [`Runtime`] on the calling thread: the load client is itself an event
+//! loop, so it keeps a thousand requests in flight without a thousand
+//! threads. Idle connections need no event loop at all (they do nothing),
+//! so they are plain blocking sockets.
+//!
+//! The three patterns live in their own files: [`closed`] (a closed loop of
+//! requests, a new connection each or keep-alive), [`bulk`] (streams with a
+//! checksum) and [`idle`] (connections opened and held). This file holds
+//! what their reports share: CPU accounting and JSON.
+
+mod bulk;
+mod closed;
+mod idle;
+
+pub use bulk::{BulkOptions, BulkReport, run_bulk};
+pub use closed::{LoadOptions, LoadReport, Pattern, reply_tag, run_closed_loop};
+pub use idle::{IdleConnections, open_idle};
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::time::Duration;
+
+use runtime::time;
+
+/// The longest reply read; a peer that sends more is misbehaving and the
+/// request counts as an error.
+pub const MAX_REPLY: usize = 64 * 1024;
+
+/// The tag under which keep-alive replies are counted in
+/// [`LoadReport::per_backend`]: an echo cannot say which backend sent it.
+pub const ECHO_TAG: &str = "echo";
+
+/// Bytes in a mebibyte, the unit of bulk throughput.
+pub const MIB: u64 = 1024 * 1024;
+
+/// `count` per second of `elapsed`; 0 for an instant run.
+fn per_second(count: f64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 { count / secs } else { 0.0 }
+}
+
+/// How much of one core `cpu` is over `elapsed`: 1.0 is one core busy the
+/// whole time (a one-thread client that is its own bottleneck).
+pub fn cpu_share(cpu: Duration, elapsed: Duration) -> f64 {
+    per_second(cpu.as_secs_f64(), elapsed)
+}
+
+impl fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |d: Option<Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+        write!(
+            f,
+            "{} requests ({} ok, {} errors) in {:.2} s: {:.1} req/s; \
+             latency avg {:.1} ms, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            self.requests,
+            self.ok,
+            self.errors,
+            self.elapsed.as_secs_f64(),
+            self.req_per_sec(),
+            ms(self.average()),
+            ms(self.p50()),
+            ms(self.percentile(99.0)),
+            ms(self.max()),
+        )?;
+        let served: Vec<String> = self
+            .per_backend
+            .iter()
+            .map(|(tag, count)| format!("{tag} = {count}"))
+            .collect();
+        if !served.is_empty() {
+            write!(f, "; served by {}", served.join(", "))?;
+        }
+        write_client_cpu(f, self.client_cpu, self.elapsed)?;
+        if let Some(error) = &self.first_error {
+            write!(f, "; first error: {error}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The client CPU part of a summary: seconds, and the share of one core.
+fn write_client_cpu(f: &mut fmt::Formatter<'_>, cpu: Duration, elapsed: Duration) -> fmt::Result {
+    write!(
+        f,
+        "; client CPU {:.2} s ({:.0}% of one core)",
+        cpu.as_secs_f64(),
+        cpu_share(cpu, elapsed) * 100.0
+    )
+}
+
+// ---- the closed loop --------------------------------------------------------
+
+/// User plus system CPU time this process (all its threads) has used so far.
+pub fn process_cpu_time() -> io::Result<Duration> {
+    let zero = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    // Built field by field rather than zeroed, so no unsafe is needed to
+    // make it; getrusage overwrites every field anyway.
+    let mut usage = libc::rusage {
+        ru_utime: zero,
+        ru_stime: zero,
+        ru_maxrss: 0,
+        ru_ixrss: 0,
+        ru_idrss: 0,
+        ru_isrss: 0,
+        ru_minflt: 0,
+        ru_majflt: 0,
+        ru_nswap: 0,
+        ru_inblock: 0,
+        ru_oublock: 0,
+        ru_msgsnd: 0,
+        ru_msgrcv: 0,
+        ru_nsignals: 0,
+        ru_nvcsw: 0,
+        ru_nivcsw: 0,
+    };
+    // SAFETY: `usage` is a valid, writable rusage for the whole call, and
+    // getrusage writes nothing else.
+    let ret = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(timeval_duration(usage.ru_utime) + timeval_duration(usage.ru_stime))
+}
+
+/// A `timeval` as a `Duration` (a negative field, which the kernel never
+/// reports for CPU time, counts as zero).
+fn timeval_duration(tv: libc::timeval) -> Duration {
+    let secs = u64::try_from(tv.tv_sec).unwrap_or(0);
+    let micros = u64::try_from(tv.tv_usec).unwrap_or(0);
+    Duration::from_secs(secs) + Duration::from_micros(micros)
+}
+
+// ---- JSON -------------------------------------------------------------------
+
+/// One JSON object, written key by key on one line. Hand-written because
+/// the crate takes no dependencies, and a report is a handful of numbers.
+struct JsonObject {
+    text: String,
+}
+
+impl JsonObject {
+    fn new() -> JsonObject {
+        JsonObject {
+            text: String::from("{"),
+        }
+    }
+
+    /// Writes `"key":` (after a comma unless it is the first key).
+    fn key(mut self, key: &str) -> JsonObject {
+        if self.text.len() > 1 {
+            self.text.push(',');
+        }
+        push_json_string(&mut self.text, key);
+        self.text.push(':');
+        self
+    }
+
+    fn raw(mut self, key: &str, value: &str) -> JsonObject {
+        self = self.key(key);
+        self.text.push_str(value);
+        self
+    }
+
+    fn uint(self, key: &str, value: u64) -> JsonObject {
+        self.raw(key, &value.to_string())
+    }
+
+    /// A number with `decimals` digits after the point. JSON has no NaN or
+    /// infinity, so those (which no report should hold) become `null`.
+    fn float(self, key: &str, value: f64, decimals: usize) -> JsonObject {
+        if value.is_finite() {
+            self.raw(key, &format!("{value:.decimals$}"))
+        } else {
+            self.raw(key, "null")
+        }
+    }
+
+    /// A duration in milliseconds (to the microsecond), or `null`.
+    fn millis(self, key: &str, value: Option<Duration>) -> JsonObject {
+        match value {
+            Some(d) => self.float(key, d.as_secs_f64() * 1000.0, 3),
+            None => self.raw(key, "null"),
+        }
+    }
+
+    fn boolean(self, key: &str, value: bool) -> JsonObject {
+        self.raw(key, if value { "true" } else { "false" })
+    }
+
+    /// A string, escaped, or `null`.
+    fn string(self, key: &str, value: Option<&str>) -> JsonObject {
+        match value {
+            Some(s) => {
+                let mut quoted = String::with_capacity(s.len() + 2);
+                push_json_string(&mut quoted, s);
+                self.raw(key, &quoted)
+            }
+            None => self.raw(key, "null"),
+        }
+    }
+
+    fn object(self, key: &str, value: JsonObject) -> JsonObject {
+        self.raw(key, &value.finish())
+    }
+
+    fn finish(mut self) -> String {
+        self.text.push('}');
+        self.text
+    }
+}
+
+/// Appends `s` as a JSON string: quoted, with `"` and `\` escaped, and every
+/// control character (which JSON forbids raw, and which would break the
+/// one-line promise) written as an escape.
+fn push_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+// ---- bulk streams -----------------------------------------------------------
+
+fn invalid_input(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, why.to_string())
+}
+
+/// Runs `future`, turning "it took longer than `limit`" into a `TimedOut`
+/// error that says `{what} within {limit}`.
+async fn bounded<T>(
+    limit: Duration,
+    what: &str,
+    future: impl Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    match time::timeout(limit, future).await {
+        Ok(outcome) => outcome,
+        Err(_elapsed) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("{what} within {limit:?}"),
+        )),
+    }
+}
+
+/// Stream `index`'s part of `total` bytes: an even split, the first
+/// `total % streams` streams taking one byte more, so the parts add up to
+/// exactly `total`.
+fn stream_share(total: u64, streams: usize, index: usize) -> u64 {
+    let (streams, index) = (streams as u64, index as u64);
+    total / streams + u64::from(index < total % streams)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn report_of(latencies_ms: &[u64]) -> LoadReport {
+        let mut latencies: Vec<Duration> = latencies_ms.iter().map(|&n| ms(n)).collect();
+        latencies.sort_unstable();
+        LoadReport {
+            requests: latencies.len() as u64,
+            ok: latencies.len() as u64,
+            latencies,
+            elapsed: Duration::from_secs(2),
+            ..LoadReport::default()
+        }
+    }
+
+    #[test]
+    fn percentiles_are_exact_nearest_ranks() {
+        let report = report_of(&(1..=100).collect::<Vec<_>>());
+        assert_eq!(report.percentile(50.0), Some(ms(50)));
+        assert_eq!(report.p50(), Some(ms(50)));
+        assert_eq!(report.percentile(99.0), Some(ms(99)));
+        assert_eq!(report.percentile(99.5), Some(ms(100)));
+        assert_eq!(report.percentile(100.0), Some(ms(100)));
+        assert_eq!(report.percentile(0.0), Some(ms(1)), "p0 is the minimum");
+        assert_eq!(report.percentile(1.0), Some(ms(1)));
+        assert_eq!(report.percentile(1.1), Some(ms(2)));
+        assert_eq!(report.percentile(250.0), Some(ms(100)), "clamped");
+        assert_eq!(report.percentile(f64::NAN), None);
+        assert_eq!(report.max(), Some(ms(100)));
+    }
+
+    #[test]
+    fn rounding_does_not_push_a_percentile_one_rank_up() {
+        // 99.9% of 1000 is rank 999 exactly, though 99.9 * 1000 / 100 in
+        // floating point is not exactly 999.
+        let report = report_of(&(1..=1000).collect::<Vec<_>>());
+        assert_eq!(report.percentile(99.9), Some(ms(999)));
+        assert_eq!(report.percentile(99.99), Some(ms(1000)));
+    }
+
+    #[test]
+    fn few_samples_and_none() {
+        let one = report_of(&[7]);
+        assert_eq!(one.percentile(50.0), Some(ms(7)));
+        assert_eq!(one.percentile(99.0), Some(ms(7)));
+        let two = report_of(&[10, 20]);
+        assert_eq!(two.percentile(50.0), Some(ms(10)));
+        assert_eq!(two.percentile(51.0), Some(ms(20)));
+        let none = LoadReport::default();
+        assert_eq!(none.percentile(50.0), None);
+        assert_eq!(none.p50(), None);
+        assert_eq!(none.average(), None);
+        assert_eq!(none.max(), None);
+        assert_eq!(none.req_per_sec(), 0.0);
+    }
+
+    #[test]
+    fn average_and_rate() {
+        let report = report_of(&[10, 20, 30, 40]);
+        assert_eq!(report.average(), Some(ms(25)));
+        assert_eq!(report.req_per_sec(), 2.0, "4 ok in 2 s");
+        let text = report.to_string();
+        assert!(text.starts_with("4 requests (4 ok, 0 errors)"), "{text}");
+    }
+
+    #[test]
+    fn the_summary_names_the_client_cpu_and_its_share_of_a_core() {
+        let report = LoadReport {
+            client_cpu: ms(500),
+            ..report_of(&[10])
+        };
+        let text = report.to_string();
+        assert!(
+            text.contains("client CPU 0.50 s (25% of one core)"),
+            "{text}"
+        );
+        assert_eq!(cpu_share(ms(500), Duration::from_secs(2)), 0.25);
+        assert_eq!(cpu_share(ms(500), Duration::ZERO), 0.0);
+    }
+
+    #[test]
+    fn a_reply_must_answer_this_request() {
+        assert_eq!(
+            reply_tag(b"port 9001: GET 3\n", "GET 3"),
+            Ok("port 9001".to_string())
+        );
+        let bad = |reply: &[u8]| reply_tag(reply, "GET 3").unwrap_err();
+        assert!(bad(b"").contains("without a reply"));
+        assert!(bad(b"port 9001: GET 4\n").contains("unexpected reply"));
+        assert!(bad(b"port 9001: GET 3").contains("unexpected reply"));
+        assert!(bad(b"GET 3\n").contains("unexpected reply"));
+        assert!(bad(b": GET 3\n").contains("unexpected reply"));
+        assert!(bad(b"port 9001: GET 3\nmore\n").contains("unexpected reply"));
+    }
+
+    #[test]
+    fn zero_clients_or_an_empty_keep_alive_is_refused() {
+        let options = LoadOptions {
+            target: SocketAddr::from(([127, 0, 0, 1], 9)),
+            clients: 0,
+            requests: 1,
+            ..LoadOptions::default()
+        };
+        let e = run_closed_loop(&options).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let options = LoadOptions {
+            pattern: Pattern::KeepAlive { per_connection: 0 },
+            ..LoadOptions::default()
+        };
+        let e = run_closed_loop(&options).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn default_options() {
+        let o = LoadOptions::default();
+        assert_eq!(o.target, SocketAddr::from(([127, 0, 0, 1], 8080)));
+        assert_eq!((o.clients, o.requests, o.duration), (64, 1000, None));
+        assert_eq!(o.timeout, Duration::from_secs(10));
+        assert_eq!(o.pattern, Pattern::NewConnection);
+    }
+
+    #[test]
+    fn json_strings_escape_quotes_backslashes_and_control_characters() {
+        let mut out = String::new();
+        push_json_string(&mut out, "a\"b\\c\nd\re\tf\u{1}g\u{1f}h\u{7f}é");
+        assert_eq!(
+            out,
+            r#""a\"b\\c\nd\re\tf\u0001g\u001fh"#.to_string() + "\u{7f}é\""
+        );
+    }
+
+    #[test]
+    fn json_of_an_empty_report_has_nulls_for_latencies() {
+        let json = LoadReport::default().to_json();
+        assert_eq!(
+            json,
+            "{\"requests\":0,\"ok\":0,\"errors\":0,\"elapsed_s\":0.000000,\"req_per_s\":0.000,\
+             \"avg_ms\":null,\"p50_ms\":null,\"p99_ms\":null,\"max_ms\":null,\
+             \"client_cpu_s\":0.000000,\"per_backend\":{},\"first_error\":null}"
+        );
+    }
+
+    #[test]
+    fn bulk_json_and_rate() {
+        let report = BulkReport {
+            streams: 2,
+            bytes_each_way: 8 * MIB,
+            elapsed: Duration::from_secs(2),
+            intact: true,
+            client_cpu: ms(250),
+            first_error: None,
+        };
+        assert_eq!(report.mib_per_sec(), 4.0);
+        assert_eq!(
+            report.to_json(),
+            "{\"streams\":2,\"bytes_each_way\":8388608,\"elapsed_s\":2.000000,\
+             \"mib_per_s\":4.000,\"intact\":true,\"client_cpu_s\":0.250000,\"first_error\":null}"
+        );
+        let text = report.to_string();
+        assert!(text.contains("8.0 MiB each way") && text.contains("4.0 MiB/s, intact"));
+        assert_eq!(BulkReport::default().mib_per_sec(), 0.0);
+    }
+
+    #[test]
+    fn zero_streams_is_refused() {
+        let options = BulkOptions {
+            target: SocketAddr::from(([127, 0, 0, 1], 9)),
+            bytes: 1,
+            streams: 0,
+            timeout: Duration::from_secs(1),
+        };
+        let e = run_bulk(&options).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn process_cpu_time_grows_with_work() {
+        let before = process_cpu_time().expect("getrusage");
+        std::hint::black_box(crate::fixture::burn_cpu(ms(30)));
+        let after = process_cpu_time().expect("getrusage");
+        assert!(after > before, "{before:?} then {after:?}");
+    }
+}
