@@ -151,10 +151,14 @@ pub fn format_tick(value: f64) -> String {
         }
     } else if abs >= 10.0 || (value - value.round()).abs() < 1e-9 {
         format!("{}", value.round())
-    } else if abs >= 1.0 {
-        format!("{value:.1}")
     } else {
-        format!("{value:.2}")
+        // One decimal from 1 up, two below; no trailing zeros (0.5, not 0.50).
+        let text = if abs >= 1.0 {
+            format!("{value:.1}")
+        } else {
+            format!("{value:.2}")
+        };
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -608,6 +612,8 @@ mod tests {
         assert_eq!(format_tick(12_500.0), "12.5k");
         assert_eq!(format_tick(2.5), "2.5");
         assert_eq!(format_tick(0.25), "0.25");
+        assert_eq!(format_tick(0.5), "0.5");
+        assert_eq!(format_tick(1.5), "1.5");
     }
 
     #[test]
