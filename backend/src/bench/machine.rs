@@ -50,6 +50,15 @@ impl Machine {
     }
 }
 
+/// How many ephemeral ports outgoing connections can use
+/// (`net.ipv4.ip_local_port_range`), if it can be read.
+pub fn ephemeral_ports() -> Option<u64> {
+    let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut bounds = range.split_whitespace().map(|n| n.parse::<u64>().ok());
+    let (low, high) = (bounds.next()??, bounds.next()??);
+    Some(high.checked_sub(low)? + 1)
+}
+
 /// The soft and hard RLIMIT_NOFILE of this process.
 pub fn nofile_limits() -> io::Result<(u64, u64)> {
     let mut limit = libc::rlimit {
@@ -137,5 +146,6 @@ mod tests {
         assert!(!machine.kernel.is_empty());
         let (soft, hard) = nofile_limits().unwrap();
         assert!(soft <= hard);
+        assert!(ephemeral_ports().is_some_and(|n| n > 0));
     }
 }

@@ -152,6 +152,19 @@ fn status_kib(status: &str, key: &str) -> Option<u64> {
     line[key.len()..].split_whitespace().next()?.parse().ok()
 }
 
+/// Open descriptors of `root`'s tree, now (the entries of /proc/PID/fd).
+pub fn descriptors(root: u32) -> io::Result<usize> {
+    let mut total = 0;
+    for pid in tree(root)? {
+        // Another user's process (nginx's workers, when run as root, are
+        // `nobody`) is still readable by root; a vanished one counts 0.
+        if let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) {
+            total += entries.count();
+        }
+    }
+    Ok(total)
+}
+
 /// CPU time this thread has used (CLOCK_THREAD_CPUTIME_ID): what the load
 /// client, which runs on the calling thread, spent.
 pub use crate::fixture::thread_cpu_time as thread_cpu;
@@ -187,6 +200,10 @@ mod tests {
         std::hint::black_box(crate::fixture::burn_cpu(Duration::from_millis(30)));
         let after = CpuTicks::of_tree(me).unwrap();
         assert!(after.0 >= before.0);
+        assert!(
+            descriptors(me).unwrap() >= 3,
+            "at least stdin, stdout, stderr"
+        );
         let memory = Memory::of_tree(me).unwrap();
         assert!(memory.rss_kib > 0 && memory.peak_kib >= memory.rss_kib);
         assert!(thread_cpu() > Duration::ZERO);
