@@ -150,6 +150,12 @@ fn the_quick_benchmark_runs_and_its_numbers_add_up() {
             if let Outcome::Done(m) = outcome {
                 let r = &m.value;
                 assert_eq!(r.requests, r.ok + r.errors, "{} {name}: {r}", row.subject);
+                assert_eq!(
+                    r.per_backend.values().sum::<u64>(),
+                    r.ok,
+                    "{} {name}",
+                    row.subject
+                );
                 if ours {
                     assert_eq!(r.errors, 0, "{} {name}: {r}", row.subject);
                 }

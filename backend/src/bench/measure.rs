@@ -8,15 +8,21 @@
 //!
 //! The load client runs on the calling thread, so that thread's CPU time
 //! during the run is the client's cost: a reader can see whether the client
-//! was the bottleneck. The fixture backends run on threads of their own.
+//! was the bottleneck. (The load client's own `client_cpu` counts the whole
+//! process, and here the fixture backends are threads of this process, so
+//! the harness reads the thread's clock instead.)
 
+use std::io;
 use std::net::SocketAddr;
+use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::load::{LoadOptions, LoadReport, run_closed_loop};
+use crate::load::{
+    BulkOptions, BulkReport, LoadOptions, LoadReport, Pattern, open_idle, run_bulk, run_closed_loop,
+};
 
-use super::procstat::{CpuTicks, Memory, thread_cpu};
-use super::results::{Cost, Measured, Outcome};
+use super::procstat::{self, CpuTicks, Memory, thread_cpu};
+use super::results::{Cost, IdleMemory, Measured, Outcome};
 use super::subject::{self, Running, Setup, Subject};
 
 /// When a closed-loop load stops.
@@ -24,8 +30,10 @@ use super::subject::{self, Running, Setup, Subject};
 pub enum Stop {
     /// After this many requests.
     Requests(usize),
-    /// After this long.
+    /// After this long (requests in flight then still finish).
     Duration(Duration),
+    /// After this many requests or this long, whichever comes first.
+    Either(usize, Duration),
 }
 
 /// A closed-loop request/response load.
@@ -37,6 +45,8 @@ pub struct Load {
     pub stop: Stop,
     /// The most one request may take.
     pub timeout: Duration,
+    /// A new connection per request, or many per connection.
+    pub pattern: Pattern,
 }
 
 /// Starts `subject` in front of `backends`, runs `work` against it, and
@@ -47,7 +57,7 @@ pub fn measure<T>(
     setup: &Setup,
     subject: Subject,
     backends: &[SocketAddr],
-    work: impl FnOnce(&Running) -> std::io::Result<T>,
+    work: impl FnOnce(&Running) -> io::Result<T>,
 ) -> Outcome<T> {
     let running = match subject::start(setup, subject, backends) {
         Ok(running) => running,
@@ -86,19 +96,70 @@ pub fn measure<T>(
     }
 }
 
-/// Runs a closed-loop load against `target`: one new connection per
-/// request, the seed's pattern.
-pub fn closed_loop(target: SocketAddr, load: &Load) -> std::io::Result<LoadReport> {
-    let requests = match load.stop {
-        Stop::Requests(n) => n,
-        // Until the load client stops by time, a run "for a duration" is
-        // twenty requests per client.
-        Stop::Duration(_) => load.clients * 20,
+/// Runs a closed-loop load against `target`.
+pub fn closed_loop(target: SocketAddr, load: &Load) -> io::Result<LoadReport> {
+    let (requests, duration) = match load.stop {
+        Stop::Requests(n) => (n, None),
+        Stop::Duration(d) => (usize::MAX, Some(d)),
+        Stop::Either(n, d) => (n, Some(d)),
     };
     run_closed_loop(&LoadOptions {
         target,
         clients: load.clients,
         requests,
+        duration,
         timeout: load.timeout,
+        pattern: load.pattern,
+    })
+}
+
+/// Streams `bytes` in total (split over `streams` connections) through
+/// `target` to an echo backend and back.
+pub fn bulk(
+    target: SocketAddr,
+    bytes: u64,
+    streams: usize,
+    timeout: Duration,
+) -> io::Result<BulkReport> {
+    run_bulk(&BulkOptions {
+        target,
+        bytes,
+        streams,
+        timeout,
+    })
+}
+
+/// How long the proxy may take to close its side of connections the
+/// client closed, before the memory "after close" is read anyway.
+const CLOSE_SETTLE: Duration = Duration::from_secs(5);
+
+/// Opens `count` idle connections through `running` (to an echo backend),
+/// and reads the proxy's resident memory before, with them open, and after
+/// they are closed.
+pub fn idle_memory(running: &Running, count: usize, timeout: Duration) -> io::Result<IdleMemory> {
+    let pid = running
+        .pid()
+        .ok_or_else(|| io::Error::other("no proxy process to weigh"))?;
+    let descriptors_before = procstat::descriptors(pid)?;
+    let before_kib = Memory::of_tree(pid)?.rss_kib;
+    let mut idle = open_idle(running.addr(), count, timeout)?;
+    let open_kib = Memory::of_tree(pid)?.rss_kib;
+    // One more round trip on each: every connection was still relayed
+    // while it idled, so the memory above was theirs.
+    idle.verify()?;
+    let connections = idle.len();
+    idle.close();
+    // The proxy sees the FINs a moment later; wait until its descriptors
+    // are back where they started (bounded), then weigh it again.
+    let deadline = Instant::now() + CLOSE_SETTLE;
+    while procstat::descriptors(pid)? > descriptors_before && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let after_close_kib = Memory::of_tree(pid)?.rss_kib;
+    Ok(IdleMemory {
+        connections,
+        before_kib,
+        open_kib,
+        after_close_kib,
     })
 }

@@ -90,6 +90,16 @@ pub fn run(config: &Config) -> io::Result<Results> {
         ));
         sizes.idle = room as usize;
     }
+    if let Some(ports) = machine::ephemeral_ports() {
+        sizes.fit_ephemeral_ports(ports);
+        notes.push(format!(
+            "connection-rate runs (workload C) stop after {} connections or {:.1} s, whichever \
+             comes first: past half of the {ports} ephemeral ports in TIME_WAIT, connect(2) \
+             slows down and the run would measure the port search, not the proxy",
+            sizes.connect_requests,
+            sizes.run_for.as_secs_f64()
+        ));
+    }
     let installed = if config.peers {
         peers::detect()
     } else {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::load::LoadReport;
+use crate::load::{BulkReport, LoadReport};
 
 use super::charts::{self, Chart};
 use super::results::{
@@ -565,6 +565,8 @@ fn workload_b(out: &mut String, b: &WorkloadB, cores: usize, chart: &Chart) {
 /// One workload C measure: a name, issue 4's bar for it, and a value per subject.
 struct Measure {
     name: String,
+    /// The label in the chart of workload C (None: not in the chart).
+    short: Option<String>,
     bar: &'static str,
     /// Higher is better (a rate), or lower is (a cost).
     higher_is_better: bool,
@@ -587,6 +589,7 @@ fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Me
                 .filter_map(|r| Some((r.subject, r.report()?.req_per_sec())))
                 .collect();
             measures.push(Measure {
+                short: None,
                 name: format!(
                     "A: req/s, {clients} clients, {} ms backend",
                     a.delay.as_millis()
@@ -606,6 +609,7 @@ fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Me
     };
     measures.push(Measure {
         name: "C: connections/s (a new connection per request, no delay)".to_string(),
+        short: Some("connections/s".to_string()),
         bar: "0.46–0.57",
         higher_is_better: true,
         relative: true,
@@ -613,6 +617,7 @@ fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Me
     });
     measures.push(Measure {
         name: "C: keep-alive requests/s (echo backend)".to_string(),
+        short: Some("keep-alive req/s".to_string()),
         bar: "0.78–0.80 (HTTP with wrk: not the same test)",
         higher_is_better: true,
         relative: true,
@@ -620,6 +625,7 @@ fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Me
     });
     measures.push(Measure {
         name: "C: bulk MiB/s, one stream".to_string(),
+        short: Some("bulk, 1 stream".to_string()),
         bar: "HAProxy 0.73, nginx 0.67",
         higher_is_better: true,
         relative: true,
@@ -627,6 +633,7 @@ fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Me
     });
     measures.push(Measure {
         name: format!("C: bulk MiB/s, {streams} streams"),
+        short: Some(format!("bulk, {streams} streams")),
         bar: "—",
         higher_is_better: true,
         relative: true,
@@ -634,6 +641,7 @@ fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Me
     });
     measures.push(Measure {
         name: "C: proxy CPU per connection, µs".to_string(),
+        short: None,
         bar: "35–39 µs",
         higher_is_better: false,
         relative: false,
@@ -641,6 +649,7 @@ fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Me
     });
     measures.push(Measure {
         name: "C: memory per idle connection, KiB".to_string(),
+        short: None,
         bar: "HAProxy 3.3, nginx 9.5",
         higher_is_better: false,
         relative: false,
@@ -651,6 +660,7 @@ fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Me
     });
     measures.push(Measure {
         name: "C: memory kept after they close, KiB per connection".to_string(),
+        short: None,
         bar: "HAProxy 3.3 (kept after close)",
         higher_is_better: false,
         relative: false,
@@ -660,6 +670,38 @@ fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Me
         }),
     });
     measures
+}
+
+/// The load client's CPU per workload C measurement: where it nears 100%,
+/// the client, not the subject, set the pace (and the ratio to direct says
+/// little).
+fn client_cpu_table(out: &mut String, c: &WorkloadC, streams: usize) {
+    let _ = writeln!(
+        out,
+        "The load client's CPU during each measurement, as a share of one core (it is one \
+         thread; near 100% it, not the subject, set the pace):\n"
+    );
+    let many = format!("bulk, {streams} streams");
+    let mut table = Table::new(&[
+        "subject",
+        "connections",
+        "keep-alive",
+        "bulk, 1 stream",
+        &many,
+    ]);
+    for row in &c.rows {
+        let load = |o: &Outcome<LoadReport>| o.done().map_or("—".to_string(), client_cell);
+        let bulk = |o: &Outcome<BulkReport>| o.done().map_or("—".to_string(), client_cell);
+        table.row(vec![
+            row.subject.to_string(),
+            load(&row.connect),
+            load(&row.keep_alive),
+            bulk(&row.bulk_one),
+            bulk(&row.bulk_many),
+        ]);
+    }
+    out.push_str(&table.render());
+    out.push('\n');
 }
 
 /// The proxy's CPU per connection in µs: its CPU time over the requests
@@ -677,8 +719,8 @@ fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> Option<Char
          No delay anywhere, so what is left is the proxy's own work, measured against the \
          direct connection (no proxy) in the same run. *Connections*: {} clients, a new \
          connection per request to backends that answer at once. *Keep-alive*: {} requests per \
-         connection through an echo backend. *Bulk*: {} MiB each way per stream through an echo \
-         backend, checksummed. *Idle*: {} connections, each after one echo round trip, held open; \
+         connection through an echo backend. *Bulk*: {} MiB each way in all (split over the \
+         streams) through an echo backend, checksummed. *Idle*: {} connections, each after one echo round trip, held open; \
          the proxy's resident memory (summed over its processes) before, with them open, and \
          after they closed. *Proxy CPU per connection*: the proxy's CPU time (utime + stime from \
          /proc, all its processes) during the connection run, over the connections.\n",
@@ -693,7 +735,6 @@ fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> Option<Char
         "connections/s",
         "p99 ms",
         "proxy CPU µs/conn",
-        "client CPU",
         "keep-alive req/s",
         "bulk MiB/s, 1 stream",
         &many,
@@ -737,7 +778,6 @@ fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> Option<Char
             connect
                 .and_then(cpu_per_connection)
                 .map_or("—".to_string(), |us| format!("{us:.1}")),
-            connect.map_or("—".to_string(), client_cell),
             cell(
                 row.keep_alive.done().map(|m| rate(m.value.req_per_sec())),
                 not_run(&row.keep_alive),
@@ -768,6 +808,7 @@ fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> Option<Char
     out.push_str(&table.render());
     out.push_str(&notes.render());
     out.push('\n');
+    client_cpu_table(out, c, sizes.bulk_streams);
 
     // Ratios to direct, ours and each peer's, beside issue 4's bar.
     let measures = cost_measures(c, results.a.as_ref(), sizes.bulk_streams);
@@ -804,15 +845,8 @@ fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> Option<Char
             }
         }
         table.row(cells);
-        if measure.relative && measure.name.starts_with("C:") {
-            let short = measure
-                .name
-                .trim_start_matches("C: ")
-                .split(" (")
-                .next()
-                .unwrap_or("")
-                .to_string();
-            chart_groups.push((short, bars));
+        if let Some(short) = &measure.short {
+            chart_groups.push((short.clone(), bars));
         }
     }
     let _ = writeln!(

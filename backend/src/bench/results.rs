@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::load::LoadReport;
+use crate::load::{BulkReport, LoadReport};
 
 use super::machine::Machine;
 use super::peers::Installed;
@@ -132,31 +132,6 @@ fn per(kib: u64, connections: usize) -> f64 {
     }
 }
 
-/// A bulk transfer through a subject.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Bulk {
-    /// Concurrent streams.
-    pub streams: usize,
-    /// Bytes each stream sent (and got back).
-    pub bytes_each_way: u64,
-    /// Wall time.
-    pub elapsed: Duration,
-    /// Every byte came back, in order (checksums matched).
-    pub intact: bool,
-}
-
-impl Bulk {
-    /// MiB per second in one direction, all streams together.
-    pub fn mib_per_sec(&self) -> f64 {
-        let secs = self.elapsed.as_secs_f64();
-        if secs > 0.0 {
-            (self.bytes_each_way * self.streams as u64) as f64 / (1024.0 * 1024.0) / secs
-        } else {
-            0.0
-        }
-    }
-}
-
 /// Workload A: the seed's I/O-bound backend.
 #[derive(Debug, Clone, Default)]
 pub struct WorkloadA {
@@ -189,9 +164,9 @@ pub struct CostRow {
     /// Many requests per connection, through an echo backend.
     pub keep_alive: Outcome<LoadReport>,
     /// One bulk stream.
-    pub bulk_one: Outcome<Bulk>,
+    pub bulk_one: Outcome<BulkReport>,
     /// Several bulk streams at once.
-    pub bulk_many: Outcome<Bulk>,
+    pub bulk_many: Outcome<BulkReport>,
     /// Idle connections held open.
     pub idle: Outcome<IdleMemory>,
 }
@@ -263,17 +238,6 @@ mod tests {
         assert_eq!(idle.per_connection_kib(), 3.5);
         assert_eq!(idle.kept_kib(), 1.0);
         assert_eq!(IdleMemory::default().per_connection_kib(), 0.0);
-    }
-
-    #[test]
-    fn bulk_rate_counts_every_stream() {
-        let bulk = Bulk {
-            streams: 4,
-            bytes_each_way: 256 * 1024 * 1024,
-            elapsed: Duration::from_secs(2),
-            intact: true,
-        };
-        assert_eq!(bulk.mib_per_sec(), 512.0);
     }
 
     #[test]
