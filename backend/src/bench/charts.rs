@@ -10,8 +10,8 @@
 //!   CPU bound.
 //! - `c-ratios.svg`: workload C, each subject's ratio to direct.
 
-use super::report::{SEED_EPOLL, SEED_POOL, SEED_SINGLE};
 use super::results::{LoadRow, WorkloadA, WorkloadB};
+use super::seed::{SEED_EPOLL, SEED_POOL, SEED_SINGLE};
 use super::subject::Subject;
 use super::svg::{Axis, BarChart, LineChart, Reference, Series};
 

@@ -28,7 +28,9 @@
 //! - [`measure`]: one measurement, the same way for every subject.
 //! - [`workloads`]: the three workloads and their sizes.
 //! - [`results`]: what a run found, as plain data.
-//! - [`report`], [`charts`], [`svg`]: the Markdown and its charts.
+//! - [`report`] (workloads A and B, the frame), [`cost_report`] (workload
+//!   C and the ratios), [`markdown`] (tables, number formats), [`seed`]
+//!   (the seed's table), [`charts`] and [`svg`]: the report and its charts.
 //!
 //! The harness never panics on what the OS or a peer can fail: a row that
 //! cannot run is a row marked failed, with the reason.
@@ -36,12 +38,15 @@
 pub mod charts;
 pub mod child;
 pub mod cli;
+pub mod cost_report;
 pub mod machine;
+pub mod markdown;
 pub mod measure;
 pub mod peers;
 pub mod procstat;
 pub mod report;
 pub mod results;
+pub mod seed;
 pub mod subject;
 pub mod svg;
 pub mod workloads;

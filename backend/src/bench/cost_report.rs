@@ -1,0 +1,361 @@
+//! The report's workload C: the cost of the proxy itself, and the two
+//! comparisons issue 4 asks for: every subject's ratio to the direct
+//! connection beside the bar the peers set, and ours against theirs at the
+//! same thread count.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::load::{BulkReport, LoadReport};
+
+use super::charts::{self, Chart};
+use super::markdown::{Notes, Table, client_cell, embed, ms, not_run, rate, ratio, show_ratio};
+use super::results::{CostRow, Measured, Outcome, Results, WorkloadA, WorkloadC};
+use super::subject::Subject;
+
+/// One workload C measure: a name, issue 4's bar for it, and a value per subject.
+struct Measure {
+    name: String,
+    /// The label in the chart of workload C (None: not in the chart).
+    short: Option<String>,
+    bar: &'static str,
+    /// Higher is better (a rate), or lower is (a cost).
+    higher_is_better: bool,
+    /// A ratio to direct (a rate), or an absolute figure (a cost).
+    relative: bool,
+    values: BTreeMap<Subject, f64>,
+}
+
+fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Measure> {
+    let mut measures = Vec::new();
+    if let Some(a) = a {
+        for (clients, rows) in &a.by_clients {
+            let bar = if *clients >= 1000 {
+                "HAProxy 0.74 / 0.81, nginx 0.76 / 0.85"
+            } else {
+                "0.93–1.00"
+            };
+            let values = rows
+                .iter()
+                .filter_map(|r| Some((r.subject, r.report()?.req_per_sec())))
+                .collect();
+            measures.push(Measure {
+                short: None,
+                name: format!(
+                    "A: req/s, {clients} clients, {} ms backend",
+                    a.delay.as_millis()
+                ),
+                bar,
+                higher_is_better: true,
+                relative: true,
+                values,
+            });
+        }
+    }
+    let collect = |f: &dyn Fn(&CostRow) -> Option<f64>| -> BTreeMap<Subject, f64> {
+        c.rows
+            .iter()
+            .filter_map(|row| Some((row.subject, f(row)?)))
+            .collect()
+    };
+    measures.push(Measure {
+        name: "C: connections/s (a new connection per request, no delay)".to_string(),
+        short: Some("connections/s".to_string()),
+        bar: "0.46–0.57",
+        higher_is_better: true,
+        relative: true,
+        values: collect(&|r| Some(r.connect.done()?.value.req_per_sec())),
+    });
+    measures.push(Measure {
+        name: "C: keep-alive requests/s (echo backend)".to_string(),
+        short: Some("keep-alive req/s".to_string()),
+        bar: "0.78–0.80 (HTTP with wrk: not the same test)",
+        higher_is_better: true,
+        relative: true,
+        values: collect(&|r| Some(r.keep_alive.done()?.value.req_per_sec())),
+    });
+    measures.push(Measure {
+        name: "C: bulk MiB/s, one stream".to_string(),
+        short: Some("bulk, 1 stream".to_string()),
+        bar: "HAProxy 0.73, nginx 0.67",
+        higher_is_better: true,
+        relative: true,
+        values: collect(&|r| Some(r.bulk_one.done()?.value.mib_per_sec())),
+    });
+    measures.push(Measure {
+        name: format!("C: bulk MiB/s, {streams} streams"),
+        short: Some(format!("bulk, {streams} streams")),
+        bar: "—",
+        higher_is_better: true,
+        relative: true,
+        values: collect(&|r| Some(r.bulk_many.done()?.value.mib_per_sec())),
+    });
+    measures.push(Measure {
+        name: "C: proxy CPU per connection, µs".to_string(),
+        short: None,
+        bar: "35–39 µs",
+        higher_is_better: false,
+        relative: false,
+        values: collect(&|r| cpu_per_connection(r.connect.done()?)),
+    });
+    measures.push(Measure {
+        name: "C: memory per idle connection, KiB".to_string(),
+        short: None,
+        bar: "HAProxy 3.3, nginx 9.5",
+        higher_is_better: false,
+        relative: false,
+        values: collect(&|r| {
+            let m = r.idle.done()?;
+            (r.subject != Subject::Direct).then(|| m.value.per_connection_kib())
+        }),
+    });
+    measures.push(Measure {
+        name: "C: memory kept after they close, KiB per connection".to_string(),
+        short: None,
+        bar: "HAProxy 3.3 (kept after close)",
+        higher_is_better: false,
+        relative: false,
+        values: collect(&|r| {
+            let m = r.idle.done()?;
+            (r.subject != Subject::Direct).then(|| m.value.kept_kib())
+        }),
+    });
+    measures
+}
+
+/// The load client's CPU per workload C measurement: where it nears 100%,
+/// the client, not the subject, set the pace (and the ratio to direct says
+/// little).
+fn client_cpu_table(out: &mut String, c: &WorkloadC, streams: usize) {
+    let _ = writeln!(
+        out,
+        "The load client's CPU during each measurement, as a share of one core (it is one \
+         thread; near 100% it, not the subject, set the pace):\n"
+    );
+    let many = format!("bulk, {streams} streams");
+    let mut table = Table::new(&[
+        "subject",
+        "connections",
+        "keep-alive",
+        "bulk, 1 stream",
+        &many,
+    ]);
+    for row in &c.rows {
+        let load = |o: &Outcome<LoadReport>| o.done().map_or("—".to_string(), client_cell);
+        let bulk = |o: &Outcome<BulkReport>| o.done().map_or("—".to_string(), client_cell);
+        table.row(vec![
+            row.subject.to_string(),
+            load(&row.connect),
+            load(&row.keep_alive),
+            bulk(&row.bulk_one),
+            bulk(&row.bulk_many),
+        ]);
+    }
+    out.push_str(&table.render());
+    out.push('\n');
+}
+
+/// The proxy's CPU per connection in µs: its CPU time over the requests
+/// (one connection each).
+fn cpu_per_connection(m: &Measured<LoadReport>) -> Option<f64> {
+    let cost = m.cost?;
+    (m.value.requests > 0).then(|| cost.cpu.as_secs_f64() * 1e6 / m.value.requests as f64)
+}
+
+pub(super) fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> Option<Chart> {
+    let sizes = &results.sizes;
+    let _ = writeln!(
+        out,
+        "## Workload C: the cost of the proxy itself\n\n\
+         No delay anywhere, so what is left is the proxy's own work, measured against the \
+         direct connection (no proxy) in the same run. *Connections*: {} clients, a new \
+         connection per request to backends that answer at once. *Keep-alive*: {} requests per \
+         connection through an echo backend. *Bulk*: {} MiB each way in all (split over the \
+         streams) through an echo backend, checksummed. *Idle*: {} connections, each after one echo round trip, held open; \
+         the proxy's resident memory (summed over its processes) before, with them open, and \
+         after they closed. *Proxy CPU per connection*: the proxy's CPU time (utime + stime from \
+         /proc, all its processes) during the connection run, over the connections.\n",
+        sizes.cost_clients,
+        sizes.keep_alive_per_connection,
+        sizes.bulk_bytes / (1024 * 1024),
+        sizes.idle
+    );
+    let many = format!("bulk MiB/s, {} streams", sizes.bulk_streams);
+    let mut table = Table::new(&[
+        "subject",
+        "connections/s",
+        "p99 ms",
+        "proxy CPU µs/conn",
+        "keep-alive req/s",
+        "bulk MiB/s, 1 stream",
+        &many,
+        "idle KiB/conn",
+        "kept after close KiB/conn",
+    ]);
+    let mut notes = Notes::default();
+    for row in &c.rows {
+        let label = row.subject.to_string();
+        notes.load(&format!("{label}, connections"), &row.connect);
+        notes.load(&format!("{label}, keep-alive"), &row.keep_alive);
+        notes.outcome(&format!("{label}, bulk 1 stream"), &row.bulk_one);
+        notes.outcome(
+            &format!("{label}, bulk {} streams", sizes.bulk_streams),
+            &row.bulk_many,
+        );
+        notes.outcome(&format!("{label}, idle"), &row.idle);
+        for (what, bulk) in [
+            ("one stream", &row.bulk_one),
+            ("several streams", &row.bulk_many),
+        ] {
+            if let Some(m) = bulk.done() {
+                if !m.value.intact {
+                    notes.0.push(format!(
+                        "{label}, bulk {what}: **the bytes came back altered**"
+                    ));
+                }
+            }
+        }
+        let connect = row.connect.done();
+        let cell = |o: Option<String>, outcome: &str| o.unwrap_or_else(|| outcome.to_string());
+        let idle = row.idle.done();
+        let is_direct = row.subject == Subject::Direct;
+        table.row(vec![
+            label,
+            cell(
+                connect.map(|m| rate(m.value.req_per_sec())),
+                not_run(&row.connect),
+            ),
+            connect.map_or("—".to_string(), |m| ms(m.value.percentile(99.0))),
+            connect
+                .and_then(cpu_per_connection)
+                .map_or("—".to_string(), |us| format!("{us:.1}")),
+            cell(
+                row.keep_alive.done().map(|m| rate(m.value.req_per_sec())),
+                not_run(&row.keep_alive),
+            ),
+            cell(
+                row.bulk_one.done().map(|m| rate(m.value.mib_per_sec())),
+                not_run(&row.bulk_one),
+            ),
+            cell(
+                row.bulk_many.done().map(|m| rate(m.value.mib_per_sec())),
+                not_run(&row.bulk_many),
+            ),
+            if is_direct {
+                "— (no proxy)".to_string()
+            } else {
+                cell(
+                    idle.map(|m| format!("{:.1}", m.value.per_connection_kib())),
+                    not_run(&row.idle),
+                )
+            },
+            if is_direct {
+                "—".to_string()
+            } else {
+                idle.map_or("—".to_string(), |m| format!("{:.1}", m.value.kept_kib()))
+            },
+        ]);
+    }
+    out.push_str(&table.render());
+    out.push_str(&notes.render());
+    out.push('\n');
+    client_cpu_table(out, c, sizes.bulk_streams);
+
+    // Ratios to direct, ours and each peer's, beside issue 4's bar.
+    let measures = cost_measures(c, results.a.as_ref(), sizes.bulk_streams);
+    let subjects: Vec<Subject> = c
+        .rows
+        .iter()
+        .map(|r| r.subject)
+        .filter(|s| *s != Subject::Direct)
+        .collect();
+    let mut header = vec!["measure".to_string(), "issue 4's bar (peers)".to_string()];
+    header.extend(subjects.iter().map(Subject::to_string));
+    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = Table::new(&header_refs);
+    let mut chart_groups = Vec::new();
+    for measure in &measures {
+        let direct = measure.values.get(&Subject::Direct).copied();
+        let mut cells = vec![
+            if measure.relative {
+                format!("{} (ratio to direct)", measure.name)
+            } else {
+                measure.name.clone()
+            },
+            measure.bar.to_string(),
+        ];
+        let mut bars = Vec::new();
+        for subject in &subjects {
+            let value = measure.values.get(subject).copied();
+            if measure.relative {
+                let r = ratio(value, direct);
+                cells.push(show_ratio(r));
+                bars.push(r);
+            } else {
+                cells.push(value.map_or("—".to_string(), |v| format!("{v:.1}")));
+            }
+        }
+        table.row(cells);
+        if let Some(short) = &measure.short {
+            chart_groups.push((short.clone(), bars));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "### Ratios to direct, ours and the peers'\n\n\
+         Rates as a ratio to the direct connection measured in the same run (1.00: as fast as \
+         no proxy; higher is better); costs as absolute figures (lower is better). The bar is \
+         what issue 4 measured for the peers on this machine class; our goal is to beat it.\n"
+    );
+    out.push_str(&table.render());
+    out.push('\n');
+
+    // Ours against theirs at the same thread count.
+    let pairs: Vec<(Subject, Subject)> = subjects
+        .iter()
+        .filter_map(|&theirs| match theirs {
+            Subject::Peer(peer) => Some((Subject::Epoll(peer.threads), theirs)),
+            _ => None,
+        })
+        .filter(|(ours, _)| subjects.contains(ours))
+        .collect();
+    if !pairs.is_empty() {
+        let _ = writeln!(
+            out,
+            "### Ours against theirs, thread for thread\n\n\
+             Our epoll proxy with N workers divided by the peer with N threads or workers. For a \
+             rate, above 1 means we are faster; for a cost, below 1 means we spend less.\n"
+        );
+        let mut header = vec!["measure".to_string(), "we win when".to_string()];
+        header.extend(pairs.iter().map(|(o, t)| format!("{o} / {t}")));
+        let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut table = Table::new(&header_refs);
+        for measure in &measures {
+            let mut cells = vec![
+                measure.name.clone(),
+                if measure.higher_is_better {
+                    "> 1"
+                } else {
+                    "< 1"
+                }
+                .to_string(),
+            ];
+            for (ours, theirs) in &pairs {
+                cells.push(show_ratio(ratio(
+                    measure.values.get(ours).copied(),
+                    measure.values.get(theirs).copied(),
+                )));
+            }
+            table.row(cells);
+        }
+        out.push_str(&table.render());
+        out.push('\n');
+    }
+    if chart_groups.is_empty() || subjects.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = subjects.iter().map(Subject::to_string).collect();
+    let chart = charts::workload_c(&names, chart_groups);
+    embed(out, &chart);
+    Some(chart)
+}
