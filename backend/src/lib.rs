@@ -17,9 +17,11 @@
 //!   does block it), `banner` (the server speaks first) and `reset`. The
 //!   accept loop [`fixture::serve`], and [`Fixture`](fixture::Fixture),
 //!   a whole fixture on a thread of its own for tests and the demo.
-//! - [`load`]: the closed-loop load client, a new connection per request,
-//!   and its [`LoadReport`](load::LoadReport): counts, req/s, exact
-//!   percentiles, replies per backend.
+//! - [`load`]: the load client behind the `loadgen` binary: a closed loop
+//!   (a new connection per request, or keep-alive), bulk streams with a
+//!   checksum, and idle connections held open; its
+//!   [`LoadReport`](load::LoadReport) has counts, req/s, exact percentiles,
+//!   replies per backend and the client's own CPU, as text or one JSON line.
 //! - [`bench`]: the benchmark harness of issue 4 (the `bench` binary):
 //!   our proxy's modes, HAProxy and nginx, measured side by side into
 //!   docs/BENCHMARKS.md.

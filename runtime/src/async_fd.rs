@@ -48,8 +48,21 @@ impl<T: AsRawFd> AsyncFd<T> {
     /// Registers `inner` (which must already be non-blocking) with the
     /// reactor of the runtime running on this thread.
     pub fn new(inner: T) -> io::Result<AsyncFd<T>> {
+        AsyncFd::register(inner, false)
+    }
+
+    /// Like [`AsyncFd::new`], for a descriptor known to be ready both ways
+    /// (a socket just accepted): the first read and write try the system
+    /// call at once rather than wait a loop turn for epoll to confirm it.
+    /// Never for a socket still connecting: "writable" is what announces
+    /// that its connect finished.
+    pub fn new_connected(inner: T) -> io::Result<AsyncFd<T>> {
+        AsyncFd::register(inner, true)
+    }
+
+    fn register(inner: T, assume_ready: bool) -> io::Result<AsyncFd<T>> {
         let reactor = context::driver()?.reactor.clone();
-        let (key, io) = reactor.register(inner.as_raw_fd())?;
+        let (key, io) = reactor.register(inner.as_raw_fd(), assume_ready)?;
         Ok(AsyncFd {
             inner: Some(inner),
             io,

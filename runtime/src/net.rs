@@ -153,7 +153,7 @@ impl TcpListener {
             self.fd
                 .poll_io(Direction::Read, cx, |l| sys::accept(l.as_fd()))
         )?;
-        Poll::Ready(TcpStream::from_owned(socket).map(|s| (s, peer)))
+        Poll::Ready(TcpStream::from_owned(socket, true).map(|s| (s, peer)))
     }
 
     /// The address the listener is bound to (with the real port if 0 was asked).
@@ -198,7 +198,7 @@ impl TcpStream {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => true,
             Err(e) => return Err(e),
         };
-        let stream = TcpStream::from_owned(socket)?;
+        let stream = TcpStream::from_owned(socket, false)?;
         if in_progress {
             // Writable means the handshake ended, well or badly; SO_ERROR says which.
             stream.fd.ready(Direction::Write).await;
@@ -209,11 +209,17 @@ impl TcpStream {
         Ok(stream)
     }
 
-    /// Wraps an already connected, non-blocking socket.
-    pub(crate) fn from_owned(socket: OwnedFd) -> io::Result<TcpStream> {
-        Ok(TcpStream {
-            fd: AsyncFd::new(std::net::TcpStream::from(socket))?,
-        })
+    /// Wraps a non-blocking socket: `connected` (just accepted) starts with
+    /// speculative readiness; a socket whose connect is under way must wait
+    /// for epoll to say "writable".
+    pub(crate) fn from_owned(socket: OwnedFd, connected: bool) -> io::Result<TcpStream> {
+        let socket = std::net::TcpStream::from(socket);
+        let fd = if connected {
+            AsyncFd::new_connected(socket)?
+        } else {
+            AsyncFd::new(socket)?
+        };
+        Ok(TcpStream { fd })
     }
 
     /// Adopts a connected std socket (it is switched to non-blocking).

@@ -250,8 +250,23 @@ impl Reactor {
     /// Registers `fd` for both directions, edge-triggered, and returns its
     /// token and shared state. The caller must call [`Reactor::deregister`]
     /// before closing `fd`.
-    pub(crate) fn register(&self, fd: RawFd) -> io::Result<(Key, Rc<ScheduledIo>)> {
+    ///
+    /// `assume_ready` starts both directions as ready: for a socket known to
+    /// be connected (just accepted), the first read or write then tries the
+    /// system call at once instead of waiting a loop turn for epoll to
+    /// confirm what is almost always true ("speculative I/O", as HAProxy
+    /// does). It is safe under edge triggering: the socket is registered
+    /// before the first attempt, so if that attempt meets EAGAIN and clears
+    /// the readiness, the next change still makes an edge.
+    pub(crate) fn register(
+        &self,
+        fd: RawFd,
+        assume_ready: bool,
+    ) -> io::Result<(Key, Rc<ScheduledIo>)> {
         let io = Rc::new(ScheduledIo::default());
+        if assume_ready {
+            io.readiness.set(bits::READABLE | bits::WRITABLE);
+        }
         let key = self.sources.borrow_mut().insert_with(|_| io.clone());
         let interest = sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLRDHUP | sys::EPOLLET;
         if let Err(e) = self.epoll.add(fd, interest, key) {
@@ -341,12 +356,12 @@ mod tests {
     fn a_stale_token_never_reaches_the_slots_next_tenant() {
         let reactor = Reactor::new().unwrap();
         let (a, _a_peer) = UnixStream::pair().unwrap();
-        let (old_key, _) = reactor.register(a.as_raw_fd()).unwrap();
+        let (old_key, _) = reactor.register(a.as_raw_fd(), false).unwrap();
         reactor.deregister(old_key, a.as_raw_fd()).unwrap();
         drop(a);
         // The same slab slot (and likely the same fd number) goes to a new socket.
         let (b, _b_peer) = UnixStream::pair().unwrap();
-        let (new_key, io) = reactor.register(b.as_raw_fd()).unwrap();
+        let (new_key, io) = reactor.register(b.as_raw_fd(), false).unwrap();
         assert_eq!(old_key & 0xffff_ffff, new_key & 0xffff_ffff, "slot reused");
 
         let count = Arc::new(Count(AtomicUsize::new(0)));
