@@ -15,6 +15,8 @@
 //!
 //! - [`cli`]: the command line and its [`Settings`](cli::Settings); [`log`]: leveled lines on stderr.
 //! - [`picker`]: round-robin over the backends, and the race of milestone 3.
+//! - [`balance`]: the `balance` algorithms (smooth weighted round-robin,
+//!   leastconn, power of two choices, Maglev) with weights, backups, maxconn.
 //! - [`accept`]: what every accept loop does with an error (skip, or back off).
 //! - [`blocking`]: what the blocking modes share: a listener with a chosen
 //!   backlog, and a full-duplex relay on `poll(2)`.
@@ -37,6 +39,7 @@
 pub mod log;
 
 pub mod accept;
+pub mod balance;
 pub mod blocking;
 pub mod cli;
 pub mod demo;

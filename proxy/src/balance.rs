@@ -1,0 +1,1044 @@
+//! Choosing a backend: the `balance` algorithms, weights, backups, limits.
+//!
+//! [`picker`](crate::picker) answers "which backend is next?" with a bare
+//! counter. A real load balancer needs more: backends with different
+//! capacities (weights), backends taken out of rotation (health checks,
+//! draining), spare backends used only in an emergency (backups), a cap on
+//! each backend's open connections, and a choice of algorithm. This module is
+//! that logic, and only that: no sockets, no clocks, no threads. The caller
+//! tells the [`Balancer`] what happened (a check failed, a connection opened
+//! or closed) and asks it to [`pick`](Balancer::pick).
+//!
+//! # One balancer per event loop
+//!
+//! Every method that changes state takes `&mut self`, and nothing inside is
+//! shared: each event loop owns its own `Balancer` and feeds it its own
+//! events, so picking needs no lock and no atomic. The price is that each
+//! loop sees only its own connections: with 4 loops, "least connections"
+//! means least connections *opened by this loop*. HAProxy's threads share one
+//! state under locks; nginx's worker processes keep per-worker counts too,
+//! unless a shared `zone` is configured. Per-loop counts are nginx's
+//! default trade.
+//!
+//! # Who may be picked
+//!
+//! ```text
+//!   server          in rotation?            available?
+//!   --------------  ----------------------  ---------------------------------
+//!   up, weight 3    yes                     yes, unless at its maxconn
+//!   up, weight 0    no: drained             no  (its open connections go on)
+//!   down            no                      no
+//! ```
+//!
+//! The servers come in two tiers, normal and backup. Picks come from the
+//! normal tier while any normal server is available; only when none is (all
+//! down, drained or full) do they come from the backup tier, and they go back
+//! to the normal tier as soon as one normal server is available again. If no
+//! server of either tier is available, [`pick`](Balancer::pick) returns
+//! `None` and the caller refuses (or queues) the client.
+//!
+//! # The algorithms
+//!
+//! ## `roundrobin`: smooth weighted round-robin (nginx's)
+//!
+//! Each server has a *current* score, starting at 0. On every pick, every
+//! available server adds its weight to its score; the server with the
+//! highest score wins and pays for its win by subtracting the total of the
+//! weights. With weights a=5, b=1, c=1 (total 7):
+//!
+//! ```text
+//!   pick   scores after adding     winner   scores after paying 7
+//!   1      a 5   b 1   c 1         a        a -2   b 1   c 1
+//!   2      a 3   b 2   c 2         a        a -4   b 2   c 2
+//!   3      a 1   b 3   c 3         b        a  1   b -4  c 3
+//!   4      a 6   b -3  c 4         a        a -1   b -3  c 4
+//!   5      a 4   b -2  c 5         c        a  4   b -2  c -2
+//!   6      a 9   b -1  c -1        a        a  2   b -1  c -1
+//!   7      a 7   b 0   c 0         a        a  0   b 0   c 0    (back to the start)
+//! ```
+//!
+//! Over a cycle of 7 picks, `a` wins 5 times and `b` and `c` once each, as
+//! the weights say, but interleaved (`a a b a c a a`) rather than in a burst
+//! (`a a a a a b c`): a heavy server never gets a long run of new
+//! connections at once. Ties go to the first server in the list.
+//!
+//! ## `leastconn`: fewest active connections
+//!
+//! The server with the fewest open connections per unit of weight wins
+//! (`active / weight`, compared without division as `a.active * b.weight <
+//! b.active * a.weight`, like HAProxy and nginx). With equal weights that is
+//! simply "fewest open connections". Ties are broken round-robin: the scan
+//! starts just after the previous winner, and the first of the tied servers
+//! met wins, so equally idle servers take turns instead of the first one
+//! getting every connection.
+//!
+//! ## `random`: power of two choices
+//!
+//! Pick two different available servers uniformly at random and take the
+//! less loaded of the two (by the same `active / weight` measure). Picking
+//! only one at random spreads load unevenly; looking at every server (least
+//! connections) makes every balancer that shares no state rush the same
+//! idle server at once. Two random choices get most of the benefit of
+//! looking at all of them (Mitzenmacher, "The Power of Two Choices in
+//! Randomized Load Balancing"). The randomness is a tiny xorshift64*
+//! generator, seeded differently per balancer (or by [`Balancer::seed`] in
+//! tests); it need not be unpredictable, only well spread.
+//!
+//! ## `source`: consistent hashing with a Maglev table
+//!
+//! The same client address should reach the same server (a cache stays
+//! warm, a session survives a reconnect), and when a server leaves, clients
+//! of *other* servers should not move. `hash(client) % servers` keeps the
+//! first promise and breaks the second: going from 10 to 9 servers changes
+//! the answer for about 9 clients in 10. Maglev (Eisenbud et al., "Maglev: A
+//! Fast and Reliable Software Network Load Balancer", NSDI 2016) keeps both
+//! promises with a lookup table of M slots, M a prime much larger than the
+//! number of servers (65,537 here):
+//!
+//! 1. Each server gets its own order in which it would like to take the
+//!    slots, a *permutation* of `0..M`, from two hashes of its address:
+//!    `offset = h1 % M`, `skip = h2 % (M - 1) + 1`, and its j-th favourite
+//!    slot is `(offset + j * skip) % M`. Because M is prime and `0 < skip <
+//!    M`, this visits every slot exactly once.
+//! 2. The servers take turns, round-robin: each takes its next favourite
+//!    slot that is still empty, until the table is full.
+//! 3. A client goes to the server in slot `hash(client) % M`.
+//!
+//! With M = 7 and three servers:
+//!
+//! ```text
+//!   preferences    a: 3 0 4 1 5 2 6     b: 0 2 4 6 1 3 5     c: 3 4 5 6 0 1 2
+//!   turn a: 3      turn b: 0            turn c: 3 taken, 4
+//!   turn a: 0 taken, 4 taken, 1         turn b: 2           turn c: 5
+//!   turn a: 5 taken, 2 taken, 6  (full)
+//!
+//!   slot      0  1  2  3  4  5  6
+//!   server    b  a  b  a  c  c  a
+//! ```
+//!
+//! Every server gets almost the same number of slots (turns alternate), and
+//! the table depends only on the set of servers, not on their order. When a
+//! server leaves, the table is rebuilt: each remaining server walks the same
+//! preference list as before, so it mostly takes the same slots again, plus
+//! some of the slots the leaver freed. Clients on the leaver must move;
+//! nearly all others stay (the paper and the tests here measure it).
+//!
+//! Weights make the turns uneven: a server of weight 3 takes three slots per
+//! round where one of weight 1 takes one (with weight 1 for everyone, this is
+//! exactly the paper's algorithm). The table covers the servers *in
+//! rotation* (up, weight above 0) and is rebuilt only when that set changes
+//! ([`Balancer::set_up`]). A server that is merely full at its maxconn stays
+//! in the table, since fullness comes and goes with every connection;
+//! instead, a client whose slot points at a full server walks on to the next
+//! slots until one points at an available server. Each tier (normal, backup)
+//! has its own table.
+//!
+//! The hash is FNV-1a 64 (a byte at a time: `h ^= byte; h *= prime`),
+//! followed by MurmurHash3's 64-bit finalizer, which mixes every input bit
+//! into the low bits that `% M` keeps (FNV-1a alone leaves similar inputs,
+//! like consecutive addresses, with similar low bits). Both are fixed,
+//! published functions, so the table, and so every client's server, is the
+//! same across runs, processes and Rust versions (`std`'s `DefaultHasher`
+//! promises none of that).
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::net::{IpAddr, SocketAddr};
+
+/// The Maglev table size [`Balancer::new`] uses: a prime, and far more slots
+/// than servers, so that each server's share is close to exact (the paper
+/// uses 65,537 too).
+pub const MAGLEV_TABLE_SIZE: usize = 65_537;
+
+/// One backend, as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Server {
+    /// Where to connect.
+    pub addr: SocketAddr,
+    /// Its share of new connections relative to the others. 0 drains it: no
+    /// new connections, the open ones carry on.
+    pub weight: u32,
+    /// A backup server takes connections only when no normal one can.
+    pub backup: bool,
+}
+
+impl Server {
+    /// A normal server of weight 1, the default of HAProxy and nginx.
+    pub fn new(addr: SocketAddr) -> Server {
+        Server {
+            addr,
+            weight: 1,
+            backup: false,
+        }
+    }
+}
+
+/// How [`Balancer::pick`] chooses among the available servers (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Algorithm {
+    /// Smooth weighted round-robin, nginx's (`balance roundrobin`).
+    #[default]
+    RoundRobin,
+    /// Fewest active connections per weight, ties round-robin.
+    LeastConn,
+    /// Power of two choices: two at random, the less loaded wins.
+    Random,
+    /// Consistent hashing of the client address on a Maglev table.
+    Source,
+}
+
+/// What the balancer knows about one server beyond its configuration.
+#[derive(Debug, Clone, Default)]
+struct State {
+    /// The last health verdict; servers start up.
+    down: bool,
+    /// Connections opened to it and not yet closed.
+    active: u32,
+    /// Its maxconn, if any.
+    max: Option<u32>,
+    /// Its smooth round-robin score.
+    current: i64,
+}
+
+/// Picks a backend for each new connection (module docs).
+#[derive(Debug)]
+pub struct Balancer {
+    servers: Vec<Server>,
+    state: Vec<State>,
+    algorithm: Algorithm,
+    /// Where leastconn's scan starts: just after the previous winner.
+    next: usize,
+    rng: XorShift,
+    table_size: usize,
+    /// The Maglev tables of the normal tier (`[0]`) and the backup tier
+    /// (`[1]`); empty unless the algorithm is `Source`.
+    tables: [Vec<u32>; 2],
+}
+
+impl Balancer {
+    /// A balancer over `servers`, all up, none with a connection limit.
+    pub fn new(servers: Vec<Server>, algorithm: Algorithm) -> Balancer {
+        Balancer::with_table_size(servers, algorithm, MAGLEV_TABLE_SIZE)
+    }
+
+    /// [`Balancer::new`] with a Maglev table of `table_size` slots, for
+    /// tests or for pools of more than a few hundred servers.
+    ///
+    /// # Panics
+    ///
+    /// If `table_size` is not a prime at least as large as the number of
+    /// servers (a programming error: the table would not work).
+    pub fn with_table_size(
+        servers: Vec<Server>,
+        algorithm: Algorithm,
+        table_size: usize,
+    ) -> Balancer {
+        assert!(
+            is_prime(table_size),
+            "Maglev table size {table_size} is not a prime"
+        );
+        assert!(
+            table_size >= servers.len() && u32::try_from(servers.len()).is_ok(),
+            "Maglev table size {table_size} is smaller than the {} servers",
+            servers.len()
+        );
+        let mut balancer = Balancer {
+            state: vec![State::default(); servers.len()],
+            servers,
+            algorithm,
+            next: 0,
+            // A different sequence per balancer, so that event loops do not
+            // all sample the same servers in step. RandomState's keys are
+            // random per process and per instance; no I/O is needed here.
+            rng: XorShift::new(RandomState::new().hash_one(0u8)),
+            table_size,
+            tables: [Vec::new(), Vec::new()],
+        };
+        balancer.rebuild(false);
+        balancer.rebuild(true);
+        balancer
+    }
+
+    /// Restarts the random generator from `seed`, for reproducible tests.
+    pub fn seed(&mut self, seed: u64) {
+        self.rng = XorShift::new(seed);
+    }
+
+    /// The servers, in the order given to [`Balancer::new`]; indices into
+    /// this slice are what [`pick`](Balancer::pick) returns.
+    pub fn servers(&self) -> &[Server] {
+        &self.servers
+    }
+
+    /// The algorithm chosen at construction.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The index of the server for a new connection from `client`, or `None`
+    /// if no server is available. `client` matters only to `Source`.
+    ///
+    /// Picking does not count the connection: call
+    /// [`connection_opened`](Balancer::connection_opened) once it is made.
+    pub fn pick(&mut self, client: IpAddr) -> Option<usize> {
+        let backup = self.tier()?;
+        match self.algorithm {
+            Algorithm::RoundRobin => self.pick_smooth(backup),
+            Algorithm::LeastConn => self.pick_least(backup),
+            Algorithm::Random => self.pick_two(backup),
+            Algorithm::Source => self.pick_source(backup, client),
+        }
+    }
+
+    /// Records a health verdict for server `index`. When the set of servers
+    /// in rotation changes, the Maglev table of its tier is rebuilt.
+    ///
+    /// # Panics
+    ///
+    /// If `index` is out of range, like every method taking an index.
+    pub fn set_up(&mut self, index: usize, up: bool) {
+        if self.state[index].down != up {
+            return; // no change: keep the table
+        }
+        self.state[index].down = !up;
+        if self.servers[index].weight > 0 {
+            self.rebuild(self.servers[index].backup);
+        }
+    }
+
+    /// Whether server `index` is up (its last health verdict).
+    pub fn is_up(&self, index: usize) -> bool {
+        !self.state[index].down
+    }
+
+    /// Counts a connection opened to server `index`.
+    pub fn connection_opened(&mut self, index: usize) {
+        let state = &mut self.state[index];
+        state.active = state.active.saturating_add(1);
+    }
+
+    /// Counts a connection to server `index` closed. A close without a
+    /// matching open is ignored rather than wrapping the count.
+    pub fn connection_closed(&mut self, index: usize) {
+        let state = &mut self.state[index];
+        state.active = state.active.saturating_sub(1);
+    }
+
+    /// Sets server `index`'s maxconn: at `max` active connections it is
+    /// skipped. `None` removes the limit.
+    pub fn set_max_connections(&mut self, index: usize, max: Option<u32>) {
+        self.state[index].max = max;
+    }
+
+    /// Server `index`'s active connections.
+    pub fn active(&self, index: usize) -> u32 {
+        self.state[index].active
+    }
+
+    // ---- who may be picked ----
+
+    /// Up and not drained: a member of its tier's Maglev table.
+    fn in_rotation(&self, index: usize) -> bool {
+        !self.state[index].down && self.servers[index].weight > 0
+    }
+
+    /// At its maxconn.
+    fn full(&self, index: usize) -> bool {
+        let state = &self.state[index];
+        state.max.is_some_and(|max| state.active >= max)
+    }
+
+    fn available(&self, index: usize) -> bool {
+        self.in_rotation(index) && !self.full(index)
+    }
+
+    /// May be picked now from the tier `backup`.
+    fn candidate(&self, index: usize, backup: bool) -> bool {
+        self.servers[index].backup == backup && self.available(index)
+    }
+
+    /// The tier to pick from: normal if any normal server is available, else
+    /// backup if any backup server is, else none.
+    fn tier(&self) -> Option<bool> {
+        [false, true]
+            .into_iter()
+            .find(|&backup| (0..self.servers.len()).any(|i| self.candidate(i, backup)))
+    }
+
+    /// `a` is less loaded than `b`: `a.active / a.weight < b.active /
+    /// b.weight`, cross-multiplied to stay in integers (u64: no overflow).
+    fn less_loaded(&self, a: usize, b: usize) -> bool {
+        let load = |x: usize, y: usize| {
+            u64::from(self.state[x].active) * u64::from(self.servers[y].weight)
+        };
+        load(a, b) < load(b, a)
+    }
+
+    // ---- the algorithms ----
+
+    /// Smooth weighted round-robin: everyone adds its weight, the highest
+    /// score wins and pays the total.
+    fn pick_smooth(&mut self, backup: bool) -> Option<usize> {
+        let mut total: i64 = 0;
+        let mut best: Option<usize> = None;
+        for i in 0..self.servers.len() {
+            if !self.candidate(i, backup) {
+                continue;
+            }
+            let weight = i64::from(self.servers[i].weight);
+            self.state[i].current += weight;
+            total += weight;
+            // Strictly greater: on a tie the earlier server keeps the lead.
+            if best.is_none_or(|b| self.state[i].current > self.state[b].current) {
+                best = Some(i);
+            }
+        }
+        let chosen = best?;
+        self.state[chosen].current -= total;
+        Some(chosen)
+    }
+
+    /// Least connections, scanning from just after the last winner so that
+    /// ties rotate.
+    fn pick_least(&mut self, backup: bool) -> Option<usize> {
+        let n = self.servers.len();
+        let mut best: Option<usize> = None;
+        for offset in 0..n {
+            let i = (self.next + offset) % n;
+            if self.candidate(i, backup) && best.is_none_or(|b| self.less_loaded(i, b)) {
+                best = Some(i);
+            }
+        }
+        let chosen = best?;
+        self.next = chosen + 1;
+        Some(chosen)
+    }
+
+    /// Power of two choices among the candidates.
+    fn pick_two(&mut self, backup: bool) -> Option<usize> {
+        let count = (0..self.servers.len())
+            .filter(|&i| self.candidate(i, backup))
+            .count();
+        if count < 2 {
+            return self.nth_candidate(backup, 0);
+        }
+        // Two distinct positions: draw the second among the other count - 1
+        // and step over the first.
+        let first = self.rng.below(count);
+        let mut second = self.rng.below(count - 1);
+        if second >= first {
+            second += 1;
+        }
+        let a = self.nth_candidate(backup, first)?;
+        let b = self.nth_candidate(backup, second)?;
+        Some(if self.less_loaded(b, a) { b } else { a })
+    }
+
+    fn nth_candidate(&self, backup: bool, nth: usize) -> Option<usize> {
+        (0..self.servers.len())
+            .filter(|&i| self.candidate(i, backup))
+            .nth(nth)
+    }
+
+    /// Maglev lookup; if the slot's server is full, the next slots in turn.
+    fn pick_source(&self, backup: bool, client: IpAddr) -> Option<usize> {
+        let table = &self.tables[usize::from(backup)];
+        if table.is_empty() {
+            return None;
+        }
+        let start = (hash(&ip_bytes(client)) % table.len() as u64) as usize;
+        // Every available server of the tier is in rotation, so it owns at
+        // least one slot and this walk finds one within table.len() steps.
+        (0..table.len())
+            .map(|step| table[(start + step) % table.len()] as usize)
+            .find(|&i| self.available(i))
+    }
+
+    // ---- the Maglev table ----
+
+    /// Rebuilds the table of tier `backup` from its servers in rotation.
+    fn rebuild(&mut self, backup: bool) {
+        if self.algorithm != Algorithm::Source {
+            return;
+        }
+        let members: Vec<Member> = (0..self.servers.len())
+            .filter(|&i| self.servers[i].backup == backup && self.in_rotation(i))
+            .map(|i| Member::new(i, &self.servers[i], self.table_size))
+            .collect();
+        self.tables[usize::from(backup)] = maglev_table(members, self.table_size);
+    }
+}
+
+/// A server taking part in a Maglev table, and where it is in its own
+/// preference list.
+#[derive(Debug)]
+struct Member {
+    index: u32,
+    weight: u32,
+    offset: u64,
+    skip: u64,
+    /// How many of its preferences it has tried so far.
+    tried: u64,
+}
+
+impl Member {
+    fn new(index: usize, server: &Server, size: usize) -> Member {
+        let size = size as u64;
+        // Two different hashes of the address: the same bytes with a
+        // different last byte. The address, not the index, so that the
+        // table does not depend on the order of the configuration.
+        let key = |salt: u8| {
+            let mut bytes = ip_bytes(server.addr.ip());
+            bytes.extend_from_slice(&server.addr.port().to_be_bytes());
+            bytes.push(salt);
+            hash(&bytes)
+        };
+        Member {
+            index: index as u32, // fits: checked in with_table_size
+            weight: server.weight,
+            offset: key(0) % size,
+            // In 1..size: never 0, which would stay on one slot forever.
+            skip: key(1) % (size - 1) + 1,
+            tried: 0,
+        }
+    }
+
+    /// Its next preferred slot; each slot comes up exactly once in `size`
+    /// calls, because `size` is prime and `skip` is not a multiple of it.
+    fn next_preference(&mut self, size: u64) -> usize {
+        let slot = (self.offset + self.tried * self.skip) % size;
+        self.tried += 1;
+        slot as usize
+    }
+}
+
+/// An empty Maglev slot.
+const EMPTY: u32 = u32::MAX;
+
+/// Fills a table of `size` slots: the members take turns, each taking its
+/// next preferred empty slot, `weight` slots per turn, until it is full.
+/// Empty if there are no members.
+fn maglev_table(mut members: Vec<Member>, size: usize) -> Vec<u32> {
+    if members.is_empty() {
+        return Vec::new();
+    }
+    let mut table = vec![EMPTY; size];
+    let mut filled = 0;
+    loop {
+        for member in &mut members {
+            for _ in 0..member.weight {
+                take_next_empty(member, &mut table);
+                filled += 1;
+                if filled == size {
+                    return table;
+                }
+            }
+        }
+    }
+}
+
+/// `member` claims the first slot in its preference order still empty. One
+/// exists: the caller stops as soon as the table is full.
+fn take_next_empty(member: &mut Member, table: &mut [u32]) {
+    loop {
+        let slot = member.next_preference(table.len() as u64);
+        if table[slot] == EMPTY {
+            table[slot] = member.index;
+            return;
+        }
+    }
+}
+
+// ---- hashing and randomness ----
+
+/// The bytes of an address, with IPv4-mapped IPv6 (`::ffff:a.b.c.d`, what a
+/// dual-stack listener reports for an IPv4 client) taken as the IPv4 address
+/// it is, so both spellings of one client hash alike.
+fn ip_bytes(ip: IpAddr) -> Vec<u8> {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => v4.octets().to_vec(),
+        IpAddr::V6(v6) => v6.octets().to_vec(),
+    }
+}
+
+/// FNV-1a 64 followed by MurmurHash3's fmix64 (module docs: why both).
+fn hash(bytes: &[u8]) -> u64 {
+    fmix64(fnv1a64(bytes))
+}
+
+/// FNV-1a, 64 bits: for each byte, xor it in, then multiply by the FNV prime.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes
+        .iter()
+        .fold(OFFSET_BASIS, |h, &b| (h ^ u64::from(b)).wrapping_mul(PRIME))
+}
+
+/// MurmurHash3's 64-bit finalizer: every input bit affects every output bit.
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^= k >> 33;
+    k
+}
+
+/// Marsaglia's xorshift64, with the multiply of xorshift64* on the output:
+/// three shifts and a multiply per number, plenty for picking servers.
+#[derive(Debug, Clone)]
+struct XorShift(u64);
+
+impl XorShift {
+    fn new(seed: u64) -> XorShift {
+        // The state must never be 0 (xorshift would stay at 0 forever);
+        // fmix64 is a bijection taking only 0 to 0, hence the `| 1`.
+        XorShift(fmix64(seed) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n` (n > 0): the high bits of `next * n` (Lemire's
+    /// multiply-shift, which avoids the division of `% n`; the bias is
+    /// below n / 2^64).
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next()) * n as u128) >> 64) as usize
+    }
+}
+
+fn is_prime(n: usize) -> bool {
+    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::net::Ipv4Addr;
+
+    const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+
+    fn server(last: u8, weight: u32) -> Server {
+        Server {
+            addr: SocketAddr::from(([10, 0, 0, last], 80)),
+            weight,
+            backup: false,
+        }
+    }
+
+    fn backup(last: u8) -> Server {
+        Server {
+            backup: true,
+            ..server(last, 1)
+        }
+    }
+
+    /// `count` picks from one client, as letters: server 0 is `a`.
+    fn letters(balancer: &mut Balancer, count: usize) -> String {
+        (0..count)
+            .map(|_| match balancer.pick(CLIENT) {
+                Some(i) => char::from(b'a' + i as u8),
+                None => '-',
+            })
+            .collect()
+    }
+
+    /// How many of `count` picks went to each server.
+    fn tally(balancer: &mut Balancer, count: usize) -> Vec<usize> {
+        let mut counts = vec![0; balancer.servers().len()];
+        for _ in 0..count {
+            counts[balancer.pick(CLIENT).expect("a server")] += 1;
+        }
+        counts
+    }
+
+    /// Client 0..count: distinct IPv4 addresses.
+    fn client(n: u32) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + n))
+    }
+
+    // ---- smooth weighted round-robin ----
+
+    #[test]
+    fn smooth_round_robin_interleaves_5_1_1() {
+        let mut b = Balancer::new(
+            vec![server(1, 5), server(2, 1), server(3, 1)],
+            Algorithm::RoundRobin,
+        );
+        assert_eq!(letters(&mut b, 14), "aabacaaaabacaa");
+    }
+
+    #[test]
+    fn smooth_round_robin_gives_exactly_the_weight_ratio() {
+        let mut b = Balancer::new(
+            vec![server(1, 5), server(2, 1), server(3, 1)],
+            Algorithm::RoundRobin,
+        );
+        assert_eq!(tally(&mut b, 700), [500, 100, 100]);
+    }
+
+    #[test]
+    fn equal_weights_are_plain_round_robin() {
+        let mut b = Balancer::new(
+            vec![server(1, 1), server(2, 1), server(3, 1)],
+            Algorithm::RoundRobin,
+        );
+        assert_eq!(letters(&mut b, 7), "abcabca");
+    }
+
+    #[test]
+    fn weight_0_drains_a_server() {
+        let mut b = Balancer::new(
+            vec![server(1, 1), server(2, 0), server(3, 1)],
+            Algorithm::RoundRobin,
+        );
+        assert_eq!(letters(&mut b, 6), "acacac");
+    }
+
+    #[test]
+    fn down_servers_are_skipped_and_return_when_up() {
+        let mut b = Balancer::new(
+            vec![server(1, 1), server(2, 1), server(3, 1)],
+            Algorithm::RoundRobin,
+        );
+        b.set_up(1, false);
+        assert!(!b.is_up(1));
+        assert_eq!(letters(&mut b, 4), "acac");
+        b.set_up(1, true);
+        assert_eq!(tally(&mut b, 300), [100, 100, 100]);
+    }
+
+    #[test]
+    fn backups_serve_only_while_no_normal_server_can() {
+        for algorithm in [
+            Algorithm::RoundRobin,
+            Algorithm::LeastConn,
+            Algorithm::Random,
+            Algorithm::Source,
+        ] {
+            let mut b = Balancer::new(vec![server(1, 1), backup(2), server(3, 0)], algorithm);
+            b.seed(1);
+            assert_eq!(letters(&mut b, 3), "aaa", "{algorithm:?}: normal first");
+            b.set_up(0, false); // the only normal server in rotation goes down
+            assert_eq!(letters(&mut b, 3), "bbb", "{algorithm:?}: then the backup");
+            b.set_up(0, true);
+            assert_eq!(letters(&mut b, 3), "aaa", "{algorithm:?}: normal again");
+            b.set_up(0, false);
+            b.set_up(1, false);
+            assert_eq!(letters(&mut b, 2), "--", "{algorithm:?}: nothing left");
+        }
+    }
+
+    #[test]
+    fn a_full_normal_server_also_sends_clients_to_the_backup() {
+        let mut b = Balancer::new(vec![server(1, 1), backup(2)], Algorithm::RoundRobin);
+        b.set_max_connections(0, Some(1));
+        b.connection_opened(0);
+        assert_eq!(b.pick(CLIENT), Some(1));
+        b.connection_closed(0);
+        assert_eq!(b.pick(CLIENT), Some(0));
+    }
+
+    #[test]
+    fn nothing_to_pick_is_none() {
+        for algorithm in [
+            Algorithm::RoundRobin,
+            Algorithm::LeastConn,
+            Algorithm::Random,
+            Algorithm::Source,
+        ] {
+            assert_eq!(Balancer::new(Vec::new(), algorithm).pick(CLIENT), None);
+            let mut b = Balancer::new(vec![server(1, 0), server(2, 1)], algorithm);
+            b.set_up(1, false);
+            assert_eq!(b.pick(CLIENT), None, "{algorithm:?}");
+        }
+    }
+
+    // ---- least connections ----
+
+    #[test]
+    fn leastconn_picks_the_server_with_fewer_connections() {
+        let mut b = Balancer::new(
+            vec![server(1, 1), server(2, 1), server(3, 1)],
+            Algorithm::LeastConn,
+        );
+        for _ in 0..3 {
+            b.connection_opened(0);
+            b.connection_opened(2);
+        }
+        b.connection_opened(1);
+        assert_eq!(letters(&mut b, 3), "bbb");
+        b.connection_opened(1);
+        b.connection_opened(1);
+        b.connection_opened(1); // now b has 4, a and c have 3
+        b.connection_closed(2); // c has 2
+        assert_eq!(b.pick(CLIENT), Some(2));
+    }
+
+    #[test]
+    fn leastconn_ties_rotate() {
+        let mut b = Balancer::new(
+            vec![server(1, 1), server(2, 1), server(3, 1)],
+            Algorithm::LeastConn,
+        );
+        // Nothing is ever opened: all tie at 0, and they take turns.
+        assert_eq!(letters(&mut b, 7), "abcabca");
+    }
+
+    #[test]
+    fn leastconn_counts_connections_per_weight() {
+        let mut b = Balancer::new(vec![server(1, 3), server(2, 1)], Algorithm::LeastConn);
+        for _ in 0..400 {
+            let chosen = b.pick(CLIENT).expect("a server");
+            b.connection_opened(chosen);
+        }
+        assert_eq!((b.active(0), b.active(1)), (300, 100));
+    }
+
+    // ---- power of two choices ----
+
+    /// The idle server wins whenever it is one of the two sampled, because
+    /// it has strictly fewer connections than any other. Two distinct
+    /// servers out of n include a given one with probability 2/n (it is the
+    /// first draw with probability 1/n, or the second with (n-1)/n *
+    /// 1/(n-1) = 1/n). With n = 10 over 1,000 picks that is 200 expected;
+    /// the binomial's standard deviation is about 13, so 150 is almost 4
+    /// deviations below. The seed is fixed, so the run is deterministic.
+    #[test]
+    fn two_choices_takes_the_idle_server_whenever_it_is_sampled() {
+        let n = 10;
+        let servers = (1..=n).map(|i| server(i, 1)).collect();
+        let mut b = Balancer::new(servers, Algorithm::Random);
+        b.seed(7);
+        for i in 1..usize::from(n) {
+            for _ in 0..100 {
+                b.connection_opened(i);
+            }
+        }
+        let counts = tally(&mut b, 1_000);
+        assert!(
+            counts[0] >= 150,
+            "idle server chosen {} times in 1000",
+            counts[0]
+        );
+    }
+
+    #[test]
+    fn two_choices_samples_two_distinct_servers() {
+        // Two servers, one busy: two distinct samples are always both
+        // servers, so the idle one wins every time.
+        let mut b = Balancer::new(vec![server(1, 1), server(2, 1)], Algorithm::Random);
+        b.seed(3);
+        b.connection_opened(0);
+        assert_eq!(letters(&mut b, 50), "b".repeat(50));
+    }
+
+    #[test]
+    fn two_choices_spreads_load_evenly() {
+        let mut b = Balancer::new((1..=4).map(|i| server(i, 1)).collect(), Algorithm::Random);
+        b.seed(11);
+        for _ in 0..400 {
+            let chosen = b.pick(CLIENT).expect("a server");
+            b.connection_opened(chosen);
+        }
+        for i in 0..4 {
+            assert!(
+                (95..=105).contains(&b.active(i)),
+                "server {i}: {}",
+                b.active(i)
+            );
+        }
+    }
+
+    // ---- source: Maglev ----
+
+    #[test]
+    fn maglev_example_of_the_docs_fills_every_slot_evenly() {
+        let members = (0..3)
+            .map(|i| Member::new(i, &server(i as u8 + 1, 1), 7))
+            .collect();
+        let table = maglev_table(members, 7);
+        let mut counts = [0; 3];
+        for &slot in &table {
+            counts[slot as usize] += 1;
+        }
+        assert_eq!(counts.iter().sum::<usize>(), 7);
+        assert!(counts.iter().all(|&c| (2..=3).contains(&c)), "{counts:?}");
+    }
+
+    #[test]
+    fn a_preference_list_visits_every_slot_once() {
+        let mut member = Member::new(0, &server(1, 1), 13);
+        let mut slots: Vec<usize> = (0..13).map(|_| member.next_preference(13)).collect();
+        slots.sort_unstable();
+        assert!(slots.into_iter().eq(0..13));
+    }
+
+    #[test]
+    fn source_keeps_a_client_on_one_server() {
+        let mut b = Balancer::new((1..=5).map(|i| server(i, 1)).collect(), Algorithm::Source);
+        for n in 0..100 {
+            let first = b.pick(client(n));
+            assert!(first.is_some());
+            assert!((0..3).all(|_| b.pick(client(n)) == first));
+        }
+    }
+
+    #[test]
+    fn source_hashes_an_ipv4_mapped_client_like_the_ipv4_one() {
+        let mut b = Balancer::new((1..=5).map(|i| server(i, 1)).collect(), Algorithm::Source);
+        for n in 0..50 {
+            let IpAddr::V4(v4) = client(n) else {
+                unreachable!()
+            };
+            assert_eq!(b.pick(IpAddr::V6(v4.to_ipv6_mapped())), b.pick(client(n)));
+        }
+    }
+
+    fn ten_servers() -> Balancer {
+        Balancer::new((1..=10).map(|i| server(i, 1)).collect(), Algorithm::Source)
+    }
+
+    fn assignment(b: &mut Balancer, clients: u32) -> Vec<usize> {
+        (0..clients)
+            .map(|n| b.pick(client(n)).expect("a server"))
+            .collect()
+    }
+
+    #[test]
+    fn maglev_spreads_clients_within_10_percent() {
+        let mut b = ten_servers();
+        let mut counts = HashMap::new();
+        for chosen in assignment(&mut b, 10_000) {
+            *counts.entry(chosen).or_insert(0) += 1;
+        }
+        assert_eq!(counts.len(), 10);
+        for (server, count) in counts {
+            assert!(
+                (900..=1_100).contains(&count),
+                "server {server}: {count} of 10000"
+            );
+        }
+    }
+
+    #[test]
+    fn removing_1_of_10_moves_about_a_tenth_of_the_clients() {
+        let mut b = ten_servers();
+        let before = assignment(&mut b, 10_000);
+        b.set_up(3, false);
+        let after = assignment(&mut b, 10_000);
+        let moved = before.iter().zip(&after).filter(|(x, y)| x != y).count();
+        let on_removed = before.iter().filter(|&&s| s == 3).count();
+        // Everyone on the removed server must move, and only they, nearly.
+        assert!(before.iter().zip(&after).all(|(&x, &y)| x != 3 || y != 3));
+        assert!(moved <= 1_500, "{moved} of 10000 clients moved");
+        assert!(
+            moved - on_removed <= 300,
+            "{} clients of other servers moved",
+            moved - on_removed
+        );
+        // Back up: the same table as before, so everyone returns.
+        b.set_up(3, true);
+        assert_eq!(assignment(&mut b, 10_000), before);
+    }
+
+    #[test]
+    fn the_table_does_not_depend_on_the_order_of_servers() {
+        let mut forward = ten_servers();
+        let mut reversed = Balancer::new(
+            (1..=10).rev().map(|i| server(i, 1)).collect(),
+            Algorithm::Source,
+        );
+        for n in 0..1_000 {
+            let a = forward.pick(client(n)).expect("a server");
+            let b = reversed.pick(client(n)).expect("a server");
+            assert_eq!(forward.servers()[a].addr, reversed.servers()[b].addr);
+        }
+    }
+
+    #[test]
+    fn maglev_weights_scale_the_share() {
+        let mut b = Balancer::new(vec![server(1, 3), server(2, 1)], Algorithm::Source);
+        let heavy = assignment(&mut b, 10_000)
+            .iter()
+            .filter(|&&s| s == 0)
+            .count();
+        assert!(
+            (7_000..=8_000).contains(&heavy),
+            "weight 3 of 4 got {heavy} of 10000"
+        );
+    }
+
+    #[test]
+    fn source_walks_past_a_full_server() {
+        let mut b = ten_servers();
+        let home = b.pick(CLIENT).expect("a server");
+        b.set_max_connections(home, Some(0));
+        let other = b.pick(CLIENT).expect("a server");
+        assert_ne!(other, home);
+        assert_eq!(b.pick(CLIENT), Some(other), "and consistently so");
+        b.set_max_connections(home, None);
+        assert_eq!(b.pick(CLIENT), Some(home));
+    }
+
+    // ---- maxconn ----
+
+    #[test]
+    fn a_full_server_is_skipped_and_all_full_is_none() {
+        for algorithm in [
+            Algorithm::RoundRobin,
+            Algorithm::LeastConn,
+            Algorithm::Random,
+            Algorithm::Source,
+        ] {
+            let mut b = Balancer::new(vec![server(1, 1), server(2, 1)], algorithm);
+            b.seed(5);
+            b.set_max_connections(0, Some(2));
+            b.set_max_connections(1, Some(1));
+            b.connection_opened(1);
+            assert_eq!(letters(&mut b, 3), "aaa", "{algorithm:?}: b is full");
+            b.connection_opened(0);
+            b.connection_opened(0);
+            assert_eq!(b.pick(CLIENT), None, "{algorithm:?}: both full");
+            b.connection_closed(1);
+            assert_eq!(b.pick(CLIENT), Some(1), "{algorithm:?}: b has room again");
+        }
+    }
+
+    #[test]
+    fn closing_more_than_opened_does_not_wrap() {
+        let mut b = Balancer::new(vec![server(1, 1)], Algorithm::LeastConn);
+        b.connection_closed(0);
+        assert_eq!(b.active(0), 0);
+    }
+
+    // ---- the pieces ----
+
+    #[test]
+    fn fnv1a64_matches_the_published_test_vectors() {
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn primes() {
+        let small: Vec<usize> = (0..30).filter(|&n| is_prime(n)).collect();
+        assert_eq!(small, [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]);
+        assert!(is_prime(MAGLEV_TABLE_SIZE));
+    }
+
+    #[test]
+    #[should_panic(expected = "not a prime")]
+    fn a_table_size_that_is_not_prime_is_refused() {
+        Balancer::with_table_size(vec![server(1, 1)], Algorithm::Source, 65_536);
+    }
+}
