@@ -122,6 +122,8 @@ pub enum Command {
         /// Fewer requests per mode (for tests).
         quick: bool,
     },
+    /// Validate a configuration file and exit (`--check-config FILE`).
+    CheckConfig(std::path::PathBuf),
     /// Print the help text.
     Help,
     /// Print the version.
@@ -154,6 +156,7 @@ proxy: an L4 (TCP) load balancer
 USAGE
     proxy --listen ADDR --backend ADDR [--backend ADDR ...] [OPTIONS]
     proxy demo [--quick]      start 3 fixture backends, run every mode, print a table
+    proxy --check-config FILE validate a configuration file and exit (0 ok, 2 errors)
 
 Every connection accepted on --listen is relayed, bytes unchanged in both
 directions, to one of the backends, chosen in round-robin order.
@@ -177,6 +180,8 @@ OPTIONS
     --fin-timeout DUR        after one side closed, close if the other is silent for DUR
                                                              [default: 30s]
     --log-level LEVEL        error | warn | info | debug     [default: info]
+    --check-config FILE      check FILE (see docs/OPERATIONS.md), print every error,
+                             exit; the running proxy does not read FILE yet
     -h, --help               this text
     -V, --version            the version
 
@@ -201,6 +206,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
         return parse_demo(&args[1..]);
     }
     let mut settings = Settings::default();
+    let mut check_config = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = |what: &str| match it.next() {
@@ -230,6 +236,9 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
             "--fin-timeout" => {
                 settings.fin_timeout = parse_duration_flag(flag, value("a duration")?)?
             }
+            "--check-config" => {
+                check_config = Some(std::path::PathBuf::from(value("a configuration file")?))
+            }
             "--log-level" => {
                 let v = value("error, warn, info or debug")?;
                 settings.log_level = match Level::parse(v) {
@@ -243,6 +252,9 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
             }
             other => return err(unknown_flag(other)),
         }
+    }
+    if let Some(path) = check_config {
+        return Ok(Command::CheckConfig(path));
     }
     if settings.backends.is_empty() {
         return err("no backend: give at least one --backend ADDR (or run 'proxy demo')");
@@ -278,6 +290,7 @@ const FLAGS: &[&str] = &[
     "--idle-timeout",
     "--fin-timeout",
     "--log-level",
+    "--check-config",
     "--help",
     "--version",
 ];
@@ -291,7 +304,7 @@ fn unknown_flag(flag: &str) -> String {
     }
 }
 
-/// Levenshtein distance, for "did you mean" hints.
+/// Levenshtein distance, for "did you mean" hints (here and in [`crate::config`]).
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
@@ -475,6 +488,17 @@ mod tests {
         assert!(matches!(parse(&args("--help")), Ok(Command::Help)));
         assert!(matches!(parse(&args("-V")), Ok(Command::Version)));
         assert!(help().contains("--mode MODE"));
+        assert!(help().contains("--check-config FILE"));
+        assert!(matches!(
+            parse(&args("--check-config lb.conf")),
+            Ok(Command::CheckConfig(p)) if p == std::path::Path::new("lb.conf")
+        ));
+        assert!(
+            parse(&args("--check-config"))
+                .unwrap_err()
+                .0
+                .contains("needs a configuration file")
+        );
     }
 
     #[test]

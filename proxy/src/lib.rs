@@ -14,6 +14,8 @@
 //! ## The tour
 //!
 //! - [`cli`]: the command line and its [`Settings`](cli::Settings); [`log`]: leveled lines on stderr.
+//! - [`config`]: the configuration file (several frontends, each with its
+//!   pool), checked by `proxy --check-config FILE`; not yet read by the modes.
 //! - [`picker`]: round-robin over the backends, and the race of milestone 3.
 //! - [`balance`]: the `balance` algorithms (smooth weighted round-robin,
 //!   leastconn, power of two choices, Maglev) with weights, backups, maxconn.
@@ -42,6 +44,7 @@ pub mod accept;
 pub mod balance;
 pub mod blocking;
 pub mod cli;
+pub mod config;
 pub mod demo;
 pub mod epoll;
 pub mod picker;
@@ -73,6 +76,7 @@ pub fn main_with_args(args: &[String]) -> i32 {
             println!("proxy {}", env!("CARGO_PKG_VERSION"));
             return 0;
         }
+        Command::CheckConfig(path) => return check_config(&path),
         Command::Demo { quick } => demo::run(quick),
         Command::Run(settings) => {
             log::set_level(settings.log_level);
@@ -92,6 +96,28 @@ pub fn main_with_args(args: &[String]) -> i32 {
         Err(e) => {
             error!("{e}");
             1
+        }
+    }
+}
+
+/// `proxy --check-config FILE`: 0 and one line on stdout for a good file,
+/// 2 and every error on stderr for a bad one (like `haproxy -c`, `nginx -t`).
+fn check_config(path: &std::path::Path) -> i32 {
+    match config::load(path) {
+        Ok(config) => {
+            let n = config.frontends.len();
+            let plural = if n == 1 { "" } else { "s" };
+            println!("{}: ok ({n} frontend{plural})", path.display());
+            0
+        }
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("{e}");
+            }
+            let n = errors.len();
+            let plural = if n == 1 { "" } else { "s" };
+            eprintln!("{}: {n} error{plural}", path.display());
+            2
         }
     }
 }
