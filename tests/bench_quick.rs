@@ -166,7 +166,20 @@ fn the_quick_benchmark_runs_and_its_numbers_add_up() {
         }
         for outcome in [&row.bulk_one, &row.bulk_many] {
             match outcome {
-                Outcome::Done(m) => assert!(m.value.intact, "{}: bulk bytes altered", row.subject),
+                Outcome::Done(m) if ours => assert!(
+                    m.value.intact,
+                    "{}: bulk bytes altered: {:?}",
+                    row.subject, m.value.first_error
+                ),
+                // A peer's failure is the peer's, recorded in the report with
+                // its reason; HAProxy 2.6 was seen to reset a first bulk
+                // stream now and then (2 runs in 15 here). Only our rows and
+                // the direct baseline must be intact.
+                Outcome::Done(m) if !m.value.intact => eprintln!(
+                    "note: {}: bulk not intact (a peer's anomaly, not asserted): {:?}",
+                    row.subject, m.value.first_error
+                ),
+                Outcome::Done(_) => {}
                 Outcome::Failed(why) => assert!(!ours, "{} bulk failed: {why}", row.subject),
                 Outcome::Skipped(_) => {}
             }

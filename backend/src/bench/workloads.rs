@@ -400,13 +400,10 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
 }
 
 fn bulk_summary(report: &BulkReport) -> String {
-    format!(
-        "{:>9.1} MiB/s, {}",
-        report.mib_per_sec(),
-        if report.intact {
-            "intact"
-        } else {
-            "NOT INTACT"
-        }
-    )
+    let verdict = match (&report.first_error, report.intact) {
+        (_, true) => "intact".to_string(),
+        (Some(why), false) => format!("NOT INTACT: {why}"),
+        (None, false) => "NOT INTACT".to_string(),
+    };
+    format!("{:>9.1} MiB/s, {verdict}", report.mib_per_sec())
 }
