@@ -95,6 +95,12 @@ pub struct Timeouts {
     pub client_fin: Duration,
     /// `timeout server-fin`: after the backend half-closed (default 30s).
     pub server_fin: Duration,
+    /// `timeout tunnel`: once connected, replaces `client` and `server`
+    /// (HAProxy's meaning; default: unset, so those two apply).
+    pub tunnel: Option<Duration>,
+    /// `timeout queue`: how long a client may wait for a backend below its
+    /// `maxconn` (default: unset, meaning `timeout connect`, as HAProxy).
+    pub queue: Option<Duration>,
 }
 
 impl Default for Timeouts {
@@ -105,7 +111,23 @@ impl Default for Timeouts {
             server: Duration::from_secs(600),
             client_fin: Duration::from_secs(30),
             server_fin: Duration::from_secs(30),
+            tunnel: None,
+            queue: None,
         }
+    }
+}
+
+impl Timeouts {
+    /// The idle limit of an established connection: `tunnel` if set, else
+    /// the shorter of `client` and `server` (a silent tunnel is silent on
+    /// both sides, so the first of the two to expire ends it).
+    pub fn idle(&self) -> Duration {
+        self.tunnel.unwrap_or(self.client.min(self.server))
+    }
+
+    /// How long a client may wait for a backend slot.
+    pub fn queue(&self) -> Duration {
+        self.queue.unwrap_or(self.connect)
     }
 }
 
@@ -271,7 +293,21 @@ const GLOBAL_OPTIONS: &[&str] = &["maxconn", "workers"];
 const FRONTEND_OPTIONS: &[&str] = &[
     "listen", "balance", "maxconn", "timeout", "retries", "backend",
 ];
-const TIMEOUTS: &[&str] = &["connect", "client", "server", "client-fin", "server-fin"];
+const TIMEOUTS: &[&str] = &[
+    "connect",
+    "client",
+    "server",
+    "client-fin",
+    "server-fin",
+    "tunnel",
+    "queue",
+];
+
+/// Where a `timeout` line's duration goes.
+enum TimeoutSlot<'a> {
+    Always(&'a mut Duration),
+    Optional(&'a mut Option<Duration>),
+}
 const SERVER_PARAMS: &[&str] = &["weight", "backup", "maxconn", "check"];
 const CHECK_PARAMS: &[&str] = &["inter", "fall", "rise", "timeout"];
 
@@ -743,11 +779,13 @@ fn frontend_option(p: &mut Parser<'_>, words: &[Word<'_>], f: &mut FrontendDraft
                 return;
             };
             let slot = match kind.text {
-                "connect" => &mut f.timeouts.connect,
-                "client" => &mut f.timeouts.client,
-                "server" => &mut f.timeouts.server,
-                "client-fin" => &mut f.timeouts.client_fin,
-                "server-fin" => &mut f.timeouts.server_fin,
+                "connect" => TimeoutSlot::Always(&mut f.timeouts.connect),
+                "client" => TimeoutSlot::Always(&mut f.timeouts.client),
+                "server" => TimeoutSlot::Always(&mut f.timeouts.server),
+                "client-fin" => TimeoutSlot::Always(&mut f.timeouts.client_fin),
+                "server-fin" => TimeoutSlot::Always(&mut f.timeouts.server_fin),
+                "tunnel" => TimeoutSlot::Optional(&mut f.timeouts.tunnel),
+                "queue" => TimeoutSlot::Optional(&mut f.timeouts.queue),
                 "check" => {
                     p.error(
                         kind.column,
@@ -761,7 +799,7 @@ fn frontend_option(p: &mut Parser<'_>, words: &[Word<'_>], f: &mut FrontendDraft
                         kind.column,
                         format!(
                             "unknown timeout '{other}'{}; use connect, client, server, \
-                             client-fin or server-fin",
+                             client-fin, server-fin, tunnel or queue",
                             did_you_mean(other, TIMEOUTS)
                         ),
                     );
@@ -778,7 +816,10 @@ fn frontend_option(p: &mut Parser<'_>, words: &[Word<'_>], f: &mut FrontendDraft
             f.seen = seen;
             if fresh {
                 if let Some(d) = p.duration(&option, v) {
-                    *slot = d;
+                    match slot {
+                        TimeoutSlot::Always(slot) => *slot = d,
+                        TimeoutSlot::Optional(slot) => *slot = Some(d),
+                    }
                 }
             }
         }
@@ -1070,7 +1111,7 @@ mod tests {
         let c = ok(&fe(
             "    balance source\n    timeout connect 500ms\n    timeout client 1m\n    \
              timeout server 2m\n    timeout client-fin 3s\n    timeout server-fin 4s\n    \
-             retries 0\n    backend [::1]:9 weight 0 check inter 1s fall 5 rise 7 timeout 300ms\n",
+             timeout tunnel 1h\n    timeout queue 2s\n    retries 0\n    backend [::1]:9 weight 0 check inter 1s fall 5 rise 7 timeout 300ms\n",
         ));
         let f = &c.frontends[0];
         assert_eq!(f.balance, Balance::Source);
@@ -1082,6 +1123,8 @@ mod tests {
                 server: Duration::from_secs(120),
                 client_fin: Duration::from_secs(3),
                 server_fin: Duration::from_secs(4),
+                tunnel: Some(Duration::from_secs(3600)),
+                queue: Some(Duration::from_secs(2)),
             }
         );
         assert_eq!(f.retries, 0);
@@ -1195,7 +1238,7 @@ mod tests {
             (
                 &fe("  timeout conect 5s\n"),
                 "lb.conf:4:11: unknown timeout 'conect' (did you mean 'connect'?); use connect, \
-                 client, server, client-fin or server-fin",
+                 client, server, client-fin, server-fin, tunnel or queue",
             ),
             (
                 &fe("  timeout check 5s\n"),
@@ -1399,6 +1442,8 @@ frontend api
             "server",
             "client-fin",
             "server-fin",
+            "tunnel",
+            "queue",
             "check",
             "retries",
             "backend",
