@@ -94,6 +94,36 @@ impl ProxyProcess {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
+    /// Where frontend `name` accepts connections (from its `frontend NAME
+    /// listening on ADDR` line), waiting for the line up to the start
+    /// timeout: with several frontends, [`ProxyProcess::start`] returns as
+    /// soon as the first one is announced.
+    pub fn frontend_addr(&self, name: &str) -> io::Result<SocketAddr> {
+        let needle = format!("frontend {name} listening on ");
+        let line = self.wait_for_log(&needle, START_TIMEOUT).ok_or_else(|| {
+            io::Error::other(format!(
+                "the proxy did not announce frontend {name:?} within {START_TIMEOUT:?}"
+            ))
+        })?;
+        listening_addr(&line)
+            .ok_or_else(|| io::Error::other(format!("no address in the line {line:?}")))
+    }
+
+    /// The first log line containing `needle`, waiting up to `limit` for it
+    /// (polling every 10 ms); `None` if it did not come.
+    pub fn wait_for_log(&self, needle: &str, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(line) = self.log().into_iter().find(|l| l.contains(needle)) {
+                return Some(line);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Sends SIGTERM and waits for the exit status (killing the process if
     /// it does not exit in time, and saying so).
     pub fn stop(mut self) -> io::Result<ExitStatus> {
