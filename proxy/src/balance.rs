@@ -213,6 +213,10 @@ pub struct Balancer {
     /// The Maglev tables of the normal tier (`[0]`) and the backup tier
     /// (`[1]`); empty unless the algorithm is `Source`.
     tables: [Vec<u32>; 2],
+    /// Servers the pick in progress must not return (a retry's earlier
+    /// attempts, servers found full); empty between picks, its capacity
+    /// kept so that picking does not allocate.
+    avoid: Vec<usize>,
 }
 
 impl Balancer {
@@ -253,6 +257,7 @@ impl Balancer {
             rng: XorShift::new(RandomState::new().hash_one(0u8)),
             table_size,
             tables: [Vec::new(), Vec::new()],
+            avoid: Vec::new(),
         };
         balancer.rebuild(false);
         balancer.rebuild(true);
@@ -281,13 +286,24 @@ impl Balancer {
     /// Picking does not count the connection: call
     /// [`connection_opened`](Balancer::connection_opened) once it is made.
     pub fn pick(&mut self, client: IpAddr) -> Option<usize> {
-        let backup = self.tier()?;
-        match self.algorithm {
+        self.pick_avoiding(client, &[])
+    }
+
+    /// [`pick`](Balancer::pick), but never one of the servers in `avoid`:
+    /// a retry after a failed connect goes to a server not tried yet, and a
+    /// server found full elsewhere is passed over. If every normal server
+    /// is avoided, the pick comes from the backups, as if they were down.
+    pub fn pick_avoiding(&mut self, client: IpAddr, avoid: &[usize]) -> Option<usize> {
+        self.avoid.clear();
+        self.avoid.extend_from_slice(avoid);
+        let chosen = self.tier().and_then(|backup| match self.algorithm {
             Algorithm::RoundRobin => self.pick_smooth(backup),
             Algorithm::LeastConn => self.pick_least(backup),
             Algorithm::Random => self.pick_two(backup),
             Algorithm::Source => self.pick_source(backup, client),
-        }
+        });
+        self.avoid.clear();
+        chosen
     }
 
     /// Records a health verdict for server `index`. When the set of servers
@@ -349,7 +365,7 @@ impl Balancer {
     }
 
     fn available(&self, index: usize) -> bool {
-        self.in_rotation(index) && !self.full(index)
+        self.in_rotation(index) && !self.full(index) && !self.avoid.contains(&index)
     }
 
     /// May be picked now from the tier `backup`.
@@ -745,6 +761,34 @@ mod tests {
         assert_eq!(b.pick(CLIENT), Some(1));
         b.connection_closed(0);
         assert_eq!(b.pick(CLIENT), Some(0));
+    }
+
+    #[test]
+    fn avoided_servers_are_passed_over_by_every_algorithm() {
+        for algorithm in [
+            Algorithm::RoundRobin,
+            Algorithm::LeastConn,
+            Algorithm::Random,
+            Algorithm::Source,
+        ] {
+            let mut b = Balancer::new(vec![server(1, 1), server(2, 1), server(3, 1)], algorithm);
+            for n in 0..50 {
+                let chosen = b.pick_avoiding(client(n), &[0, 2]);
+                assert_eq!(chosen, Some(1), "{algorithm:?}");
+            }
+            assert_eq!(b.pick_avoiding(client(0), &[0, 1, 2]), None, "{algorithm:?}");
+            // The avoid list lasts one pick only.
+            assert!(b.pick(client(0)).is_some(), "{algorithm:?}");
+        }
+    }
+
+    #[test]
+    fn avoiding_every_normal_server_falls_back_to_the_backup() {
+        let mut backup = server(3, 1);
+        backup.backup = true;
+        let mut b = Balancer::new(vec![server(1, 1), server(2, 1), backup], Algorithm::RoundRobin);
+        assert_eq!(b.pick_avoiding(client(0), &[0, 1]), Some(2));
+        assert_eq!(b.pick_avoiding(client(0), &[0]), Some(1));
     }
 
     #[test]
