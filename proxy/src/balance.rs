@@ -776,7 +776,11 @@ mod tests {
                 let chosen = b.pick_avoiding(client(n), &[0, 2]);
                 assert_eq!(chosen, Some(1), "{algorithm:?}");
             }
-            assert_eq!(b.pick_avoiding(client(0), &[0, 1, 2]), None, "{algorithm:?}");
+            assert_eq!(
+                b.pick_avoiding(client(0), &[0, 1, 2]),
+                None,
+                "{algorithm:?}"
+            );
             // The avoid list lasts one pick only.
             assert!(b.pick(client(0)).is_some(), "{algorithm:?}");
         }
@@ -786,7 +790,10 @@ mod tests {
     fn avoiding_every_normal_server_falls_back_to_the_backup() {
         let mut backup = server(3, 1);
         backup.backup = true;
-        let mut b = Balancer::new(vec![server(1, 1), server(2, 1), backup], Algorithm::RoundRobin);
+        let mut b = Balancer::new(
+            vec![server(1, 1), server(2, 1), backup],
+            Algorithm::RoundRobin,
+        );
         assert_eq!(b.pick_avoiding(client(0), &[0, 1]), Some(2));
         assert_eq!(b.pick_avoiding(client(0), &[0]), Some(1));
     }

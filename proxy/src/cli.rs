@@ -13,8 +13,10 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::config::{BackendServer, Balance, Config, DEFAULT_RETRIES, Frontend, Global, Timeouts};
 use crate::log::Level;
 
 /// Which of the seed's milestones runs.
@@ -92,6 +94,17 @@ pub struct Settings {
     pub fin_timeout: Duration,
     /// How much to log.
     pub log_level: Level,
+    /// Epoll mode: the algorithm choosing a backend (`--balance`).
+    pub balance: Balance,
+    /// Epoll mode: other backends to try after a failed connect.
+    pub retries: u32,
+    /// Epoll mode: the most connections open at once (`None`: no limit).
+    pub maxconn: Option<u32>,
+    /// `--config FILE`: frontends, backends and their options come from FILE
+    /// instead of the flags above.
+    pub config: Option<PathBuf>,
+    /// Whether `--workers` was given (it then overrides the file's `workers`).
+    pub workers_given: bool,
 }
 
 impl Default for Settings {
@@ -108,6 +121,53 @@ impl Default for Settings {
             idle_timeout: Duration::from_secs(600),
             fin_timeout: Duration::from_secs(30),
             log_level: Level::Info,
+            balance: Balance::RoundRobin,
+            retries: DEFAULT_RETRIES,
+            maxconn: None,
+            config: None,
+            workers_given: false,
+        }
+    }
+}
+
+impl Settings {
+    /// The one frontend the flags describe, as a configuration: the epoll
+    /// mode runs either this or a file's, the same way.
+    pub fn to_config(&self) -> Config {
+        let backends = self
+            .backends
+            .iter()
+            .map(|&addr| BackendServer {
+                addr,
+                weight: 1,
+                backup: false,
+                maxconn: None,
+                check: None,
+            })
+            .collect();
+        let timeouts = Timeouts {
+            connect: self.connect_timeout,
+            client: self.idle_timeout,
+            server: self.idle_timeout,
+            client_fin: self.fin_timeout,
+            server_fin: self.fin_timeout,
+            tunnel: None,
+            queue: None,
+        };
+        Config {
+            global: Global {
+                maxconn: None,
+                workers: None,
+            },
+            frontends: vec![Frontend {
+                name: "default".to_string(),
+                listen: self.listen,
+                balance: self.balance,
+                maxconn: self.maxconn,
+                timeouts,
+                retries: self.retries,
+                backends,
+            }],
         }
     }
 }
@@ -155,11 +215,14 @@ proxy: an L4 (TCP) load balancer
 
 USAGE
     proxy --listen ADDR --backend ADDR [--backend ADDR ...] [OPTIONS]
+    proxy --config FILE [--workers N] [--backlog N] [--log-level LEVEL]
     proxy demo [--quick]      start 3 fixture backends, run every mode, print a table
     proxy --check-config FILE validate a configuration file and exit (0 ok, 2 errors)
 
 Every connection accepted on --listen is relayed, bytes unchanged in both
-directions, to one of the backends, chosen in round-robin order.
+directions, to one of the backends. With --config FILE, the file describes
+one or more frontends, each with its own backends, balancing, health checks
+and limits (docs/OPERATIONS.md; proxy/examples/*.conf).
 
 MODES (--mode), the milestones of the C++ project this grew from
     single   one thread, blocking sockets, one connection at a time, first backend only
@@ -179,9 +242,16 @@ OPTIONS
     --idle-timeout DUR       close a connection silent both ways for DUR [default: 10m]
     --fin-timeout DUR        after one side closed, close if the other is silent for DUR
                                                              [default: 30s]
+    --balance ALG            epoll: roundrobin | leastconn | random | source
+                                                             [default: roundrobin]
+    --retries N              epoll: other backends to try after a failed connect
+                                                             [default: 3]
+    --maxconn N              epoll: most connections open at once; at the limit the
+                             proxy stops accepting (the kernel queues new clients)
+                                                             [default: no limit]
     --log-level LEVEL        error | warn | info | debug     [default: info]
-    --check-config FILE      check FILE (see docs/OPERATIONS.md), print every error,
-                             exit; the running proxy does not read FILE yet
+    --config FILE            epoll: run the frontends of FILE (docs/OPERATIONS.md)
+    --check-config FILE      check FILE, print every error, exit (0 ok, 2 errors)
     -h, --help               this text
     -V, --version            the version
 
@@ -207,8 +277,11 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     }
     let mut settings = Settings::default();
     let mut check_config = None;
+    // Flags given, to refuse those a configuration file replaces.
+    let mut given: Vec<&str> = Vec::new();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
+        given.push(flag.as_str());
         let mut value = |what: &str| match it.next() {
             Some(v) => Ok(v.as_str()),
             None => err(format!("{flag} needs {what}")),
@@ -224,7 +297,23 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 .push(parse_addr(flag, value("an address like 127.0.0.1:9001")?)?),
             "--mode" => settings.mode = parse_mode(value("single, pool or epoll")?)?,
             "--threads" => settings.threads = parse_count(flag, value("a number of threads")?)?,
-            "--workers" => settings.workers = parse_count(flag, value("a number of workers")?)?,
+            "--workers" => {
+                settings.workers = parse_count(flag, value("a number of workers")?)?;
+                settings.workers_given = true;
+            }
+            "--balance" => settings.balance = parse_balance(value("an algorithm")?)?,
+            "--retries" => {
+                let v = value("a number of retries")?;
+                settings.retries = match v.parse::<u32>() {
+                    Ok(n) if n <= 100 => n,
+                    _ => return err(format!("--retries: '{v}' is not a number from 0 to 100")),
+                }
+            }
+            "--maxconn" => {
+                let n = parse_count(flag, value("a number of connections")?)?;
+                settings.maxconn = Some(u32::try_from(n).unwrap_or(u32::MAX));
+            }
+            "--config" => settings.config = Some(PathBuf::from(value("a configuration file")?)),
             "--picker" => settings.picker = parse_picker(value("mutex or atomic")?)?,
             "--backlog" => settings.backlog = parse_count(flag, value("a queue length")?)? as u32,
             "--connect-timeout" => {
@@ -256,10 +345,63 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     if let Some(path) = check_config {
         return Ok(Command::CheckConfig(path));
     }
+    if settings.config.is_some() {
+        return check_config_flags(settings, &given);
+    }
+    if settings.mode != Mode::Epoll {
+        if let Some(flag) = given.iter().find(|f| EPOLL_ONLY.contains(f)) {
+            return err(format!(
+                "{flag} is for the epoll mode, which balances; the {} mode picks round-robin \
+                 (milestones 1 to 4)",
+                settings.mode.name()
+            ));
+        }
+    }
     if settings.backends.is_empty() {
         return err("no backend: give at least one --backend ADDR (or run 'proxy demo')");
     }
     Ok(Command::Run(settings))
+}
+
+/// Flags of the balancing epoll mode only.
+const EPOLL_ONLY: &[&str] = &["--balance", "--retries", "--maxconn", "--config"];
+
+/// Flags that a configuration file replaces: with `--config`, the file says
+/// these (per frontend), and a flag would be ambiguous.
+const FILE_REPLACES: &[(&str, &str)] = &[
+    ("--listen", "listen"),
+    ("--backend", "backend"),
+    ("--balance", "balance"),
+    ("--retries", "retries"),
+    ("--maxconn", "maxconn"),
+    ("--connect-timeout", "timeout connect"),
+    ("--idle-timeout", "timeout client / timeout server"),
+    ("--fin-timeout", "timeout client-fin / timeout server-fin"),
+    ("--threads", "(the pool mode does not read files)"),
+    ("--picker", "(the pool mode does not read files)"),
+];
+
+fn check_config_flags(settings: Settings, given: &[&str]) -> Result<Command, CliError> {
+    if settings.mode != Mode::Epoll {
+        return err(format!(
+            "--config runs the epoll mode; the {} mode takes flags only",
+            settings.mode.name()
+        ));
+    }
+    if let Some((flag, option)) = FILE_REPLACES.iter().find(|(f, _)| given.contains(f)) {
+        return err(format!(
+            "{flag} cannot be combined with --config: the file sets it ({option})"
+        ));
+    }
+    Ok(Command::Run(settings))
+}
+
+fn parse_balance(value: &str) -> Result<Balance, CliError> {
+    Balance::parse(value).ok_or_else(|| {
+        CliError(format!(
+            "--balance: unknown algorithm '{value}'; use roundrobin, leastconn, random or source"
+        ))
+    })
 }
 
 fn parse_demo(args: &[String]) -> Result<Command, CliError> {
@@ -291,6 +433,10 @@ const FLAGS: &[&str] = &[
     "--fin-timeout",
     "--log-level",
     "--check-config",
+    "--config",
+    "--balance",
+    "--retries",
+    "--maxconn",
     "--help",
     "--version",
 ];

@@ -71,7 +71,8 @@ impl Balance {
         }
     }
 
-    fn parse(word: &str) -> Option<Balance> {
+    /// The algorithm named `word` in a file or on the command line.
+    pub fn parse(word: &str) -> Option<Balance> {
         match word {
             "roundrobin" => Some(Balance::RoundRobin),
             "leastconn" => Some(Balance::LeastConn),

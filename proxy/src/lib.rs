@@ -15,7 +15,7 @@
 //!
 //! - [`cli`]: the command line and its [`Settings`](cli::Settings); [`log`]: leveled lines on stderr.
 //! - [`config`]: the configuration file (several frontends, each with its
-//!   pool), checked by `proxy --check-config FILE`; not yet read by the modes.
+//!   pool), run by `proxy --config FILE`, checked by `--check-config FILE`.
 //! - [`picker`]: round-robin over the backends, and the race of milestone 3.
 //! - [`balance`]: the `balance` algorithms (smooth weighted round-robin,
 //!   leastconn, power of two choices, Maglev) with weights, backups, maxconn.
@@ -24,7 +24,8 @@
 //!   backlog, and a full-duplex relay on `poll(2)`.
 //! - [`single`], [`pool`]: milestones 1 to 4.
 //! - [`relay`]: the async relay and its connection contract (half-close,
-//!   resets, timeouts); [`epoll`]: milestone 5, the accept loops around it.
+//!   resets, timeouts); [`epoll`]: milestone 5 grown into a load balancer:
+//!   accept loops, maxconn ([`limit`]), health ([`health`]), retries.
 //! - [`shutdown`]: SIGTERM and SIGINT end the process cleanly.
 //! - [`demo`]: fixture backends, every mode, a table; [`process`]: a proxy
 //!   as a child process (the demo's and the end-to-end tests').
@@ -47,6 +48,8 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod epoll;
+pub mod health;
+pub mod limit;
 pub mod picker;
 pub mod pool;
 pub mod process;
@@ -80,12 +83,20 @@ pub fn main_with_args(args: &[String]) -> i32 {
         Command::Demo { quick } => demo::run(quick),
         Command::Run(settings) => {
             log::set_level(settings.log_level);
+            let plan = match settings.mode {
+                Mode::Epoll => match plan(&settings) {
+                    Ok(plan) => Some(plan),
+                    Err(status) => return status,
+                },
+                Mode::Single | Mode::Pool => None,
+            };
             // Before any other thread starts, so every thread inherits the mask.
             match shutdown::exit_on_signals() {
-                Ok(()) => match settings.mode {
-                    Mode::Single => single::run(&settings),
-                    Mode::Pool => pool::run(&settings),
-                    Mode::Epoll => epoll::run(&settings),
+                Ok(()) => match (settings.mode, plan) {
+                    (Mode::Single, _) => single::run(&settings),
+                    (Mode::Pool, _) => pool::run(&settings),
+                    (Mode::Epoll, Some(plan)) => epoll::run(&plan),
+                    (Mode::Epoll, None) => Err(std::io::Error::other("no plan for the epoll mode")),
                 },
                 Err(e) => Err(e),
             }
@@ -98,6 +109,34 @@ pub fn main_with_args(args: &[String]) -> i32 {
             1
         }
     }
+}
+
+/// What the epoll mode runs: the file's frontends with `--config`, else the
+/// one frontend of the flags. A bad file is reported like `--check-config`
+/// does, and the process exits with status 2 before listening anywhere.
+fn plan(settings: &cli::Settings) -> Result<epoll::Plan, i32> {
+    let config = match &settings.config {
+        Some(path) => match config::load(path) {
+            Ok(config) => config,
+            Err(errors) => {
+                for e in &errors {
+                    eprintln!("{e}");
+                }
+                eprintln!("proxy: {} is not valid; nothing started", path.display());
+                return Err(2);
+            }
+        },
+        None => settings.to_config(),
+    };
+    let workers = match (settings.workers_given, config.global.workers) {
+        (false, Some(n)) => n as usize,
+        _ => settings.workers,
+    };
+    Ok(epoll::Plan {
+        config,
+        workers,
+        backlog: settings.backlog,
+    })
 }
 
 /// `proxy --check-config FILE`: 0 and one line on stdout for a good file,

@@ -32,9 +32,10 @@
 //! - **Idle.** No byte either way for `idle_timeout`: both sides are reset
 //!   (a timeout is an abort, and must not look like a complete stream).
 //! - **Half-closed and silent.** Once one direction is done, the other must
-//!   move a byte at least every `fin_timeout` (HAProxy's `client-fin` /
-//!   `server-fin`), or both sides are reset, so sockets cannot pile up in
-//!   CLOSE_WAIT.
+//!   move a byte at least every `client_fin_timeout` (after the client's
+//!   FIN; HAProxy's `timeout client-fin`) or `server_fin_timeout` (after
+//!   the backend's; `timeout server-fin`), or both sides are reset, so
+//!   sockets cannot pile up in CLOSE_WAIT.
 //!
 //! ## Memory
 //!
@@ -89,8 +90,12 @@ fn give_buffer(buffer: Box<[u8]>) {
 pub struct Limits {
     /// No byte in either direction for this long: close.
     pub idle_timeout: Duration,
-    /// After one direction finished, the other may be silent this long.
-    pub fin_timeout: Duration,
+    /// After the client's FIN, the backend may be silent this long
+    /// (HAProxy's `timeout client-fin`).
+    pub client_fin_timeout: Duration,
+    /// After the backend's FIN, the client may be silent this long
+    /// (HAProxy's `timeout server-fin`).
+    pub server_fin_timeout: Duration,
 }
 
 /// How a relayed connection ended.
@@ -265,7 +270,11 @@ pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> O
         if down.done && backend.poll_hang_up(cx).is_ready() {
             return Poll::Ready(Ending::BackendReset);
         }
-        let half_closed = up.done || down.done;
+        let half_closed = match (up.done, down.done) {
+            (true, _) => Some(HalfClosed::ByClient),
+            (_, true) => Some(HalfClosed::ByBackend),
+            _ => None,
+        };
         timer.poll_expired(cx, up.bytes + down.bytes != moved_before, half_closed)
     })
     .await;
@@ -290,6 +299,13 @@ fn pass_on_reset(ending: Ending, client: &TcpStream, backend: &TcpStream) {
     // connection is over either way, so there is nothing more to do.
     let _ = client.set_reset_on_close();
     let _ = backend.set_reset_on_close();
+}
+
+/// Which side sent its FIN first (the other direction is still open).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HalfClosed {
+    ByClient,
+    ByBackend,
 }
 
 /// The idle and half-closed timeouts, with one timer re-armed lazily.
@@ -319,13 +335,15 @@ impl IdleTimer {
         &mut self,
         cx: &mut Context<'_>,
         moved: bool,
-        half_closed: bool,
+        half_closed: Option<HalfClosed>,
     ) -> Poll<Ending> {
-        let limit = if half_closed {
-            self.limits.fin_timeout.min(self.limits.idle_timeout)
-        } else {
-            self.limits.idle_timeout
-        };
+        let limit = match half_closed {
+            Some(HalfClosed::ByClient) => self.limits.client_fin_timeout,
+            Some(HalfClosed::ByBackend) => self.limits.server_fin_timeout,
+            None => self.limits.idle_timeout,
+        }
+        .min(self.limits.idle_timeout);
+        let half_closed = half_closed.is_some();
         // The half-close itself starts the fin timeout: silence before it was
         // allowed (by the idle timeout), so it must not count against it.
         if moved || (half_closed && !self.half_closed) {
