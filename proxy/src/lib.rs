@@ -19,6 +19,8 @@
 //! - [`picker`]: round-robin over the backends, and the race of milestone 3.
 //! - [`balance`]: the `balance` algorithms (smooth weighted round-robin,
 //!   leastconn, power of two choices, Maglev) with weights, backups, maxconn.
+//! - [`health`]: which backends are up: active checks (`check inter fall
+//!   rise`) and clients' failed connects, on a board the event loops share.
 //! - [`accept`]: what every accept loop does with an error (skip, or back off).
 //! - [`blocking`]: what the blocking modes share: a listener with a chosen
 //!   backlog, and a full-duplex relay on `poll(2)`.

@@ -1,0 +1,585 @@
+//! Health: which backends are up, from active checks and from real traffic.
+//!
+//! [`balance`](crate::balance) picks among the servers that are up; this
+//! module decides which those are, with HAProxy's rules for `check inter
+//! fall rise` and `observe layer4`. Two sources of evidence feed it:
+//!
+//! - **active checks**: for a server configured with `check`, a dedicated
+//!   thread opens a TCP connection to it every `inter`, then closes it.
+//!   Connected is a success; refused, unreachable or no answer within
+//!   `timeout` is a failure.
+//! - **passive reports**: when a real client's connect to the server fails
+//!   (or succeeds), the event loop says so.
+//!
+//! # The state machine, per server
+//!
+//! ```text
+//!            any success (check or traffic): failures = 0
+//!              ┌────┐
+//!              │    ▼
+//!   start ──► ┌──────┐   `fall` failures in a row        ┌──────┐
+//!             │  UP  │ ────────────────────────────────► │ DOWN │
+//!             │      │   (check or traffic failures)     │      │
+//!             └──────┘ ◄──────────────────────────────── └──────┘
+//!                        `rise` successful checks in a      │  ▲
+//!                        row (traffic is ignored here:      └──┘
+//!                        none goes to a down server)   failed check: successes = 0
+//! ```
+//!
+//! A server *without* `check` is always up, and reports about it are
+//! ignored, as in HAProxy, where `observe` needs `check`: a server taken
+//! down by traffic would otherwise never be probed back up.
+//!
+//! Every change is logged once with its reason, DOWN as a warning:
+//!
+//! ```text
+//! frontend web: backend 127.0.0.1:9001 is DOWN: 3 consecutive failures (last: check: connection refused)
+//! frontend web: backend 127.0.0.1:9001 is UP: 2 consecutive successful checks
+//! ```
+//!
+//! # Sharing one board between threads
+//!
+//! A frontend has one [`HealthBoard`], shared through an `Arc` by its event
+//! loops (which report traffic) and the checker thread (which reports
+//! checks). Each loop keeps its own `Balancer` and copies the board into it
+//! only when the board's *generation*, bumped after every change, moved:
+//!
+//! ```
+//! use proxy::balance::{Algorithm, Balancer, Server};
+//! use proxy::health::HealthBoard;
+//! # let addr = "127.0.0.1:9001".parse().unwrap();
+//! let board = HealthBoard::new("web", &[(addr, None)]);
+//! let mut balancer = Balancer::new(vec![Server::new(addr)], Algorithm::RoundRobin);
+//! let mut seen = 0;
+//! // Before each pick: one atomic load when nothing changed.
+//! let now = board.generation();
+//! if now != seen {
+//!     for i in 0..board.len() {
+//!         balancer.set_up(i, board.is_up(i));
+//!     }
+//!     seen = now;
+//! }
+//! ```
+//!
+//! The generation is read *before* the flags: if a change lands in between,
+//! the loop copies a flag newer than `seen`, and the next comparison copies
+//! again. A loop may lag one connection behind a change, never forever.
+//!
+//! The failure and success counters sit behind a small `Mutex` per server,
+//! but the healthy path never takes it. A successful client connect (by far
+//! the most frequent report) first reads an atomic flag, `failing`, which is
+//! true only while an UP server has a failure streak in progress; when it
+//! is false there is nothing to reset, and the report costs one load. The
+//! flag is only written under the lock, so the lock holder always knows the
+//! truth; a reader that saw a stale `false` raced with a failure, and
+//! counting its success as the earlier of the two is a valid order. Checks
+//! (one every `inter`) and failures (rare, and worth the care) take the
+//! lock. The up flags and the generation are atomics, read by every loop.
+//!
+//! # The check itself, and TIME_WAIT
+//!
+//! The check connects and closes at once. The side that closes a TCP
+//! connection first keeps it in TIME_WAIT for 60 seconds on Linux, holding
+//! a local port: one check every 2 s would keep 30 such sockets per server
+//! on the proxy. So the checker closes with a reset (SO_LINGER 0), which
+//! skips TIME_WAIT, as HAProxy does for its checks.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use runtime::net::TcpStream;
+use runtime::time;
+
+use crate::config::Check;
+
+/// The shortest interval between two checks: a zero `inter` would be a busy loop.
+const MIN_INTER: Duration = Duration::from_millis(1);
+
+/// The health of one frontend's servers (module docs).
+#[derive(Debug)]
+pub struct HealthBoard {
+    frontend: String,
+    servers: Vec<ServerHealth>,
+    /// Bumped (Release) after every change of an up flag.
+    generation: AtomicU64,
+}
+
+#[derive(Debug)]
+struct ServerHealth {
+    addr: SocketAddr,
+    check: Option<Check>,
+    /// Written only with `streak` locked; read by anyone.
+    up: AtomicBool,
+    /// Up with `streak.failures > 0`. Written only with `streak` locked.
+    failing: AtomicBool,
+    streak: Mutex<Streak>,
+}
+
+/// Consecutive failures (counted while up) or successes (while down).
+#[derive(Debug, Default)]
+struct Streak {
+    failures: u32,
+    successes: u32,
+}
+
+/// Where a report comes from, for the rules and the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Check,
+    Traffic,
+}
+
+impl HealthBoard {
+    /// `servers`: each backend's address and its `check` parameters (None:
+    /// not checked). Every server starts up.
+    pub fn new(frontend: &str, servers: &[(SocketAddr, Option<Check>)]) -> HealthBoard {
+        let servers = servers
+            .iter()
+            .map(|&(addr, check)| ServerHealth {
+                addr,
+                check,
+                up: AtomicBool::new(true),
+                failing: AtomicBool::new(false),
+                streak: Mutex::new(Streak::default()),
+            })
+            .collect();
+        HealthBoard {
+            frontend: frontend.to_string(),
+            servers,
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// How many servers.
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// No servers at all?
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// Is server `index` up? (Every method taking an index panics if it is
+    /// out of range, like the `Balancer`'s.)
+    pub fn is_up(&self, index: usize) -> bool {
+        self.servers[index].up.load(Ordering::Acquire)
+    }
+
+    /// Changes so far: compare with the last value seen to know whether to
+    /// copy the flags again.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Server `index`'s check parameters, if it is checked.
+    pub fn checked(&self, index: usize) -> Option<Check> {
+        self.servers[index].check
+    }
+
+    /// A real client's connect to server `index` failed, because of `why`.
+    pub fn passive_failure(&self, index: usize, why: &str) {
+        self.report(index, Source::Traffic, Err(why));
+    }
+
+    /// A real client's connect to server `index` succeeded. One atomic load
+    /// unless a failure streak is in progress (module docs).
+    pub fn passive_success(&self, index: usize) {
+        if self.servers[index].failing.load(Ordering::Relaxed) {
+            self.report(index, Source::Traffic, Ok(()));
+        }
+    }
+
+    /// The outcome of an active check of server `index`.
+    pub fn check_result(&self, index: usize, result: Result<(), String>) {
+        let result = result.as_ref().copied().map_err(String::as_str);
+        self.report(index, Source::Check, result);
+    }
+
+    /// The state machine of the module docs.
+    fn report(&self, index: usize, source: Source, result: Result<(), &str>) {
+        let server = &self.servers[index];
+        let Some(check) = server.check else {
+            return; // not checked: always up
+        };
+        // Only counting and logging happen under this lock, so a panic
+        // cannot leave the counters half-updated; if one ever poisoned it,
+        // the numbers would still be valid, so take the guard back rather
+        // than spread one panic to every event loop.
+        let mut streak = server.streak.lock().unwrap_or_else(PoisonError::into_inner);
+        let up = server.up.load(Ordering::Relaxed); // only written under this lock
+        match (up, result) {
+            (true, Ok(())) => {
+                streak.failures = 0;
+                server.failing.store(false, Ordering::Relaxed);
+            }
+            (true, Err(why)) => {
+                streak.failures = streak.failures.saturating_add(1);
+                if streak.failures < check.fall {
+                    server.failing.store(true, Ordering::Relaxed);
+                    let (n, fall) = (streak.failures, check.fall);
+                    crate::debug!(
+                        "{}: {source} failed ({n} of {fall}): {why}",
+                        self.name(server)
+                    );
+                    return;
+                }
+                let failures = streak.failures;
+                *streak = Streak::default();
+                server.failing.store(false, Ordering::Relaxed);
+                self.set_up(server, false);
+                // Logged under the lock, so that two changes of one server
+                // are always logged in the order they happened.
+                let name = self.name(server);
+                let streak = in_a_row(failures, "failure");
+                crate::warn!("{name} is DOWN: {streak} (last: {source}: {why})");
+            }
+            (false, _) if source == Source::Traffic => {} // no traffic goes there anyway
+            (false, Ok(())) => {
+                streak.successes = streak.successes.saturating_add(1);
+                if streak.successes >= check.rise {
+                    let successes = streak.successes;
+                    *streak = Streak::default();
+                    self.set_up(server, true);
+                    let name = self.name(server);
+                    let streak = in_a_row(successes, "successful check");
+                    crate::info!("{name} is UP: {streak}");
+                }
+            }
+            (false, Err(_)) => streak.successes = 0,
+        }
+    }
+
+    /// Stores a new up flag, then bumps the generation: a loop that sees the
+    /// new generation (Acquire) sees the new flag.
+    fn set_up(&self, server: &ServerHealth, up: bool) {
+        server.up.store(up, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// `frontend web: backend 127.0.0.1:9001`, the start of every log line.
+    fn name(&self, server: &ServerHealth) -> String {
+        format!("frontend {}: backend {}", self.frontend, server.addr)
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Source::Check => "check",
+            Source::Traffic => "traffic",
+        })
+    }
+}
+
+/// `1 consecutive failure`, `3 consecutive failures`.
+fn in_a_row(n: u32, what: &str) -> String {
+    format!("{n} consecutive {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// An io error as a log reason: `connection refused` rather than std's
+/// `Connection refused (os error 111)`. For passive reports too, so that
+/// both sources read alike.
+pub fn reason(e: &io::Error) -> String {
+    let text = e.to_string();
+    let text = text.split(" (os error ").next().unwrap_or_default();
+    // Lowercase "Connection ...", but leave "I/O error" or "EOF" alone.
+    match text.chars().nth(1) {
+        Some(c) if c.is_lowercase() && text.is_char_boundary(1) => {
+            text[..1].to_lowercase() + &text[1..]
+        }
+        _ => text.to_string(),
+    }
+}
+
+/// One check: connect to `addr` within `limit`, then close with a reset
+/// (module docs). `Err` holds the reason, for the log.
+pub async fn check_once(addr: SocketAddr, limit: Duration) -> Result<(), String> {
+    match time::timeout(limit, TcpStream::connect(addr)).await {
+        Ok(Ok(stream)) => {
+            if let Err(e) = stream.set_reset_on_close() {
+                // The check still succeeded; the socket will just linger.
+                crate::debug!("health check of {addr}: SO_LINGER: {}", reason(&e));
+            }
+            Ok(())
+        }
+        Ok(Err(e)) => Err(reason(&e)),
+        Err(time::Elapsed) => Err(format!("no answer within {limit:?}")),
+    }
+}
+
+/// One checked server, as the checker thread sees it.
+struct Job {
+    /// Weak: the checks of a board end when nothing else holds it.
+    board: Weak<HealthBoard>,
+    index: usize,
+    addr: SocketAddr,
+    check: Check,
+}
+
+/// Runs every active check of every board on a thread of its own
+/// ("health-check") with its own runtime: one task per checked server.
+/// Returns `None` (and starts nothing) when no server anywhere has `check`.
+///
+/// The checks run as long as some other owner keeps their board alive; once
+/// every board is dropped, the thread ends within one `inter`.
+pub fn spawn_checker(boards: Vec<Arc<HealthBoard>>) -> io::Result<Option<JoinHandle<()>>> {
+    let mut jobs = Vec::new();
+    for board in &boards {
+        for (index, server) in board.servers.iter().enumerate() {
+            if let Some(check) = server.check {
+                jobs.push(Job {
+                    board: Arc::downgrade(board),
+                    index,
+                    addr: server.addr,
+                    check,
+                });
+            }
+        }
+    }
+    if jobs.is_empty() {
+        return Ok(None);
+    }
+    // A runtime cannot move between threads, so the thread builds its own
+    // and tells us whether that worked.
+    let (started, start_result) = std::sync::mpsc::sync_channel(1);
+    let handle = thread::Builder::new()
+        .name("health-check".into())
+        .spawn(move || match runtime::Runtime::new() {
+            Ok(rt) => {
+                let _ = started.send(Ok(()));
+                rt.block_on(run_checks(jobs));
+            }
+            Err(e) => {
+                let _ = started.send(Err(e));
+            }
+        })?;
+    match start_result.recv() {
+        Ok(Ok(())) => Ok(Some(handle)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(io::Error::other("the checker died while starting")),
+    }
+}
+
+/// Starts one task per job, the k-th of n after k/n of its `inter`, so that
+/// the checks of many servers do not all fire at once.
+async fn run_checks(jobs: Vec<Job>) {
+    let n = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
+    let tasks: Vec<_> = jobs
+        .into_iter()
+        .zip(0u32..)
+        .map(|(job, k)| {
+            let offset = job.check.inter / n * k; // at most `inter`: no overflow
+            runtime::spawn(check_forever(job, offset))
+        })
+        .collect();
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+/// Checks one server every `inter`, the first time after `offset`, while its
+/// board lives. A check longer than `inter` delays the next, never overlaps it.
+async fn check_forever(job: Job, offset: Duration) {
+    let period = job.check.inter.max(MIN_INTER);
+    let mut ticks = time::interval_at(Instant::now() + offset, period);
+    loop {
+        ticks.tick().await;
+        let result = check_once(job.addr, job.check.timeout).await;
+        match job.board.upgrade() {
+            Some(board) => board.check_result(job.index, result),
+            None => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn check(fall: u32, rise: u32) -> Option<Check> {
+        let (inter, timeout) = (Duration::from_millis(50), Duration::from_millis(500));
+        Some(Check {
+            inter,
+            fall,
+            rise,
+            timeout,
+        })
+    }
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    /// One checked server (fall 3, rise 2), one unchecked.
+    fn board() -> HealthBoard {
+        HealthBoard::new("web", &[(addr(9001), check(3, 2)), (addr(9002), None)])
+    }
+
+    /// Feeds server 0 the reports of `script` (`f`/`s`: a check failed or
+    /// succeeded; `F`/`S`: a client's connect did) and returns the state
+    /// after each, `U`p or `D`own.
+    fn trace(board: &HealthBoard, script: &str) -> String {
+        let refused = "connection refused";
+        let mut states = String::new();
+        for event in script.chars() {
+            match event {
+                'f' => board.check_result(0, Err(refused.into())),
+                's' => board.check_result(0, Ok(())),
+                'F' => board.passive_failure(0, refused),
+                'S' => board.passive_success(0),
+                _ => unreachable!("unknown event {event:?}"),
+            }
+            states.push(if board.is_up(0) { 'U' } else { 'D' });
+        }
+        states
+    }
+
+    #[test]
+    fn fall_failures_in_a_row_mark_down_and_rise_successes_bring_up() {
+        let b = board();
+        assert_eq!(trace(&b, "fffffssss"), "UUDDDDUUU");
+        assert_eq!(b.generation(), 2, "one bump per change, not per report");
+    }
+
+    #[test]
+    fn a_success_resets_the_failures_and_a_failure_the_successes() {
+        assert_eq!(trace(&board(), "ffsfff"), "UUUUUD");
+        assert_eq!(trace(&board(), "fffsfss"), "UUDDDDU");
+    }
+
+    #[test]
+    fn client_failures_count_with_check_failures_and_client_successes_reset() {
+        assert_eq!(trace(&board(), "FfF"), "UUD");
+        let b = board();
+        assert_eq!(trace(&b, "ff"), "UU");
+        assert!(
+            b.servers[0].failing.load(Ordering::Relaxed),
+            "a streak is on"
+        );
+        assert_eq!(trace(&b, "S"), "U");
+        assert!(
+            !b.servers[0].failing.load(Ordering::Relaxed),
+            "fast path again"
+        );
+        assert_eq!(trace(&b, "fff"), "UUD");
+    }
+
+    #[test]
+    fn traffic_is_ignored_while_down() {
+        let b = board();
+        assert_eq!(trace(&b, "fffSFSFsFs"), "UUDDDDDDDU");
+        assert_eq!(b.generation(), 2);
+    }
+
+    #[test]
+    fn an_unchecked_server_is_always_up() {
+        let b = board();
+        for _ in 0..100 {
+            b.passive_failure(1, "connection refused");
+            b.check_result(1, Err("connection refused".into()));
+        }
+        assert!(b.is_up(1) && b.checked(1).is_none() && b.generation() == 0);
+    }
+
+    #[test]
+    fn io_errors_read_as_short_reasons() {
+        let refused = io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert_eq!(reason(&refused), "connection refused");
+        assert_eq!(reason(&io::Error::other("I/O error")), "I/O error");
+    }
+
+    #[test]
+    fn no_checked_server_starts_no_thread() {
+        let web = Arc::new(HealthBoard::new("web", &[(addr(9001), None)]));
+        let db = Arc::new(HealthBoard::new("db", &[(addr(9003), None)]));
+        assert!(spawn_checker(vec![web, db]).expect("spawn").is_none());
+        assert!(spawn_checker(Vec::new()).expect("spawn").is_none());
+    }
+
+    /// Polls `condition` every 10 ms until it holds, failing after 5 s.
+    fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !condition() {
+            assert!(Instant::now() < deadline, "not within 5s: {what}");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn the_checker_takes_a_dead_server_down_and_brings_it_back() {
+        let listener = TcpListener::bind(addr(0)).expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let at = listener.local_addr().expect("local addr");
+        let b = Arc::new(HealthBoard::new("web", &[(at, check(2, 2))]));
+        let checker = spawn_checker(vec![b.clone()]).expect("spawn");
+        let checker = checker.expect("a checked server");
+
+        wait_for("a check connects", || listener.accept().is_ok());
+        assert!(b.is_up(0));
+        drop(listener);
+        wait_for("DOWN once the listener is closed", || !b.is_up(0));
+        assert_eq!(b.generation(), 1);
+
+        // The same port again (std sets SO_REUSEADDR). Retried, in case a
+        // connection of another test was given it as its local port.
+        let mut listener = None;
+        wait_for("listening again", || {
+            listener = TcpListener::bind(at).ok();
+            listener.is_some()
+        });
+        wait_for("UP once listening again", || b.is_up(0));
+        assert_eq!(b.generation(), 2);
+
+        drop(b); // nothing else holds the board: the checker ends
+        wait_for("the checker thread ends", || checker.is_finished());
+        assert!(checker.join().is_ok());
+    }
+
+    #[test]
+    fn a_check_of_a_listener_succeeds_and_of_a_closed_port_fails() {
+        let listener = TcpListener::bind(addr(0)).expect("bind");
+        let at = listener.local_addr().expect("local addr");
+        let rt = runtime::Runtime::new().expect("runtime");
+        let limit = Duration::from_secs(2);
+        assert_eq!(rt.block_on(check_once(at, limit)), Ok(()));
+        drop(listener);
+        let refused = Err("connection refused".to_string());
+        assert_eq!(rt.block_on(check_once(at, limit)), refused);
+    }
+
+    /// A connect that gets no answer: on Linux, a listener whose accept
+    /// queue is full drops new SYNs, and the client waits. Fill a backlog
+    /// of 0 with connects until one times out, then check.
+    #[test]
+    fn a_check_without_answer_ends_at_its_timeout() {
+        let options = runtime::net::ListenOptions {
+            backlog: 0,
+            ..Default::default()
+        };
+        let listener = runtime::net::bind_std(addr(0), &options).expect("bind");
+        let at = listener.local_addr().expect("local addr");
+        let mut queued = Vec::new();
+        let full = (0..8).any(|_| {
+            let connect = std::net::TcpStream::connect_timeout(&at, Duration::from_millis(200));
+            connect.map(|stream| queued.push(stream)).is_err()
+        });
+        if !full {
+            eprintln!("skipped: a backlog of 0 took 8 connections without filling");
+            return;
+        }
+        let (limit, started) = (Duration::from_millis(300), Instant::now());
+        let result = runtime::Runtime::new()
+            .expect("runtime")
+            .block_on(check_once(at, limit));
+        let took = started.elapsed();
+        assert_eq!(result, Err("no answer within 300ms".to_string()));
+        assert!(took >= limit && took < Duration::from_secs(2), "{took:?}");
+    }
+}
