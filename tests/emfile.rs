@@ -1,0 +1,369 @@
+//! End to end, issue 5: descriptor exhaustion under a flood.
+//!
+//! "EMFILE/ENFILE on accept: never spin and never crash; back off, keep
+//! serving open connections, resume when descriptors free up." The epoll
+//! proxy (`--workers 1` and `2`) is started under `ulimit -n 64` and
+//! flooded with 200 client connections held open, far more than 64
+//! descriptors can relay (two each: the client's and the backend's). The
+//! kernel completes every handshake anyway (the listen backlog is 4096), so
+//! the proxy is left with a full queue it cannot accept from.
+//!
+//! While flooded, it must: not spin (its CPU time over 2 s is sampled from
+//! /proc), keep relaying the connections it already has, stay alive, say
+//! once a second that it ran out of descriptors. Once the flood closes, it
+//! must give every flood descriptor back and serve new clients again.
+//!
+//! descriptors.rs has the small-scale version of this for both accept
+//! loops (epoll and pool): the limit lowered with prlimit on a running
+//! proxy, three waiting clients, each of which must be served or closed
+//! afterwards. This target is the flood: a proxy *started* under the low
+//! limit, a queue of a few hundred, several workers, CPU over a longer
+//! window, and relays that keep working throughout.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use proxy::process::ProxyProcess;
+
+use common::*;
+
+/// The proxy's RLIMIT_NOFILE, set by the shell that execs it.
+const LIMIT: u64 = 64;
+/// Flood connections: about four times what [`LIMIT`] could ever relay.
+const FLOOD: usize = 200;
+/// Connections relayed before the flood, checked all through it.
+const HELD: usize = 3;
+/// The window over which the flooded proxy's CPU time is measured.
+const CPU_WINDOW: Duration = Duration::from_secs(2);
+/// The most CPU the flooded proxy may use over [`CPU_WINDOW`], as a share
+/// of one core. Backing off, it uses about none (0 to 2 ticks of 200); a
+/// spinning worker uses a whole core when it has one (see the comment at
+/// the measurement).
+const CPU_SHARE_LIMIT: f64 = 0.25;
+/// The start of the warning accept.rs logs when accept(2) fails with EMFILE.
+const EMFILE_WARNING: &str = "accept: Too many open files";
+/// What that warning says the error means.
+const EMFILE_MEANING: &str = "out of file descriptors";
+
+/// Starts the proxy in `mode` through `sh -c 'ulimit -n 64 && exec ...'`:
+/// the limit is in place before the proxy's first instruction, and `exec`
+/// keeps the process id, so [`ProxyProcess::pid`] is the proxy's.
+fn start_limited_proxy(mode: Mode, backends: &[SocketAddr]) -> ProxyProcess {
+    let exe = proxy_exe().to_str().expect("a UTF-8 path to e2e-proxy");
+    let mut args: Vec<String> = vec![
+        "-c".into(),
+        format!("ulimit -n {LIMIT} && exec \"$0\" \"$@\""),
+        exe.into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+    ];
+    args.extend(mode.flags().iter().map(|f| f.to_string()));
+    for backend in backends {
+        args.push("--backend".into());
+        args.push(backend.to_string());
+    }
+    let proxy = ProxyProcess::start(std::path::Path::new("/bin/sh"), &args)
+        .unwrap_or_else(|e| panic!("start the proxy under ulimit -n {LIMIT} ({mode:?}): {e}"));
+    assert_eq!(
+        soft_nofile_of(proxy.pid()),
+        Some(LIMIT),
+        "the proxy does not run under ulimit -n {LIMIT}"
+    );
+    proxy
+}
+
+/// The soft RLIMIT_NOFILE of a process, from /proc/PID/limits.
+fn soft_nofile_of(pid: u32) -> Option<u64> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Is the process still running (not gone, not a zombie waiting for us)?
+fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state is the first field after the command name "(...)".
+    let state = stat[stat.rfind(')').map_or(0, |i| i + 2)..].chars().next();
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
+/// Clock ticks per second, the unit of /proc/PID/stat's utime and stime.
+fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf takes a constant and touches no memory of ours.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    assert!(ticks > 0, "sysconf(_SC_CLK_TCK): {ticks}");
+    ticks as u64
+}
+
+/// The descriptor numbers below `limit` that `fds` leaves unused: what the
+/// process can still open (a new descriptor takes the lowest free number,
+/// and the limit caps the number, not the count).
+fn free_below(fds: &[(u32, String)], limit: u64) -> usize {
+    (0..limit)
+        .filter(|n| !fds.iter().any(|(fd, _)| u64::from(*fd) == *n))
+        .count()
+}
+
+/// The lowest limit that leaves exactly `free` descriptor numbers unused.
+fn limit_leaving(fds: &[(u32, String)], free: usize) -> u64 {
+    (1..)
+        .find(|&l| free_below(fds, l) == free)
+        .expect("a limit")
+}
+
+/// The proxy's descriptors once they stop changing: the same list five
+/// times in a row, 50 ms apart (bounded).
+fn settled_fds(pid: u32) -> Vec<(u32, String)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = open_fds(pid);
+    let mut same = 0;
+    while same < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "the proxy's descriptors never settled: {last:?}"
+        );
+        thread::sleep(Duration::from_millis(50));
+        let now = open_fds(pid);
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+    }
+    last
+}
+
+fn sockets(fds: &[(u32, String)]) -> usize {
+    fds.iter().filter(|(_, w)| w.starts_with("socket:")).count()
+}
+
+/// One line through a held connection, echoed back.
+fn echo_line(stream: &mut TcpStream, line: &str) -> std::io::Result<()> {
+    stream.write_all(line.as_bytes())?;
+    let mut got = vec![0u8; line.len()];
+    stream.read_exact(&mut got)?;
+    if got == line.as_bytes() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "sent {line:?}, got {:?}",
+            String::from_utf8_lossy(&got)
+        )))
+    }
+}
+
+/// Every held connection echoes one line, or the test fails with the log.
+fn check_held(held: &mut [TcpStream], when: &str, proxy: &ProxyProcess) {
+    for (i, stream) in held.iter_mut().enumerate() {
+        if let Err(e) = echo_line(stream, &format!("held {i} {when}\n")) {
+            panic!(
+                "held connection {i}, {when}: {e}; stderr:\n{}",
+                proxy.log().join("\n")
+            );
+        }
+    }
+}
+
+/// A fresh client through the proxy, echoed within a few seconds.
+fn fresh_round_trip(addr: SocketAddr) -> std::io::Result<()> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    set_timeouts(&stream, Duration::from_secs(5));
+    echo_line(&mut stream, "fresh\n")?;
+    stream.shutdown(Shutdown::Write)?;
+    let rest = read_all(&stream)?;
+    if rest.is_empty() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "{} bytes too many",
+            rest.len()
+        )))
+    }
+}
+
+fn emfile_flood(mode: Mode, workers: usize) {
+    // Our side of the flood is ours to hold: one descriptor per
+    // connection, plus slack for the other test of this target.
+    if nofile_limits().0 < (2 * FLOOD + 256) as u64 {
+        raise_nofile_limit();
+    }
+    let backend = BackendProcess::start(1, &["--mode", "echo"]);
+    let proxy = start_limited_proxy(mode, backend.addrs());
+    let pid = proxy.pid();
+
+    // A few relays before the flood; they must keep working all through it.
+    let mut held: Vec<TcpStream> = (0..HELD).map(|_| connect(proxy.addr())).collect();
+    check_held(&mut held, "before the flood", &proxy);
+
+    // Parity. Each relay takes two descriptors. With an odd number free,
+    // the flood would end with one free, and the proxy would cycle: accept
+    // takes the last one, accept fails (EMFILE, back off), creating the
+    // backend socket fails too, that client is reset and its descriptor
+    // comes back, accept succeeds again 50 ms later... The queue drains by
+    // resets, one per backoff. That is fine (descriptors.rs allows it), but
+    // this test wants the steady state where nothing is free and only the
+    // relays ending can free anything: with an even number free, the flood
+    // ends exactly there. Lower the limit by one if needed.
+    let at_rest = settled_fds(pid);
+    let free = free_below(&at_rest, LIMIT);
+    assert!(
+        free >= 4,
+        "the proxy has only {free} descriptors free under ulimit -n {LIMIT}: {at_rest:?}"
+    );
+    if free % 2 == 1 {
+        set_nofile_limit_of(pid, limit_leaving(&at_rest, free - 1));
+    }
+    let free = free - free % 2;
+
+    // The flood: every connect completes in the kernel (backlog 4096) and is
+    // held open. Some are relayed until descriptors run out; a few may be
+    // reset by races between workers; the rest wait in the queue.
+    let flood_started = Instant::now();
+    let flood: Vec<TcpStream> = (0..FLOOD)
+        .map(|i| {
+            TcpStream::connect_timeout(&proxy.addr(), Duration::from_secs(5)).unwrap_or_else(|e| {
+                panic!(
+                    "flood connection {i}: {e}; stderr:\n{}",
+                    proxy.log().join("\n")
+                )
+            })
+        })
+        .collect();
+    let flood_took = flood_started.elapsed();
+
+    // The proxy says why it stopped accepting.
+    let warned = proxy.wait_for_log(EMFILE_WARNING, Duration::from_secs(10));
+    let Some(warning) = warned else {
+        panic!(
+            "no {EMFILE_WARNING:?} warning within 10 s of the flood; stderr:\n{}",
+            proxy.log().join("\n")
+        );
+    };
+    assert!(
+        warning.contains(EMFILE_MEANING),
+        "the warning does not say what EMFILE means: {warning}"
+    );
+    // Let the relays it could still open settle before measuring.
+    let flooded = settled_fds(pid);
+    assert_eq!(
+        free_below(&flooded, soft_nofile_of(pid).expect("limits")),
+        0,
+        "flooded, yet descriptors are free: {flooded:?}"
+    );
+
+    // Does it spin? CPU time (user + system, all threads) over the window,
+    // from /proc/PID/stat. Backing off costs a 50 ms timer per worker and
+    // nothing else (the relays are idle): a few ticks at most. Spinning
+    // costs a full core per worker (measured with the backoff removed from
+    // accept.rs: 99% for one worker, 174% for two). The check is robust on
+    // a noisy 2-core machine because load from other processes can only
+    // *lower* the proxy's CPU time (it is scheduled less), never raise it:
+    // noise cannot make a well-behaved proxy fail. It could hide a spin
+    // only if some eight runnable threads shared the two cores with it for
+    // the whole window. Tick granularity (10 ms) is 2% of the limit.
+    let warnings_before = count(&proxy, EMFILE_WARNING);
+    let ticks = clock_ticks_per_second();
+    let started = Instant::now();
+    let before = cpu_ticks(pid);
+    thread::sleep(CPU_WINDOW);
+    let spent = cpu_ticks(pid) - before;
+    let window = started.elapsed();
+    let share = spent as f64 / ticks as f64 / window.as_secs_f64();
+    println!(
+        "{mode:?}: {free} descriptors free at rest ({} relays), \
+         flood of {FLOOD} connected in {flood_took:?}; while flooded: {spent} ticks \
+         of CPU in {window:?} = {:.1}% of a core",
+        free / 2,
+        share * 100.0
+    );
+    assert!(
+        share < CPU_SHARE_LIMIT,
+        "{spent} ticks ({:.0}% of a core) in {window:?} while unable to accept: spinning?\n{}",
+        share * 100.0,
+        proxy.log().join("\n")
+    );
+    // The window was spent unable to accept: the warnings went on (once a
+    // second per worker, rate-limited), and no more than that.
+    let warnings_during = count(&proxy, EMFILE_WARNING) - warnings_before;
+    assert!(
+        (1..=workers * 3).contains(&warnings_during),
+        "{warnings_during} EMFILE warnings in {window:?} from {workers} worker(s):\n{}",
+        proxy.log().join("\n")
+    );
+
+    // Still serving what it has, still alive, nothing panicked.
+    check_held(&mut held, "while flooded", &proxy);
+    assert!(alive(pid), "the proxy died:\n{}", proxy.log().join("\n"));
+    let log = proxy.log().join("\n");
+    assert!(!log.contains("panicked"), "a panic:\n{log}");
+
+    // The flood closes: its relays end, its queued connections are accepted
+    // (each brings its FIN), relayed to the backend and closed. Then fresh
+    // clients are served again; until every descriptor is back a fresh
+    // client may still be reset or kept waiting, hence the retries.
+    drop(flood);
+    let recovery = Instant::now();
+    let mut last_error = None;
+    let served_again = wait_until(Duration::from_secs(20), || {
+        match fresh_round_trip(proxy.addr()) {
+            Ok(()) => true,
+            Err(e) => {
+                last_error = Some(e);
+                false
+            }
+        }
+    });
+    assert!(
+        served_again,
+        "no fresh client served within 20 s of the flood closing (last: {last_error:?}); stderr:\n{}",
+        proxy.log().join("\n")
+    );
+    let recovered_in = recovery.elapsed();
+    check_held(&mut held, "after the flood", &proxy);
+
+    // And every flood descriptor comes back: the sockets are those at rest
+    // (listeners and the held relays), nothing leaked.
+    let rest_sockets = sockets(&at_rest);
+    assert!(
+        wait_until(Duration::from_secs(10), || sockets(&open_fds(pid))
+            == rest_sockets),
+        "{} sockets after the flood, {rest_sockets} before it: {:?}",
+        sockets(&open_fds(pid)),
+        open_fds(pid)
+    );
+    println!("{mode:?}: served again {recovered_in:?} after the flood closed");
+
+    // The held connections end cleanly: our FIN, the echo's FIN back.
+    for (i, stream) in held.iter().enumerate() {
+        stream.shutdown(Shutdown::Write).expect("FIN");
+        let rest = read_all(stream).unwrap_or_else(|e| panic!("held {i}: end: {e}"));
+        assert!(rest.is_empty(), "held {i}: {} bytes too many", rest.len());
+    }
+    drop(held);
+    stop_cleanly(proxy);
+    assert!(backend.stop().success(), "the backend's exit status");
+}
+
+/// How many log lines contain `needle`.
+fn count(proxy: &ProxyProcess, needle: &str) -> usize {
+    proxy.log().iter().filter(|l| l.contains(needle)).count()
+}
+
+// Issue 5: one epoll worker, started under ulimit -n 64, flooded with 200 connections.
+#[test]
+fn epoll_one_worker_survives_a_flood_under_ulimit_64() {
+    emfile_flood(Mode::Epoll1, 1);
+}
+
+// Issue 5: two epoll workers (two listeners, SO_REUSEPORT), the same flood.
+#[test]
+fn epoll_two_workers_survive_a_flood_under_ulimit_64() {
+    emfile_flood(Mode::Epoll2, 2);
+}
