@@ -372,7 +372,7 @@ fn refused_backend(mode: Mode) {
     assert!(served, "no later connection was served");
     // Logged before the reset; the test reads the log on another thread.
     let logged = wait_until(Duration::from_secs(5), || {
-        proxy.log().iter().any(|l| l.contains("Connection refused"))
+        proxy.log().iter().any(|l| l.contains("connection refused"))
     });
     assert!(logged, "not logged:\n{}", proxy.log().join("\n"));
     drop(good);

@@ -352,7 +352,7 @@ impl Local {
                     self.shared.board.passive_success(index);
                     return Ok((index, stream, place));
                 }
-                Ok(Err(e)) => e.to_string(),
+                Ok(Err(e)) => health::reason(&e),
                 Err(_) => format!("no answer within {:?}", frontend.timeouts.connect),
             };
             self.shared.board.passive_failure(index, &why);
