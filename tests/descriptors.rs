@@ -217,11 +217,15 @@ fn echo_fixture() -> Fixture {
 fn epoll_out_of_descriptors_backs_off_without_spinning_and_recovers() {
     let fixture = echo_fixture();
     let proxy = start_proxy(Mode::Epoll1, fixture.addrs(), &[]);
-    // At rest: the listener, and the worker's runtime (its epoll set and eventfd).
+    // At rest: the listener, the worker's runtime (its epoll set and
+    // eventfd), and the main thread's (the same, and the signalfd it reads
+    // SIGTERM and SIGHUP from).
     fn started(fds: &[(u32, String)]) -> bool {
+        let count = |what: &str| fds.iter().filter(|(_, w)| w == what).count();
         sockets(fds) == 1
-            && fds.iter().any(|(_, w)| w == "anon_inode:[eventpoll]")
-            && fds.iter().any(|(_, w)| w == "anon_inode:[eventfd]")
+            && count("anon_inode:[eventpoll]") == 2
+            && count("anon_inode:[eventfd]") == 2
+            && count("anon_inode:[signalfd]") == 1
     }
     out_of_descriptors(proxy, started, 0);
 }
@@ -231,11 +235,12 @@ fn epoll_out_of_descriptors_backs_off_without_spinning_and_recovers() {
 fn pool_out_of_descriptors_backs_off_without_spinning_and_recovers() {
     let fixture = echo_fixture();
     let proxy = start_proxy(Mode::PoolMutex, fixture.addrs(), &["--threads", "4"]);
-    // At rest: the listener, and the main thread blocked in accept(2), which
+    // At rest: the listener, the accept thread blocked in accept(2), which
     // holds the number of the descriptor it will return (Linux reserves it
-    // before waiting): one number fewer than /proc shows.
+    // before waiting): one number fewer than /proc shows; and the main
+    // thread's runtime, reading signals from a signalfd.
     fn started(fds: &[(u32, String)]) -> bool {
-        sockets(fds) == 1
+        sockets(fds) == 1 && fds.iter().any(|(_, w)| w == "anon_inode:[signalfd]")
     }
     out_of_descriptors(proxy, started, 1);
 }

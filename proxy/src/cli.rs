@@ -105,6 +105,9 @@ pub struct Settings {
     pub config: Option<PathBuf>,
     /// Whether `--workers` was given (it then overrides the file's `workers`).
     pub workers_given: bool,
+    /// `--grace DUR`: on SIGTERM, how long open connections may take to
+    /// finish (overrides the file's `grace`; default 30s).
+    pub grace: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -126,6 +129,7 @@ impl Default for Settings {
             maxconn: None,
             config: None,
             workers_given: false,
+            grace: None,
         }
     }
 }
@@ -158,6 +162,7 @@ impl Settings {
             global: Global {
                 maxconn: None,
                 workers: None,
+                grace: None,
             },
             frontends: vec![Frontend {
                 name: "default".to_string(),
@@ -215,7 +220,7 @@ proxy: an L4 (TCP) load balancer
 
 USAGE
     proxy --listen ADDR --backend ADDR [--backend ADDR ...] [OPTIONS]
-    proxy --config FILE [--workers N] [--backlog N] [--log-level LEVEL]
+    proxy --config FILE [--workers N] [--backlog N] [--grace DUR] [--log-level LEVEL]
     proxy demo [--quick]      start 3 fixture backends, run every mode, print a table
     proxy --check-config FILE validate a configuration file and exit (0 ok, 2 errors)
 
@@ -249,6 +254,9 @@ OPTIONS
     --maxconn N              epoll: most connections open at once; at the limit the
                              proxy stops accepting (the kernel queues new clients)
                                                              [default: no limit]
+    --grace DUR              pool, epoll: on SIGTERM or SIGINT, stop accepting and give
+                             open connections DUR to finish; a second signal exits at
+                             once                            [default: 30s]
     --log-level LEVEL        error | warn | info | debug     [default: info]
     --config FILE            epoll: run the frontends of FILE (docs/OPERATIONS.md)
     --check-config FILE      check FILE, print every error, exit (0 ok, 2 errors)
@@ -314,6 +322,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
                 settings.maxconn = Some(u32::try_from(n).unwrap_or(u32::MAX));
             }
             "--config" => settings.config = Some(PathBuf::from(value("a configuration file")?)),
+            "--grace" => settings.grace = Some(parse_duration_flag(flag, value("a duration")?)?),
             "--picker" => settings.picker = parse_picker(value("mutex or atomic")?)?,
             "--backlog" => settings.backlog = parse_count(flag, value("a queue length")?)? as u32,
             "--connect-timeout" => {
@@ -434,6 +443,7 @@ const FLAGS: &[&str] = &[
     "--log-level",
     "--check-config",
     "--config",
+    "--grace",
     "--balance",
     "--retries",
     "--maxconn",

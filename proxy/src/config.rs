@@ -42,6 +42,9 @@ pub struct Global {
     pub maxconn: Option<u32>,
     /// Event-loop threads (`None`: one per CPU).
     pub workers: Option<u32>,
+    /// `grace DURATION`: on SIGTERM, how long open connections may take to
+    /// finish before the process exits anyway (`None`: the default, 30s).
+    pub grace: Option<Duration>,
 }
 
 /// How a frontend picks a backend for a new connection.
@@ -92,9 +95,11 @@ pub struct Timeouts {
     pub client: Duration,
     /// `timeout server`: the backend side silent this long (default 10m).
     pub server: Duration,
-    /// `timeout client-fin`: after the client half-closed (default 30s).
+    /// `timeout client-fin`: the client side silent this long once one
+    /// direction is shut, e.g. after the backend's FIN (default 30s).
     pub client_fin: Duration,
-    /// `timeout server-fin`: after the backend half-closed (default 30s).
+    /// `timeout server-fin`: the backend side silent this long once one
+    /// direction is shut, e.g. after the client's FIN (default 30s).
     pub server_fin: Duration,
     /// `timeout tunnel`: once connected, replaces `client` and `server`
     /// (HAProxy's meaning; default: unset, so those two apply).
@@ -290,7 +295,7 @@ fn words(line: &str) -> Vec<Word<'_>> {
 }
 
 const SECTIONS: &[&str] = &["global", "frontend"];
-const GLOBAL_OPTIONS: &[&str] = &["maxconn", "workers"];
+const GLOBAL_OPTIONS: &[&str] = &["maxconn", "workers", "grace"];
 const FRONTEND_OPTIONS: &[&str] = &[
     "listen", "balance", "maxconn", "timeout", "retries", "backend",
 ];
@@ -701,6 +706,15 @@ fn global_option(
                 global.workers = p.number("workers", v, 1, 1024, "");
             }
         }
+        "grace" => {
+            let Some(v) = p.value(words, 0, "a duration, like 30s") else {
+                return;
+            };
+            p.no_more(words, 2);
+            if once(p, seen, "grace", first.column) {
+                global.grace = p.duration("grace", v);
+            }
+        }
         other if FRONTEND_OPTIONS.contains(&other) => p.error(
             first.column,
             format!("'{other}' belongs in a frontend section, not in 'global'"),
@@ -1049,7 +1063,8 @@ mod tests {
             c.global,
             Global {
                 maxconn: Some(20000),
-                workers: Some(2)
+                workers: Some(2),
+                grace: None,
             }
         );
         assert_eq!(c.frontends.len(), 2);

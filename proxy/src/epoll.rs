@@ -47,20 +47,23 @@ use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use runtime::net::{ListenOptions, TcpListener, TcpStream, bind_std};
-use runtime::{spawn, time};
+use runtime::net::{ListenOptions, TcpListener, TcpStream, bind_std, is_fd_exhaustion};
+use runtime::signal::Signals;
+use runtime::{JoinHandle, mpsc, spawn, time};
 
 use crate::accept::AcceptErrors;
 use crate::balance::{Algorithm, Balancer, Server};
-use crate::config::{Balance, Config, Frontend};
+use crate::config::{self, Balance, Config, Frontend};
 use crate::health::{self, HealthBoard};
 use crate::limit::{Limit, Permit};
 use crate::relay::{self, Limits, Outcome};
+use crate::shutdown::{self, Connection, Live};
 
 /// How the epoll mode runs: the frontends, and the process-wide settings
 /// that are not part of a configuration file.
@@ -68,10 +71,14 @@ use crate::relay::{self, Limits, Outcome};
 pub struct Plan {
     /// The frontends and the global `maxconn`.
     pub config: Config,
+    /// The file `config` came from, read again on SIGHUP (`None`: flags).
+    pub path: Option<PathBuf>,
     /// Event-loop threads.
     pub workers: usize,
     /// The listen queue length of every listener.
     pub backlog: u32,
+    /// On SIGTERM, how long open connections may take to finish.
+    pub grace: Duration,
 }
 
 /// One frontend's state shared by every worker.
@@ -92,72 +99,274 @@ struct Shared {
 struct Local {
     shared: Arc<Shared>,
     global: Arc<Limit>,
+    live: Arc<Live>,
     balancer: RefCell<Balancer>,
     /// The board generation last copied into `balancer`.
     seen_generation: Cell<u64>,
 }
 
-/// Runs the epoll mode until the process is stopped.
+/// What the main thread tells a worker.
+#[derive(Debug)]
+enum Command {
+    /// Run exactly these frontends from now on (at startup, and after each
+    /// reload). A frontend new to the worker comes with its listener; one
+    /// the worker already runs keeps its listener and gets the new state.
+    Apply(Vec<Assignment>),
+    /// Close every listener; open connections go on (a graceful stop).
+    StopAccepting,
+}
+
+#[derive(Debug)]
+struct Assignment {
+    shared: Arc<Shared>,
+    listener: Option<std::net::TcpListener>,
+}
+
+/// Runs the epoll mode until a stop signal has been handled (see
+/// [`shutdown`](crate::shutdown)); returns when the process should exit.
 pub fn run(plan: &Plan) -> io::Result<()> {
     let workers = plan.workers.max(1);
-    let global = Limit::new(plan.config.global.maxconn);
-    let shared: Vec<Arc<Shared>> = plan.config.frontends.iter().map(share).collect();
+    let mut control = Control {
+        path: plan.path.clone(),
+        workers,
+        backlog: plan.backlog,
+        global: Limit::new(plan.config.global.maxconn),
+        live: Live::new(),
+        senders: Vec::new(),
+        running: Vec::new(),
+    };
     // Every listener is bound before any worker starts, so a port in use is
     // an error at startup, and every address is announced.
-    let mut by_worker: Vec<Vec<std::net::TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
-    for fe in &shared {
-        let listeners = bind_listeners(&fe.frontend, workers, plan.backlog)?;
-        crate::info!(
-            "frontend {} listening on {} ({}, {} backends, epoll, {workers} workers)",
-            fe.frontend.name,
-            listeners[0].local_addr()?,
-            fe.frontend.balance.name(),
-            fe.frontend.backends.len()
-        );
-        for (worker, listener) in by_worker.iter_mut().zip(listeners) {
-            worker.push(listener);
-        }
+    let (shared, listeners) = control.prepare(&plan.config)?;
+    let mut receivers = Vec::new();
+    for _ in 0..workers {
+        let (tx, rx) = mpsc::channel();
+        control.senders.push(tx);
+        receivers.push(Some(rx));
     }
-    let _checker = health::spawn_checker(shared.iter().map(|fe| fe.board.clone()).collect())?;
-    let slots = Arc::new(Mutex::new(
-        by_worker.into_iter().map(Some).collect::<Vec<_>>(),
-    ));
-    let handles = runtime::threads::spawn_runtimes(workers, "epoll-worker", move |index| {
-        let listeners = slots
+    let receivers = Arc::new(Mutex::new(receivers));
+    let (global, live) = (control.global.clone(), control.live.clone());
+    // Detached: the workers run until the process exits.
+    let _workers = runtime::threads::spawn_runtimes(workers, "epoll-worker", move |index| {
+        let commands = receivers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get_mut(index)
-            .and_then(Option::take)
-            .unwrap_or_default();
-        let locals: Vec<Rc<Local>> = shared
-            .iter()
-            .map(|fe| Rc::new(Local::new(fe.clone(), global.clone())))
-            .collect();
-        worker(listeners, locals)
+            .and_then(Option::take);
+        worker(commands, global.clone(), live.clone())
     })?;
-    // Workers only return on a fatal error; the process ends on SIGTERM.
-    for result in handles.join()? {
-        result?;
-    }
-    Ok(())
+    control.apply(shared, listeners);
+    let rt = runtime::Runtime::new()?;
+    rt.block_on(control.until_stopped(plan.grace))
 }
 
-/// The shared state of one frontend.
-fn share(frontend: &Frontend) -> Arc<Shared> {
+/// The main thread's side: the running frontends, and how to change them.
+#[derive(Debug)]
+struct Control {
+    path: Option<PathBuf>,
+    workers: usize,
+    backlog: u32,
+    global: Arc<Limit>,
+    live: Arc<Live>,
+    senders: Vec<mpsc::Sender<Command>>,
+    /// The frontends running now, in file order.
+    running: Vec<Arc<Shared>>,
+}
+
+/// Per frontend, per worker: a listener for a frontend that needs new ones.
+type Listeners = Vec<Option<Vec<std::net::TcpListener>>>;
+
+impl Control {
+    /// Reads signals until a stop: SIGHUP reloads; SIGTERM or SIGINT stops
+    /// accepting, then drains for at most `grace`.
+    async fn until_stopped(mut self, grace: Duration) -> io::Result<()> {
+        let signals = Signals::new(&shutdown::HANDLED)?;
+        let first = loop {
+            let signal = signals.recv().await?;
+            if shutdown::is_stop(signal) {
+                break signal;
+            }
+            self.reload();
+        };
+        for tx in &self.senders {
+            let _ = tx.send(Command::StopAccepting);
+        }
+        shutdown::drain(&signals, &self.live, grace, first).await;
+        Ok(())
+    }
+
+    /// The shared state of every frontend of `config`, reusing what has not
+    /// changed, and listeners for those that listen somewhere new. Binding
+    /// happens here, on the main thread, so that a port in use refuses the
+    /// whole configuration before any worker sees it.
+    fn prepare(&self, config: &Config) -> io::Result<(Vec<Arc<Shared>>, Listeners)> {
+        let mut shared = Vec::new();
+        let mut listeners = Vec::new();
+        for frontend in &config.frontends {
+            let old = self
+                .running
+                .iter()
+                .find(|s| s.frontend.name == frontend.name);
+            let same_listener = old.is_some_and(|s| s.frontend.listen == frontend.listen);
+            listeners.push(if same_listener {
+                None
+            } else {
+                Some(bind_listeners(frontend, self.workers, self.backlog)?)
+            });
+            shared.push(match old {
+                Some(old) if old.frontend == *frontend => old.clone(),
+                _ => share(frontend, old.map(|s| &**s)),
+            });
+        }
+        Ok((shared, listeners))
+    }
+
+    /// Hands the frontends to every worker, starts their health checks, and
+    /// logs where each listens.
+    fn apply(&mut self, shared: Vec<Arc<Shared>>, mut listeners: Listeners) {
+        let fresh_boards: Vec<_> = shared
+            .iter()
+            .filter(|s| !self.running.iter().any(|r| Arc::ptr_eq(r, s)))
+            .map(|s| s.board.clone())
+            .collect();
+        // The checker of the boards replaced here stops by itself once their
+        // last connection is gone (it holds them weakly).
+        if let Err(e) = health::spawn_checker(fresh_boards) {
+            crate::error!("health checks could not start: {e}; backends count as up");
+        }
+        for (s, bound) in shared.iter().zip(&listeners) {
+            if let Some(addr) = bound.as_ref().and_then(|l| l.first()?.local_addr().ok()) {
+                crate::info!(
+                    "frontend {} listening on {addr} ({}, {} backends, epoll, {} workers)",
+                    s.frontend.name,
+                    s.frontend.balance.name(),
+                    s.frontend.backends.len(),
+                    self.workers
+                );
+            }
+        }
+        for (index, tx) in self.senders.iter().enumerate() {
+            let assignments = shared
+                .iter()
+                .zip(listeners.iter_mut())
+                .map(|(s, bound)| Assignment {
+                    shared: s.clone(),
+                    listener: bound
+                        .as_mut()
+                        .and_then(|l| l.get_mut(index)?.try_clone().ok()),
+                })
+                .collect();
+            if tx.send(Command::Apply(assignments)).is_err() {
+                crate::error!("epoll worker {index} is gone; its share of connections is lost");
+            }
+        }
+        self.running = shared;
+    }
+
+    /// SIGHUP: reads the file again and applies it; a file that does not
+    /// parse, or a listener that cannot be bound, leaves everything as it is.
+    fn reload(&mut self) {
+        let Some(path) = self.path.clone() else {
+            crate::warn!("SIGHUP: started without --config, nothing to reload; ignored");
+            return;
+        };
+        let config = match config::load(&path) {
+            Ok(config) => config,
+            Err(errors) => {
+                for e in &errors {
+                    crate::error!("reload: {e}");
+                }
+                crate::error!(
+                    "reload: {} has {} error(s); the running configuration stays",
+                    path.display(),
+                    errors.len()
+                );
+                return;
+            }
+        };
+        let (shared, listeners) = match self.prepare(&config) {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                crate::error!("reload: {e}; the running configuration stays");
+                return;
+            }
+        };
+        if config
+            .global
+            .workers
+            .is_some_and(|w| w as usize != self.workers)
+        {
+            crate::warn!("reload: a new 'workers' takes effect at the next start");
+        }
+        self.global.set_max(config.global.maxconn);
+        let summary = describe_changes(&self.running, &shared);
+        self.apply(shared, listeners);
+        crate::info!("reloaded {}: {summary}", path.display());
+    }
+}
+
+/// "web: unchanged; api: changed; old: removed", for the reload's log line.
+fn describe_changes(old: &[Arc<Shared>], new: &[Arc<Shared>]) -> String {
+    let mut parts = Vec::new();
+    for s in new {
+        let name = &s.frontend.name;
+        let before = old.iter().find(|o| o.frontend.name == *name);
+        parts.push(match before {
+            Some(o) if Arc::ptr_eq(o, s) => format!("{name}: unchanged"),
+            Some(_) => format!("{name}: changed"),
+            None => format!("{name}: added"),
+        });
+    }
+    for o in old {
+        if !new.iter().any(|s| s.frontend.name == o.frontend.name) {
+            parts.push(format!("{}: removed", o.frontend.name));
+        }
+    }
+    parts.join("; ")
+}
+
+/// The shared state of one frontend; `old` is the state it replaces, whose
+/// limits carry over (their counts include the connections still open
+/// under the old configuration).
+fn share(frontend: &Frontend, old: Option<&Shared>) -> Arc<Shared> {
     let servers: Vec<_> = frontend
         .backends
         .iter()
         .map(|b| (b.addr, b.check))
         .collect();
     let t = &frontend.timeouts;
+    let limit = match old {
+        Some(old) => {
+            old.limit.set_max(frontend.maxconn);
+            old.limit.clone()
+        }
+        None => Limit::new(frontend.maxconn),
+    };
+    let backend_limits = frontend
+        .backends
+        .iter()
+        .map(|b| {
+            let before = old.and_then(|old| {
+                let i = old
+                    .frontend
+                    .backends
+                    .iter()
+                    .position(|o| o.addr == b.addr)?;
+                old.backend_limits.get(i).cloned()
+            });
+            match before {
+                Some(limit) => {
+                    limit.set_max(b.maxconn);
+                    limit
+                }
+                None => Limit::new(b.maxconn),
+            }
+        })
+        .collect();
     Arc::new(Shared {
         board: Arc::new(HealthBoard::new(&frontend.name, &servers)),
-        limit: Limit::new(frontend.maxconn),
-        backend_limits: frontend
-            .backends
-            .iter()
-            .map(|b| Limit::new(b.maxconn))
-            .collect(),
+        limit,
+        backend_limits,
         relay_limits: Limits {
             idle_timeout: t.idle(),
             client_fin_timeout: t.client_fin,
@@ -167,22 +376,84 @@ fn share(frontend: &Frontend) -> Arc<Shared> {
     })
 }
 
-/// One worker: an accept loop per frontend, until one fails.
-async fn worker(listeners: Vec<std::net::TcpListener>, locals: Vec<Rc<Local>>) -> io::Result<()> {
-    if listeners.len() != locals.len() {
-        return Err(io::Error::other("a worker found no listeners"));
+/// A frontend running on a worker: its accept loop, and the state the loop
+/// hands to each new connection (swapped by a reload).
+#[derive(Debug)]
+struct Running {
+    slot: Rc<RefCell<Rc<Local>>>,
+    accept: JoinHandle<()>,
+}
+
+/// One worker: runs what the main thread says, until the process exits.
+async fn worker(
+    commands: Option<mpsc::Receiver<Command>>,
+    global: Arc<Limit>,
+    live: Arc<Live>,
+) -> io::Result<()> {
+    let Some(mut commands) = commands else {
+        return Err(io::Error::other("a worker found no command channel"));
+    };
+    let mut running: Vec<Running> = Vec::new();
+    while let Some(command) = commands.recv().await {
+        match command {
+            Command::Apply(assignments) => {
+                running = apply(std::mem::take(&mut running), assignments, &global, &live);
+            }
+            Command::StopAccepting => {
+                for frontend in running.drain(..) {
+                    frontend.accept.abort();
+                }
+            }
+        }
     }
-    let loops: Vec<_> = listeners
-        .into_iter()
-        .zip(locals)
-        .map(|(listener, local)| spawn(accept_loop(listener, local)))
-        .collect();
-    for handle in loops {
-        handle
-            .await
-            .map_err(|e| io::Error::other(format!("an accept loop failed: {e}")))??;
+    // The main thread never drops its senders before the process exits.
+    std::future::pending().await
+}
+
+/// One worker's side of [`Command::Apply`].
+fn apply(
+    before: Vec<Running>,
+    assignments: Vec<Assignment>,
+    global: &Arc<Limit>,
+    live: &Arc<Live>,
+) -> Vec<Running> {
+    let mut before: Vec<Option<Running>> = before.into_iter().map(Some).collect();
+    let mut after = Vec::new();
+    for Assignment { shared, listener } in assignments {
+        let name = &shared.frontend.name;
+        let old = before
+            .iter_mut()
+            .find(|r| {
+                r.as_ref()
+                    .is_some_and(|r| r.slot.borrow().shared.frontend.name == *name)
+            })
+            .and_then(Option::take);
+        match (old, listener) {
+            (Some(running), None) => {
+                let unchanged = Arc::ptr_eq(&running.slot.borrow().shared, &shared);
+                if !unchanged {
+                    // New connections get the new pool; open ones keep the
+                    // Local (and backends) they started with.
+                    *running.slot.borrow_mut() = Rc::new(Local::new(shared, global, live));
+                }
+                after.push(running);
+            }
+            (old, Some(listener)) => {
+                if let Some(old) = old {
+                    old.accept.abort(); // it moved to another address
+                }
+                let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, global, live))));
+                let accept = spawn(accept_loop(listener, slot.clone()));
+                after.push(Running { slot, accept });
+            }
+            (None, None) => crate::error!("frontend {name}: no listener on this worker"),
+        }
     }
-    Ok(())
+    // Frontends the new configuration dropped: their listeners close.
+    for running in before.into_iter().flatten() {
+        running.accept.abort();
+    }
+    after
 }
 
 /// A frontend's listeners, one per worker, on the same address: the first
@@ -215,19 +486,34 @@ fn bind_listeners(
     Ok(listeners)
 }
 
-/// Accepts until a fatal error, one task per connection. At the frontend's
-/// or the global maxconn it stops accepting: new clients wait in the
-/// kernel's listen queue (HAProxy's behaviour) instead of being accepted
-/// and dropped.
-async fn accept_loop(listener: std::net::TcpListener, local: Rc<Local>) -> io::Result<()> {
-    let listener = TcpListener::from_std(listener)?;
+/// Accepts until aborted (a stop, or the frontend removed by a reload),
+/// one task per connection. At the frontend's or the global maxconn it
+/// stops accepting: new clients wait in the kernel's listen queue
+/// (HAProxy's behaviour) instead of being accepted and dropped.
+async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>>>) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(e) => {
+            let name = slot.borrow().shared.frontend.name.clone();
+            crate::error!("frontend {name}: cannot watch its listener: {e}; not accepting here");
+            return;
+        }
+    };
     let mut errors = AcceptErrors::new();
     loop {
+        let local = slot.borrow().clone();
         local.global.room().await;
         local.shared.limit.room().await;
         match listener.accept().await {
             Ok((client, peer)) => {
-                spawn(serve(client, peer, local.clone()));
+                // The state of now, not of before the wait: a reload may
+                // have swapped it meanwhile.
+                let local = slot.borrow().clone();
+                let counted = local.live.enter();
+                // Taken here, before the next look for room, so that one
+                // freed place lets in one client, not the whole queue.
+                let places = local.try_admit();
+                spawn(serve(client, peer, local, places, counted));
             }
             // Out of descriptors, say: the connection waits in the kernel's
             // queue, and accepting again at once would spin. The pause is a
@@ -242,19 +528,32 @@ async fn accept_loop(listener: std::net::TcpListener, local: Rc<Local>) -> io::R
 }
 
 /// One connection's life: a place under maxconn, a backend, the relay.
-async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>) {
+async fn serve(
+    client: TcpStream,
+    peer: SocketAddr,
+    local: Rc<Local>,
+    places: Option<Places>,
+    _counted: Connection,
+) {
     let started = Instant::now();
     let name = &local.shared.frontend.name;
-    let Some(_places) = local.admit().await else {
-        let queue = local.shared.frontend.timeouts.queue();
+    // One queue deadline for the whole connection: waiting for a place and
+    // waiting for a backend below its maxconn draw on the same allowance.
+    let queue = local.shared.frontend.timeouts.queue();
+    let deadline = started + queue;
+    let places = match places {
+        Some(places) => Some(places),
+        None => local.admit(deadline).await,
+    };
+    let Some(_places) = places else {
         return refuse(
             &client,
             name,
             peer,
-            &format!("maxconn: no room within {queue:?}"),
+            &format!("maxconn: no room within {queue:?} (timeout queue)"),
         );
     };
-    let (index, backend, _backend_place) = match local.connect(peer).await {
+    let (index, backend, _backend_place) = match local.connect(peer, deadline).await {
         Ok(connected) => connected,
         Err(why) => return refuse(&client, name, peer, &why),
     };
@@ -268,6 +567,9 @@ async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>) {
     log_outcome(name, peer, addr, &outcome, started);
 }
 
+/// The places a connection holds under the global and frontend maxconn.
+type Places = (Permit, Permit);
+
 /// Why no backend could be picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum NoBackend {
@@ -279,7 +581,7 @@ enum NoBackend {
 }
 
 impl Local {
-    fn new(shared: Arc<Shared>, global: Arc<Limit>) -> Local {
+    fn new(shared: Arc<Shared>, global: &Arc<Limit>, live: &Arc<Live>) -> Local {
         let servers = shared
             .frontend
             .backends
@@ -293,7 +595,8 @@ impl Local {
         let balancer = Balancer::new(servers, algorithm(shared.frontend.balance));
         Local {
             shared,
-            global,
+            global: global.clone(),
+            live: live.clone(),
             balancer: RefCell::new(balancer),
             // The board starts at generation 0 with every server up, as a
             // new balancer does.
@@ -301,11 +604,17 @@ impl Local {
         }
     }
 
-    /// A place under the global and the frontend maxconn, waiting for one at
-    /// most `timeout queue`. The accept loop already waits for room, so this
+    /// A place under the global and the frontend maxconn, if both have one.
+    fn try_admit(&self) -> Option<Places> {
+        let global = self.global.try_acquire()?;
+        let frontend = self.shared.limit.try_acquire()?;
+        Some((global, frontend))
+    }
+
+    /// A place under the global and the frontend maxconn, waiting for one
+    /// until `deadline`. The accept loop already waited for room, so this
     /// waits only when another worker took the last place first.
-    async fn admit(&self) -> Option<(Permit, Permit)> {
-        let deadline = Instant::now() + self.shared.frontend.timeouts.queue();
+    async fn admit(&self, deadline: Instant) -> Option<Places> {
         loop {
             let waiting_on = match self.global.try_acquire() {
                 Some(global) => match self.shared.limit.try_acquire() {
@@ -324,62 +633,81 @@ impl Local {
     /// Connects to a backend, trying another one after each failure, up to
     /// the frontend's `retries`. Returns the backend's index, the socket and
     /// its place under the backend's maxconn; or why the client is refused.
-    async fn connect(&self, peer: SocketAddr) -> Result<(usize, TcpStream, Permit), String> {
+    async fn connect(
+        &self,
+        peer: SocketAddr,
+        deadline: Instant,
+    ) -> Result<(usize, TcpStream, Permit), String> {
         let frontend = &self.shared.frontend;
-        let attempts = frontend.retries.saturating_add(1);
         let mut tried: Vec<usize> = Vec::new();
-        let mut last_failure = String::new();
-        for attempt in 1..=attempts {
-            let (index, place) = match self.pick(peer.ip(), &tried).await {
+        // The last failure, once there is one.
+        let mut failure: Option<String> = None;
+        for attempt in 0..=frontend.retries {
+            let (index, place) = match self.pick(peer.ip(), &tried, deadline).await {
                 Ok(picked) => picked,
                 Err(NoBackend::Full) => {
-                    let queue = frontend.timeouts.queue();
-                    return Err(format!(
-                        "every backend is at its maxconn, for {queue:?} (timeout queue)"
-                    ));
-                }
-                Err(NoBackend::Unavailable) if tried.is_empty() => {
-                    return Err("no backend is up".to_string());
+                    return Err(
+                        "every backend is at its maxconn, past the timeout queue".to_string()
+                    );
                 }
                 Err(NoBackend::Unavailable) => {
-                    return Err(format!("{last_failure}; no other backend to try"));
+                    return Err(match failure {
+                        None => "no backend available (all down or drained)".to_string(),
+                        Some(failure) => format!("{failure}; no other backend to try"),
+                    });
                 }
             };
             let addr = frontend.backends[index].addr;
+            if let Some(failure) = &failure {
+                crate::warn!(
+                    "frontend {}: {peer}: {failure}; retrying on {addr} (retry {attempt} of {})",
+                    frontend.name,
+                    frontend.retries
+                );
+            }
             let connect = time::timeout(frontend.timeouts.connect, TcpStream::connect(addr));
             let why = match connect.await {
                 Ok(Ok(stream)) => {
                     self.shared.board.passive_success(index);
                     return Ok((index, stream, place));
                 }
+                // Our shortage, not the backend's fault: it must not count
+                // against its health, and another backend would fare no
+                // better.
+                Ok(Err(e)) if is_fd_exhaustion(&e) => {
+                    return Err(format!("no socket for a backend connection: {e}"));
+                }
                 Ok(Err(e)) => health::reason(&e),
                 Err(_) => format!("no answer within {:?}", frontend.timeouts.connect),
             };
             self.shared.board.passive_failure(index, &why);
-            if attempt < attempts {
-                crate::warn!(
-                    "frontend {}: {peer} -> {addr}: connect failed: {why}; trying another backend \
-                     (retry {attempt} of {})",
-                    frontend.name,
-                    frontend.retries
-                );
-            }
             tried.push(index);
-            last_failure = format!("connect to {addr} failed: {why}");
+            failure = Some(format!("connect to {addr} failed: {why}"));
         }
-        Err(format!("{last_failure}; {} retries used", frontend.retries))
+        let failure = failure.unwrap_or_default();
+        Err(format!("{failure}; all {} retries used", frontend.retries))
     }
 
     /// Picks a backend not in `tried` that is below its maxconn, and takes a
     /// place there. If every candidate is full, waits (at most `timeout
     /// queue`) for one of them to have room: HAProxy's server queue.
-    async fn pick(&self, client: IpAddr, tried: &[usize]) -> Result<(usize, Permit), NoBackend> {
-        let deadline = Instant::now() + self.shared.frontend.timeouts.queue();
+    async fn pick(
+        &self,
+        client: IpAddr,
+        tried: &[usize],
+        deadline: Instant,
+    ) -> Result<(usize, Permit), NoBackend> {
         // `tried`, then the servers found full during this pick.
         let mut avoid: Vec<usize> = tried.to_vec();
         loop {
             self.sync_health();
             let chosen = self.balancer.borrow_mut().pick_avoiding(client, &avoid);
+            // A backup serves only when every normal backend is down or
+            // failed, as HAProxy's: normal ones merely full mean "queue".
+            let backups = &self.shared.frontend.backends;
+            let chosen = chosen.filter(|&index| {
+                !backups[index].backup || !avoid[tried.len()..].iter().any(|&f| !backups[f].backup)
+            });
             if let Some(index) = chosen {
                 match self.shared.backend_limits[index].try_acquire() {
                     Some(place) => return Ok((index, place)),

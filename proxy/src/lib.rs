@@ -28,7 +28,7 @@
 //! - [`relay`]: the async relay and its connection contract (half-close,
 //!   resets, timeouts); [`epoll`]: milestone 5 grown into a load balancer:
 //!   accept loops, maxconn ([`limit`]), health ([`health`]), retries.
-//! - [`shutdown`]: SIGTERM and SIGINT end the process cleanly.
+//! - [`shutdown`]: signals: SIGTERM and SIGINT drain then exit, SIGHUP reloads.
 //! - [`demo`]: fixture backends, every mode, a table; [`process`]: a proxy
 //!   as a child process (the demo's and the end-to-end tests').
 //!
@@ -93,7 +93,11 @@ pub fn main_with_args(args: &[String]) -> i32 {
                 Mode::Single | Mode::Pool => None,
             };
             // Before any other thread starts, so every thread inherits the mask.
-            match shutdown::exit_on_signals() {
+            let signals = match settings.mode {
+                Mode::Single => shutdown::exit_on_signals(),
+                Mode::Pool | Mode::Epoll => shutdown::block_signals(),
+            };
+            match signals {
                 Ok(()) => match (settings.mode, plan) {
                     (Mode::Single, _) => single::run(&settings),
                     (Mode::Pool, _) => pool::run(&settings),
@@ -134,10 +138,16 @@ fn plan(settings: &cli::Settings) -> Result<epoll::Plan, i32> {
         (false, Some(n)) => n as usize,
         _ => settings.workers,
     };
+    let grace = settings
+        .grace
+        .or(config.global.grace)
+        .unwrap_or(shutdown::DEFAULT_GRACE);
     Ok(epoll::Plan {
         config,
+        path: settings.config.clone(),
         workers,
         backlog: settings.backlog,
+        grace,
     })
 }
 

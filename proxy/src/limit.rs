@@ -45,8 +45,9 @@ use std::task::{Context, Poll, Waker};
 /// A shared count of open connections with an optional ceiling.
 #[derive(Debug)]
 pub struct Limit {
-    /// The ceiling; `u32::MAX` when there is none.
-    max: u32,
+    /// The ceiling; `u32::MAX` when there is none. Atomic only so that a
+    /// reload can move it ([`Limit::set_max`]).
+    max: AtomicU32,
     /// Places taken now.
     open: AtomicU32,
     /// Someone is (or may be) in `waiters`: a release must wake them.
@@ -64,7 +65,7 @@ impl Limit {
     /// A limit of `max` places (`None`: no ceiling, only counting).
     pub fn new(max: Option<u32>) -> Arc<Limit> {
         Arc::new(Limit {
-            max: max.unwrap_or(u32::MAX),
+            max: AtomicU32::new(max.unwrap_or(u32::MAX)),
             open: AtomicU32::new(0),
             waiting: AtomicBool::new(false),
             waiters: Mutex::new(Vec::new()),
@@ -73,7 +74,16 @@ impl Limit {
 
     /// The ceiling, if there is one.
     pub fn max(&self) -> Option<u32> {
-        (self.max != u32::MAX).then_some(self.max)
+        let max = self.max.load(SeqCst);
+        (max != u32::MAX).then_some(max)
+    }
+
+    /// Moves the ceiling (a reloaded configuration). Places already taken
+    /// stay taken, even above a lowered ceiling; waiters are woken in case
+    /// it rose.
+    pub fn set_max(&self, max: Option<u32>) {
+        self.max.store(max.unwrap_or(u32::MAX), SeqCst);
+        self.wake_waiters();
     }
 
     /// Places taken now.
@@ -83,13 +93,15 @@ impl Limit {
 
     /// Whether a place is free now (it may be gone by the time it is taken).
     pub fn has_room(&self) -> bool {
-        self.open() < self.max
+        self.open() < self.max.load(SeqCst)
     }
 
     /// Takes a place if one is free.
     pub fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
         self.open
-            .fetch_update(SeqCst, SeqCst, |open| (open < self.max).then_some(open + 1))
+            .fetch_update(SeqCst, SeqCst, |open| {
+                (open < self.max.load(SeqCst)).then_some(open + 1)
+            })
             .ok()
             .map(|_| Permit {
                 limit: self.clone(),
@@ -125,6 +137,10 @@ impl Limit {
 
     fn release(&self) {
         self.open.fetch_sub(1, SeqCst);
+        self.wake_waiters();
+    }
+
+    fn wake_waiters(&self) {
         if self.waiting.load(SeqCst) {
             let waiters = {
                 let mut waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);

@@ -30,19 +30,34 @@
 //!
 //! A connection's failure stays with its job: [`blocking::serve`] logs and
 //! never panics (and the pool would survive a panic anyway, counting it).
+//!
+//! # Stopping
+//!
+//! The accept loop runs on a thread of its own; the main thread waits for
+//! signals. On SIGTERM or SIGINT it shuts the listening socket down for
+//! reading, which makes the blocked `accept(2)` fail (EINVAL on Linux) and
+//! the kernel refuse new clients; the accept loop sees the stop flag and
+//! ends, and the main thread drains the jobs still running
+//! ([`shutdown::drain`]).
 
 #![forbid(unsafe_code)]
 
 use std::io;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
 
+use nix::sys::socket::{Shutdown, shutdown};
+use runtime::signal::Signals;
 use runtime::thread_pool::ThreadPool;
 
 use crate::accept::AcceptErrors;
 use crate::blocking;
 use crate::cli::Settings;
 use crate::picker::{Picker, new_picker};
+use crate::shutdown::{self as lifecycle, Live};
 
 /// What every job needs, shared by the workers.
 #[derive(Debug)]
@@ -69,8 +84,8 @@ pub fn queue_limit(threads: usize) -> usize {
     threads.max(1)
 }
 
-/// Runs the pool mode until the process is stopped (by a signal: see
-/// [`shutdown`](crate::shutdown)). Returns only if it cannot start.
+/// Runs the pool mode until a stop signal has been handled (see
+/// [`shutdown`](crate::shutdown)); returns when the process should exit.
 pub fn run(settings: &Settings) -> io::Result<()> {
     if settings.backends.is_empty() {
         return Err(io::Error::new(
@@ -78,7 +93,8 @@ pub fn run(settings: &Settings) -> io::Result<()> {
             "the pool mode needs a backend",
         ));
     }
-    let listener = blocking::listen(settings)?;
+    // Shared by the accept thread and the main thread, which stops it.
+    let listener = Arc::new(blocking::listen(settings)?);
     let addr = listener.local_addr()?;
     let pool = ThreadPool::with_queue_limit(settings.threads, queue_limit(settings.threads))?;
     let shared = Arc::new(Shared {
@@ -91,23 +107,71 @@ pub fn run(settings: &Settings) -> io::Result<()> {
         settings.threads,
         settings.picker.name()
     );
+    let live = Live::new();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let accepting = {
+        let (listener, live, stopping) = (listener.clone(), live.clone(), stopping.clone());
+        thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || accept_loop(&listener, &pool, &shared, &live, &stopping))?
+    };
+    let grace = settings.grace.unwrap_or(lifecycle::DEFAULT_GRACE);
+    let rt = runtime::Runtime::new()?;
+    rt.block_on(async {
+        let signals = Signals::new(&lifecycle::HANDLED)?;
+        let first = loop {
+            let signal = signals.recv().await?;
+            if lifecycle::is_stop(signal) {
+                break signal;
+            }
+            crate::warn!("SIGHUP: the pool mode takes flags only, nothing to reload; ignored");
+        };
+        stopping.store(true, Ordering::SeqCst);
+        // Wakes the blocked accept(2) and makes the kernel refuse new clients.
+        if let Err(e) = shutdown(listener.as_raw_fd(), Shutdown::Read) {
+            crate::error!("could not stop the listener: {e}");
+        }
+        lifecycle::drain(&signals, &live, grace, first).await;
+        io::Result::Ok(())
+    })?;
+    // The accept thread has ended, or is blocked handing over a job that
+    // will never run; either way the process exits now.
+    drop(accepting);
+    Ok(())
+}
+
+/// Accepts until `stopping`, handing each connection to the pool.
+fn accept_loop(
+    listener: &TcpListener,
+    pool: &ThreadPool,
+    shared: &Arc<Shared>,
+    live: &Arc<Live>,
+    stopping: &AtomicBool,
+) {
     let mut accept_errors = AcceptErrors::new();
-    loop {
+    while !stopping.load(Ordering::SeqCst) {
         let (client, peer) = match listener.accept() {
             Ok(accepted) => accepted,
+            Err(_) if stopping.load(Ordering::SeqCst) => break,
             Err(e) => {
                 if let Some(pause) = accept_errors.note(&e) {
-                    std::thread::sleep(pause);
+                    thread::sleep(pause);
                 }
                 continue;
             }
         };
-        let shared = Arc::clone(&shared);
+        let shared = Arc::clone(shared);
+        let counted = live.enter();
         // Blocks while the queue is full: the backpressure above.
-        if let Err(closed) = pool.execute(move || shared.serve(client, peer)) {
-            // Only shutdown closes the pool, and only this function could
-            // call it; this is a bug, not a condition to limp through.
-            return Err(io::Error::other(closed));
+        let job = move || {
+            shared.serve(client, peer);
+            drop(counted);
+        };
+        if pool.execute(job).is_err() {
+            // Only shutdown closes the pool, and nothing calls it while
+            // this loop runs: a bug, reported rather than limped through.
+            crate::error!("the thread pool closed under the accept loop; not accepting");
+            return;
         }
     }
 }

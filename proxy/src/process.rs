@@ -124,6 +124,27 @@ impl ProxyProcess {
         }
     }
 
+    /// Sends `signal` (SIGTERM, SIGINT, SIGHUP...) without waiting.
+    pub fn signal(&self, signal: Signal) -> io::Result<()> {
+        let pid = Pid::from_raw(self.child.id() as i32);
+        kill(pid, signal).map_err(io::Error::from)
+    }
+
+    /// Waits up to `limit` for the process to exit; `Ok(None)` if it is
+    /// still running then (it is left running).
+    pub fn wait_exit(&mut self, limit: Duration) -> io::Result<Option<ExitStatus>> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Sends SIGTERM and waits for the exit status (killing the process if
     /// it does not exit in time, and saying so).
     pub fn stop(mut self) -> io::Result<ExitStatus> {

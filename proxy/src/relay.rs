@@ -32,10 +32,10 @@
 //! - **Idle.** No byte either way for `idle_timeout`: both sides are reset
 //!   (a timeout is an abort, and must not look like a complete stream).
 //! - **Half-closed and silent.** Once one direction is done, the other must
-//!   move a byte at least every `client_fin_timeout` (after the client's
-//!   FIN; HAProxy's `timeout client-fin`) or `server_fin_timeout` (after
-//!   the backend's; `timeout server-fin`), or both sides are reset, so
-//!   sockets cannot pile up in CLOSE_WAIT.
+//!   move a byte at least every `server_fin_timeout` (after the client's
+//!   FIN, the backend is waited on; HAProxy's `timeout server-fin`) or
+//!   `client_fin_timeout` (after the backend's FIN; `timeout client-fin`),
+//!   or both sides are reset, so sockets cannot pile up in CLOSE_WAIT.
 //!
 //! ## Memory
 //!
@@ -90,11 +90,13 @@ fn give_buffer(buffer: Box<[u8]>) {
 pub struct Limits {
     /// No byte in either direction for this long: close.
     pub idle_timeout: Duration,
-    /// After the client's FIN, the backend may be silent this long
-    /// (HAProxy's `timeout client-fin`).
+    /// Once one direction is shut, the client side may be silent this long
+    /// (HAProxy's `timeout client-fin`): after the backend's FIN, waiting
+    /// for the client to finish.
     pub client_fin_timeout: Duration,
-    /// After the backend's FIN, the client may be silent this long
-    /// (HAProxy's `timeout server-fin`).
+    /// Once one direction is shut, the backend side may be silent this long
+    /// (HAProxy's `timeout server-fin`): after the client's FIN, waiting for
+    /// the backend to finish.
     pub server_fin_timeout: Duration,
 }
 
@@ -338,8 +340,9 @@ impl IdleTimer {
         half_closed: Option<HalfClosed>,
     ) -> Poll<Ending> {
         let limit = match half_closed {
-            Some(HalfClosed::ByClient) => self.limits.client_fin_timeout,
-            Some(HalfClosed::ByBackend) => self.limits.server_fin_timeout,
+            // The side still sending is the one waited on.
+            Some(HalfClosed::ByClient) => self.limits.server_fin_timeout,
+            Some(HalfClosed::ByBackend) => self.limits.client_fin_timeout,
             None => self.limits.idle_timeout,
         }
         .min(self.limits.idle_timeout);

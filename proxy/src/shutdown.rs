@@ -1,47 +1,179 @@
-//! Stopping: SIGTERM and SIGINT end the process with status 0.
+//! Stopping and reloading, driven by signals.
 //!
 //! Signals are blocked in the main thread before any other thread starts
-//! (threads inherit the mask), and one small thread waits for them with
-//! `sigwait`. So no signal handler ever runs in the middle of a relay, and
-//! whatever mode is running needs no code of its own to stop.
+//! (threads inherit the mask), so no signal handler ever runs in the middle
+//! of a relay, and the default action ("terminate") never fires. The main
+//! thread then reads them as data, from a `signalfd` on a small runtime of
+//! its own (runtime/src/signal.rs), and acts:
 //!
-//! SIGHUP is caught too, so that the conventional "reload" signal does not
-//! kill the process by its default action; reloading is not implemented yet,
-//! so it is logged and ignored.
+//! ```text
+//!   running ──SIGHUP──▶ reload the file (epoll mode), keep running
+//!      │
+//!   SIGTERM / SIGINT
+//!      ▼
+//!   draining: listeners closed (new clients are refused by the kernel),
+//!      │      open connections go on; every 100 ms: how many are left?
+//!      │
+//!      ├── none left ───────────────────────▶ exit 0
+//!      ├── grace period over ───────────────▶ exit 0, closing what is left
+//!      └── a second SIGTERM / SIGINT ───────▶ exit 0 at once
+//! ```
+//!
+//! That is HAProxy's soft stop with `hard-stop-after` and nginx's graceful
+//! shutdown with `worker_shutdown_timeout`. What is left at the end of the
+//! grace period is closed by the process exit, as both of them do.
+//!
+//! The single mode has nothing to drain (it serves one connection at a
+//! time, on the main thread) and keeps the simplest form: a thread that
+//! exits at the first SIGTERM or SIGINT ([`exit_on_signals`]).
 
 use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
+use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signal::{SigSet, Signal as NixSignal};
+use runtime::signal::{Signal, Signals};
+use runtime::time;
 
-/// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and every thread it
-/// starts afterwards) and starts the thread that acts on them.
-pub fn exit_on_signals() -> io::Result<()> {
+/// The default grace period: as long as Kubernetes waits after SIGTERM.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// How often a drain looks at the count of open connections.
+const DRAIN_POLL: Duration = Duration::from_millis(100);
+
+/// The signals the proxy acts on.
+pub const HANDLED: [Signal; 3] = [Signal::Interrupt, Signal::Terminate, Signal::Hangup];
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread and in every thread it
+/// starts afterwards. Call it first thing, before any thread exists.
+pub fn block_signals() -> io::Result<()> {
     let mut set = SigSet::empty();
-    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+    for signal in [NixSignal::SIGINT, NixSignal::SIGTERM, NixSignal::SIGHUP] {
         set.add(signal);
     }
-    set.thread_block().map_err(io::Error::from)?;
+    set.thread_block().map_err(io::Error::from)
+}
+
+/// The single mode's way: a thread that ends the process with status 0 at
+/// the first SIGTERM or SIGINT. SIGHUP is logged and ignored.
+pub fn exit_on_signals() -> io::Result<()> {
+    block_signals()?;
+    let mut set = SigSet::empty();
+    for signal in [NixSignal::SIGINT, NixSignal::SIGTERM, NixSignal::SIGHUP] {
+        set.add(signal);
+    }
     thread::Builder::new()
         .name("signals".into())
-        .spawn(move || wait_for_signals(set))?;
+        .spawn(move || {
+            loop {
+                match set.wait() {
+                    Ok(NixSignal::SIGHUP) => {
+                        crate::warn!("SIGHUP: the single mode has nothing to reload; ignored")
+                    }
+                    Ok(signal) => {
+                        crate::info!("{signal}: exiting");
+                        std::process::exit(0);
+                    }
+                    Err(e) => {
+                        crate::error!("waiting for signals failed: {e}; SIGTERM is not handled");
+                        return;
+                    }
+                }
+            }
+        })?;
     Ok(())
 }
 
-fn wait_for_signals(set: SigSet) {
+/// A count of the connections a mode has open, so a drain knows when it is
+/// done. Each connection holds a [`Connection`] guard for its whole life.
+#[derive(Debug, Default)]
+pub struct Live {
+    open: AtomicUsize,
+}
+
+/// One open connection, counted in [`Live`] until dropped.
+#[derive(Debug)]
+pub struct Connection {
+    live: Arc<Live>,
+}
+
+impl Live {
+    /// A count starting at zero.
+    pub fn new() -> Arc<Live> {
+        Arc::new(Live::default())
+    }
+
+    /// Counts a connection in; the guard counts it out when dropped.
+    pub fn enter(self: &Arc<Self>) -> Connection {
+        self.open.fetch_add(1, Ordering::Relaxed);
+        Connection { live: self.clone() }
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.live.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether `signal` asks the process to stop.
+pub fn is_stop(signal: Signal) -> bool {
+    matches!(signal, Signal::Interrupt | Signal::Terminate)
+}
+
+/// Waits, after a stop signal, until every connection in `live` is done,
+/// the grace period is over, or a second stop signal comes. The caller has
+/// already stopped accepting. Returns what ended the wait, for the log.
+pub async fn drain(signals: &Signals, live: &Live, grace: Duration, first: Signal) {
+    let deadline = Instant::now() + grace;
+    crate::info!(
+        "{}: stopping: no new connections; {} open may take up to {grace:?} to finish \
+         (send it again to exit at once)",
+        name(first),
+        live.open()
+    );
     loop {
-        match set.wait() {
-            Ok(Signal::SIGHUP) => {
-                crate::warn!("SIGHUP: configuration reload is not supported yet; ignored")
-            }
-            Ok(signal) => {
-                crate::info!("{signal}: exiting");
-                std::process::exit(0);
-            }
-            Err(e) => {
-                crate::error!("waiting for signals failed: {e}; SIGTERM will not be handled");
+        let open = live.open();
+        if open == 0 {
+            crate::info!("every connection finished; exiting");
+            return;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            crate::warn!("grace period of {grace:?} over: closing {open} connections; exiting");
+            return;
+        }
+        match time::timeout(left.min(DRAIN_POLL), signals.recv()).await {
+            Ok(Ok(signal)) if is_stop(signal) => {
+                crate::warn!(
+                    "{} again: closing {open} connections; exiting",
+                    name(signal)
+                );
                 return;
             }
+            Ok(Ok(_)) => crate::warn!("SIGHUP while stopping: ignored"),
+            Ok(Err(e)) => {
+                // Signals can no longer be read: keep draining on the clock.
+                crate::error!("reading signals failed: {e}");
+                time::sleep(left.min(DRAIN_POLL)).await;
+            }
+            Err(_) => {} // the poll interval: look at the count again
         }
+    }
+}
+
+/// The conventional name (`SIGTERM`) of a signal.
+pub fn name(signal: Signal) -> &'static str {
+    match signal {
+        Signal::Interrupt => "SIGINT",
+        Signal::Terminate => "SIGTERM",
+        Signal::Hangup => "SIGHUP",
     }
 }
