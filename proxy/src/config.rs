@@ -12,8 +12,11 @@
 //! ```
 //!
 //! The grammar, every option with its default and its HAProxy / nginx
-//! equivalent, is in `docs/OPERATIONS.md`. The running proxy does not read
-//! this file yet; `proxy --check-config FILE` validates it.
+//! equivalent, is in `docs/OPERATIONS.md`. `proxy --config FILE` runs the
+//! file's frontends (the epoll mode, [`crate::epoll`]); `proxy --check-config
+//! FILE` validates it and exits. Without `--config`, the command-line flags
+//! describe one frontend, named `default`
+//! ([`Settings::to_config`](crate::cli::Settings::to_config)).
 //!
 //! Parsing never stops at the first mistake and never panics: every
 //! problem of the file becomes a [`ConfigError`] that says where
@@ -1073,7 +1076,13 @@ mod tests {
         assert_eq!(web.listen, addr("127.0.0.1:8080"));
         assert_eq!(web.balance, Balance::RoundRobin);
         assert_eq!(web.maxconn, Some(5000));
-        assert_eq!(web.timeouts, Timeouts::default());
+        assert_eq!(
+            web.timeouts,
+            Timeouts {
+                queue: Some(Duration::from_secs(10)),
+                ..Timeouts::default()
+            }
+        );
         assert_eq!(web.retries, 3);
         assert_eq!(
             web.backends,
@@ -1087,7 +1096,7 @@ mod tests {
                         inter: Duration::from_secs(2),
                         fall: 3,
                         rise: 2,
-                        timeout: Duration::from_secs(2),
+                        timeout: Duration::from_secs(1),
                     }),
                 },
                 BackendServer {
@@ -1102,6 +1111,15 @@ mod tests {
         let db = &c.frontends[1];
         assert_eq!((db.name.as_str(), db.listen), ("db", addr("[::1]:5433")));
         assert_eq!(db.backends[0].addr, addr("[::1]:5432"));
+        assert_eq!(
+            db.timeouts,
+            Timeouts {
+                tunnel: Some(Duration::from_secs(3600)),
+                ..Timeouts::default()
+            }
+        );
+        assert_eq!(db.timeouts.idle(), Duration::from_secs(3600));
+        assert_eq!(web.timeouts.queue(), Duration::from_secs(10));
     }
 
     #[test]
