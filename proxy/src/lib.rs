@@ -21,6 +21,8 @@
 //!   leastconn, power of two choices, Maglev) with weights, backups, maxconn.
 //! - [`health`]: which backends are up: active checks (`check inter fall
 //!   rise`) and clients' failed connects, on a board the event loops share.
+//! - [`acl`]: who may connect: `allow` / `deny` address ranges, and a
+//!   ceiling on each source address's concurrent connections.
 //! - [`accept`]: what every accept loop does with an error (skip, or back off).
 //! - [`blocking`]: what the blocking modes share: a listener with a chosen
 //!   backlog, and a full-duplex relay on `poll(2)`.
@@ -44,6 +46,7 @@
 pub mod log;
 
 pub mod accept;
+pub mod acl;
 pub mod balance;
 pub mod blocking;
 pub mod cli;
