@@ -14,6 +14,8 @@
 //! ## The tour
 //!
 //! - [`cli`]: the command line and its [`Settings`](cli::Settings); [`log`]: leveled lines on stderr.
+//! - [`access_log`]: one line per finished connection, HAProxy's `tcplog`
+//!   layout (or JSON), with its two-letter termination state.
 //! - [`config`]: the configuration file (several frontends, each with its
 //!   pool), run by `proxy --config FILE`, checked by `--check-config FILE`.
 //! - [`picker`]: round-robin over the backends, and the race of milestone 3.
@@ -46,6 +48,7 @@
 pub mod log;
 
 pub mod accept;
+pub mod access_log;
 pub mod acl;
 pub mod balance;
 pub mod blocking;

@@ -81,14 +81,55 @@ struct Utc(std::time::Duration);
 
 impl fmt::Display for Utc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.0.as_secs();
-        let (year, month, day) = civil_from_days((secs / 86_400) as i64);
-        let (h, m, s) = (secs / 3600 % 24, secs / 60 % 60, secs % 60);
-        let ms = self.0.subsec_millis();
+        let Civil {
+            year,
+            month,
+            day,
+            hour: h,
+            minute: m,
+            second: s,
+            millis: ms,
+        } = civil(self.0);
         write!(
             f,
             "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z"
         )
+    }
+}
+
+/// A date and time of day in UTC, to the millisecond: what [`civil`] makes
+/// of a time since the Unix epoch. The crate's one calendar conversion,
+/// shared by this log and the access log (`access_log.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Civil {
+    /// The year, like 2026.
+    pub year: i64,
+    /// 1 to 12.
+    pub month: u32,
+    /// 1 to 31.
+    pub day: u32,
+    /// 0 to 23.
+    pub hour: u32,
+    /// 0 to 59.
+    pub minute: u32,
+    /// 0 to 59 (UTC as Unix time counts it: no leap seconds).
+    pub second: u32,
+    /// 0 to 999.
+    pub millis: u32,
+}
+
+/// The UTC date and time `since_epoch` after 1970-01-01T00:00:00Z.
+pub fn civil(since_epoch: std::time::Duration) -> Civil {
+    let secs = since_epoch.as_secs();
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    Civil {
+        year,
+        month,
+        day,
+        hour: (secs / 3600 % 24) as u32,
+        minute: (secs / 60 % 60) as u32,
+        second: (secs % 60) as u32,
+        millis: since_epoch.subsec_millis(),
     }
 }
 
@@ -150,6 +191,21 @@ mod tests {
             Utc(Duration::from_secs(4_107_542_399)).to_string(),
             "2100-02-28T23:59:59.000Z"
         );
+    }
+
+    #[test]
+    fn civil_splits_a_time_into_utc_fields() {
+        let c = civil(Duration::from_millis(1_796_036_971_123));
+        let expected = Civil {
+            year: 2026,
+            month: 11,
+            day: 30,
+            hour: 11,
+            minute: 9,
+            second: 31,
+            millis: 123,
+        };
+        assert_eq!(c, expected);
     }
 
     #[test]
