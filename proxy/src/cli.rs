@@ -16,7 +16,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{BackendServer, Balance, Config, DEFAULT_RETRIES, Frontend, Global, Timeouts};
+use crate::access_log::Format;
+use crate::acl::AccessList;
+use crate::config::{
+    AccessLogTarget, BackendServer, Balance, Config, DEFAULT_RETRIES, Frontend, Global, Timeouts,
+};
 use crate::log::Level;
 
 /// Which of the seed's milestones runs.
@@ -108,6 +112,12 @@ pub struct Settings {
     /// `--grace DUR`: on SIGTERM, how long open connections may take to
     /// finish (overrides the file's `grace`; default 30s).
     pub grace: Option<Duration>,
+    /// `--access-log stderr|off|PATH` (overrides the file's `access-log`).
+    pub access_log: Option<AccessLogTarget>,
+    /// `--log-format tcplog|json` (overrides the file's `log-format`).
+    pub log_format: Option<Format>,
+    /// `--admin ADDR`: the metrics endpoint (overrides the file's `admin`).
+    pub admin: Option<SocketAddr>,
 }
 
 impl Default for Settings {
@@ -130,6 +140,9 @@ impl Default for Settings {
             config: None,
             workers_given: false,
             grace: None,
+            access_log: None,
+            log_format: None,
+            admin: None,
         }
     }
 }
@@ -147,6 +160,7 @@ impl Settings {
                 backup: false,
                 maxconn: None,
                 check: None,
+                send_proxy: None,
             })
             .collect();
         let timeouts = Timeouts {
@@ -157,12 +171,16 @@ impl Settings {
             server_fin: self.fin_timeout,
             tunnel: None,
             queue: None,
+            client_hs: Duration::from_secs(5),
         };
         Config {
             global: Global {
                 maxconn: None,
                 workers: None,
                 grace: None,
+                admin: self.admin,
+                access_log: self.access_log.clone(),
+                log_format: self.log_format,
             },
             frontends: vec![Frontend {
                 name: "default".to_string(),
@@ -172,6 +190,9 @@ impl Settings {
                 timeouts,
                 retries: self.retries,
                 backends,
+                access: AccessList::default(),
+                maxconn_per_source: None,
+                accept_proxy: false,
             }],
         }
     }
@@ -221,6 +242,7 @@ proxy: an L4 (TCP) load balancer
 USAGE
     proxy --listen ADDR --backend ADDR [--backend ADDR ...] [OPTIONS]
     proxy --config FILE [--workers N] [--backlog N] [--grace DUR] [--log-level LEVEL]
+                        [--access-log WHERE] [--log-format FORMAT] [--admin ADDR]
     proxy demo [--quick]      start 3 fixture backends, run every mode, print a table
     proxy --check-config FILE validate a configuration file and exit (0 ok, 2 errors)
 
@@ -257,6 +279,11 @@ OPTIONS
     --grace DUR              pool, epoll: on SIGTERM or SIGINT, stop accepting and give
                              open connections DUR to finish; a second signal exits at
                              once                            [default: 30s]
+    --access-log WHERE       epoll: one line per connection to stderr, off, or a file
+                                                             [default: stderr]
+    --log-format FORMAT      epoll: tcplog (HAProxy's) | json [default: tcplog]
+    --admin ADDR             epoll: serve GET /metrics (Prometheus) and GET /health on
+                             ADDR, a loopback address        [default: off]
     --log-level LEVEL        error | warn | info | debug     [default: info]
     --config FILE            epoll: run the frontends of FILE (docs/OPERATIONS.md)
     --check-config FILE      check FILE, print every error, exit (0 ok, 2 errors)
@@ -323,6 +350,27 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
             }
             "--config" => settings.config = Some(PathBuf::from(value("a configuration file")?)),
             "--grace" => settings.grace = Some(parse_duration_flag(flag, value("a duration")?)?),
+            "--access-log" => {
+                settings.access_log = Some(AccessLogTarget::parse(value("stderr, off or a file")?))
+            }
+            "--log-format" => {
+                let v = value("tcplog or json")?;
+                settings.log_format = Some(Format::parse(v).ok_or_else(|| {
+                    CliError(format!(
+                        "--log-format: unknown format '{v}'; use tcplog or json"
+                    ))
+                })?);
+            }
+            "--admin" => {
+                let addr = parse_addr(flag, value("an address like 127.0.0.1:9100")?)?;
+                if !addr.ip().is_loopback() {
+                    return err(format!(
+                        "--admin: {addr} is not a loopback address; the admin endpoint has no \
+                         authentication, so it listens on 127.0.0.1 or ::1 only"
+                    ));
+                }
+                settings.admin = Some(addr);
+            }
             "--picker" => settings.picker = parse_picker(value("mutex or atomic")?)?,
             "--backlog" => settings.backlog = parse_count(flag, value("a queue length")?)? as u32,
             "--connect-timeout" => {
@@ -373,7 +421,15 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
 }
 
 /// Flags of the balancing epoll mode only.
-const EPOLL_ONLY: &[&str] = &["--balance", "--retries", "--maxconn", "--config"];
+const EPOLL_ONLY: &[&str] = &[
+    "--balance",
+    "--retries",
+    "--maxconn",
+    "--config",
+    "--access-log",
+    "--log-format",
+    "--admin",
+];
 
 /// Flags that a configuration file replaces: with `--config`, the file says
 /// these (per frontend), and a flag would be ambiguous.
@@ -444,6 +500,9 @@ const FLAGS: &[&str] = &[
     "--check-config",
     "--config",
     "--grace",
+    "--access-log",
+    "--log-format",
+    "--admin",
     "--balance",
     "--retries",
     "--maxconn",

@@ -24,9 +24,11 @@
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::access_log::Format;
+use crate::acl::{AccessList, Cidr};
 use crate::cli::{edit_distance, parse_duration};
 
 /// A whole configuration file.
@@ -48,6 +50,43 @@ pub struct Global {
     /// `grace DURATION`: on SIGTERM, how long open connections may take to
     /// finish before the process exits anyway (`None`: the default, 30s).
     pub grace: Option<Duration>,
+    /// `admin ADDR`: the metrics and health endpoint (`None`: off).
+    pub admin: Option<SocketAddr>,
+    /// `access-log stderr|off|PATH` (`None`: the default, stderr).
+    pub access_log: Option<AccessLogTarget>,
+    /// `log-format tcplog|json` (`None`: the default, tcplog).
+    pub log_format: Option<Format>,
+}
+
+/// Where the access log goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLogTarget {
+    /// No access log.
+    Off,
+    /// Standard error, with the daemon's own messages.
+    Stderr,
+    /// Appended to this file.
+    File(PathBuf),
+}
+
+impl AccessLogTarget {
+    /// `stderr`, `off`, or a path (the `access-log` option and flag).
+    pub fn parse(word: &str) -> AccessLogTarget {
+        match word {
+            "off" => AccessLogTarget::Off,
+            "stderr" => AccessLogTarget::Stderr,
+            path => AccessLogTarget::File(PathBuf::from(path)),
+        }
+    }
+}
+
+/// A PROXY protocol version (`send-proxy`, `send-proxy-v2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyVersion {
+    /// The text header.
+    V1,
+    /// The binary header.
+    V2,
 }
 
 /// How a frontend picks a backend for a new connection.
@@ -110,6 +149,9 @@ pub struct Timeouts {
     /// `timeout queue`: how long a client may wait for a backend below its
     /// `maxconn` (default: unset, meaning `timeout connect`, as HAProxy).
     pub queue: Option<Duration>,
+    /// `timeout client-hs`: how long an `accept-proxy` client may take to
+    /// send its PROXY header (default 5s).
+    pub client_hs: Duration,
 }
 
 impl Default for Timeouts {
@@ -122,6 +164,7 @@ impl Default for Timeouts {
             server_fin: Duration::from_secs(30),
             tunnel: None,
             queue: None,
+            client_hs: Duration::from_secs(5),
         }
     }
 }
@@ -162,6 +205,13 @@ pub struct Frontend {
     pub retries: u32,
     /// `backend ADDR ...`, in file order.
     pub backends: Vec<BackendServer>,
+    /// `allow CIDR...` / `deny CIDR...`: who may connect (default: anyone).
+    pub access: AccessList,
+    /// `maxconn-per-source N`: concurrent connections from one address.
+    pub maxconn_per_source: Option<u32>,
+    /// `accept-proxy`: clients start with a PROXY protocol header (v1 or v2)
+    /// giving the real client's address (behind another load balancer).
+    pub accept_proxy: bool,
 }
 
 /// One `backend` line of a frontend.
@@ -177,6 +227,9 @@ pub struct BackendServer {
     pub maxconn: Option<u32>,
     /// `check ...`: active health checks (none without `check`).
     pub check: Option<Check>,
+    /// `send-proxy` / `send-proxy-v2`: start each connection with a PROXY
+    /// protocol header carrying the client's address.
+    pub send_proxy: Option<ProxyVersion>,
 }
 
 /// Active health-check parameters (`check inter 2s fall 3 rise 2 timeout 1s`).
@@ -298,9 +351,25 @@ fn words(line: &str) -> Vec<Word<'_>> {
 }
 
 const SECTIONS: &[&str] = &["global", "frontend"];
-const GLOBAL_OPTIONS: &[&str] = &["maxconn", "workers", "grace"];
+const GLOBAL_OPTIONS: &[&str] = &[
+    "maxconn",
+    "workers",
+    "grace",
+    "admin",
+    "access-log",
+    "log-format",
+];
 const FRONTEND_OPTIONS: &[&str] = &[
-    "listen", "balance", "maxconn", "timeout", "retries", "backend",
+    "listen",
+    "balance",
+    "maxconn",
+    "timeout",
+    "retries",
+    "backend",
+    "allow",
+    "deny",
+    "maxconn-per-source",
+    "accept-proxy",
 ];
 const TIMEOUTS: &[&str] = &[
     "connect",
@@ -310,6 +379,7 @@ const TIMEOUTS: &[&str] = &[
     "server-fin",
     "tunnel",
     "queue",
+    "client-hs",
 ];
 
 /// Where a `timeout` line's duration goes.
@@ -317,7 +387,14 @@ enum TimeoutSlot<'a> {
     Always(&'a mut Duration),
     Optional(&'a mut Option<Duration>),
 }
-const SERVER_PARAMS: &[&str] = &["weight", "backup", "maxconn", "check"];
+const SERVER_PARAMS: &[&str] = &[
+    "weight",
+    "backup",
+    "maxconn",
+    "check",
+    "send-proxy",
+    "send-proxy-v2",
+];
 const CHECK_PARAMS: &[&str] = &["inter", "fall", "rise", "timeout"];
 
 /// The closest of `candidates` to `word`, if close enough to be a typo.
@@ -356,6 +433,9 @@ struct FrontendDraft {
     timeouts: Timeouts,
     retries: u32,
     backends: Vec<(BackendServer, usize)>,
+    access: AccessList,
+    maxconn_per_source: Option<u32>,
+    accept_proxy: bool,
     /// `backend` lines, good or bad (a bad one is reported on its own).
     backend_lines: usize,
     /// Options given once per frontend, with the line where each was first seen.
@@ -555,6 +635,9 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
                     timeouts: Timeouts::default(),
                     retries: DEFAULT_RETRIES,
                     backends: Vec::new(),
+                    access: AccessList::default(),
+                    maxconn_per_source: None,
+                    accept_proxy: false,
                     backend_lines: 0,
                     seen: Vec::new(),
                 });
@@ -636,6 +719,9 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
             timeouts: draft.timeouts,
             retries: draft.retries,
             backends: draft.backends.into_iter().map(|(b, _)| b).collect(),
+            access: draft.access,
+            maxconn_per_source: draft.maxconn_per_source,
+            accept_proxy: draft.accept_proxy,
         });
     }
     if p.errors.is_empty() && frontends.is_empty() {
@@ -716,6 +802,53 @@ fn global_option(
             p.no_more(words, 2);
             if once(p, seen, "grace", first.column) {
                 global.grace = p.duration("grace", v);
+            }
+        }
+        "admin" => {
+            let Some(v) = p.value(words, 0, "an address like 127.0.0.1:9100") else {
+                return;
+            };
+            p.no_more(words, 2);
+            if !once(p, seen, "admin", first.column) {
+                return;
+            }
+            if let Some(addr) = p.addr("admin", v) {
+                if addr.ip().is_loopback() {
+                    global.admin = Some(addr);
+                } else {
+                    p.error(
+                        v.column,
+                        format!(
+                            "admin: {addr} is not a loopback address; the admin endpoint has \
+                             no authentication, so it listens on 127.0.0.1 or ::1 only"
+                        ),
+                    );
+                }
+            }
+        }
+        "access-log" => {
+            let Some(v) = p.value(words, 0, "stderr, off or a file path") else {
+                return;
+            };
+            p.no_more(words, 2);
+            if once(p, seen, "access-log", first.column) {
+                global.access_log = Some(AccessLogTarget::parse(v.text));
+            }
+        }
+        "log-format" => {
+            let Some(v) = p.value(words, 0, "tcplog or json") else {
+                return;
+            };
+            p.no_more(words, 2);
+            if !once(p, seen, "log-format", first.column) {
+                return;
+            }
+            match Format::parse(v.text) {
+                Some(format) => global.log_format = Some(format),
+                None => p.error(
+                    v.column,
+                    format!("unknown log format '{}'; use tcplog or json", v.text),
+                ),
             }
         }
         other if FRONTEND_OPTIONS.contains(&other) => p.error(
@@ -804,6 +937,7 @@ fn frontend_option(p: &mut Parser<'_>, words: &[Word<'_>], f: &mut FrontendDraft
                 "server-fin" => TimeoutSlot::Always(&mut f.timeouts.server_fin),
                 "tunnel" => TimeoutSlot::Optional(&mut f.timeouts.tunnel),
                 "queue" => TimeoutSlot::Optional(&mut f.timeouts.queue),
+                "client-hs" => TimeoutSlot::Always(&mut f.timeouts.client_hs),
                 "check" => {
                     p.error(
                         kind.column,
@@ -817,7 +951,7 @@ fn frontend_option(p: &mut Parser<'_>, words: &[Word<'_>], f: &mut FrontendDraft
                         kind.column,
                         format!(
                             "unknown timeout '{other}'{}; use connect, client, server, \
-                             client-fin, server-fin, tunnel or queue",
+                             client-fin, server-fin, tunnel, queue or client-hs",
                             did_you_mean(other, TIMEOUTS)
                         ),
                     );
@@ -839,6 +973,46 @@ fn frontend_option(p: &mut Parser<'_>, words: &[Word<'_>], f: &mut FrontendDraft
                         TimeoutSlot::Optional(slot) => *slot = Some(d),
                     }
                 }
+            }
+        }
+        "allow" | "deny" => {
+            if words.len() < 2 {
+                p.error(
+                    first.column,
+                    format!(
+                        "'{}' needs address ranges, like '{} 10.0.0.0/8 2001:db8::/32'",
+                        first.text, first.text
+                    ),
+                );
+                return;
+            }
+            for w in &words[1..] {
+                match Cidr::parse(w.text) {
+                    Ok(cidr) if first.text == "allow" => f.access.allow.push(cidr),
+                    Ok(cidr) => f.access.deny.push(cidr),
+                    Err(why) => p.error(w.column, format!("{}: {why}", first.text)),
+                }
+            }
+        }
+        "maxconn-per-source" => {
+            let Some(v) = p.value(words, 0, "a number of connections") else {
+                return;
+            };
+            p.no_more(words, 2);
+            if once(p, &mut f.seen, "maxconn-per-source", first.column) {
+                f.maxconn_per_source = p.number(
+                    "maxconn-per-source",
+                    v,
+                    1,
+                    10_000_000,
+                    "; leave it out for no limit",
+                );
+            }
+        }
+        "accept-proxy" => {
+            p.no_more(words, 1);
+            if once(p, &mut f.seen, "accept-proxy", first.column) {
+                f.accept_proxy = true;
             }
         }
         "backend" => {
@@ -884,8 +1058,8 @@ fn frontend_option(p: &mut Parser<'_>, words: &[Word<'_>], f: &mut FrontendDraft
                     Some(param) => format!(
                         "; '{param}' goes on a backend line, like 'backend ADDR {param} ...'"
                     ),
-                    None => "; a frontend takes listen, balance, maxconn, timeout, retries and \
-                             backend"
+                    None => "; a frontend takes listen, balance, maxconn, timeout, retries, \
+                             backend, allow, deny, maxconn-per-source and accept-proxy"
                         .to_string(),
                 }
             } else {
@@ -909,6 +1083,7 @@ fn backend_params(
         backup: false,
         maxconn: None,
         check: None,
+        send_proxy: None,
     };
     let mut ok = addr.is_some();
     let mut check_timeout: Option<Duration> = None;
@@ -970,6 +1145,15 @@ fn backend_params(
                     server.check = Some(Check::default());
                 }
             }
+            "send-proxy" | "send-proxy-v2" => {
+                if !once_on_line(p, &mut seen, "send-proxy", w.column) {
+                    ok = false;
+                } else if w.text == "send-proxy" {
+                    server.send_proxy = Some(ProxyVersion::V1);
+                } else {
+                    server.send_proxy = Some(ProxyVersion::V2);
+                }
+            }
             other if CHECK_PARAMS.contains(&other) => {
                 p.error(
                     w.column,
@@ -988,10 +1172,12 @@ fn backend_params(
                 }
                 let hint = match suggest(other, &candidates) {
                     Some(best) => format!(" (did you mean '{best}'?)"),
-                    None if in_check => "; a backend takes weight, maxconn, backup and check \
-                                         (with inter, fall, rise, timeout)"
+                    None if in_check => "; a backend takes weight, maxconn, backup, \
+                                         send-proxy(-v2) and check (with inter, fall, rise, \
+                                         timeout)"
                         .to_string(),
-                    None => "; a backend takes weight, maxconn, backup and check".to_string(),
+                    None => "; a backend takes weight, maxconn, backup, send-proxy(-v2) and check"
+                        .to_string(),
                 };
                 p.error(w.column, format!("unknown option '{other}'{hint}"));
                 // What follows may be its value: stop at the first unknown word.
