@@ -12,13 +12,13 @@
 //!
 //! ```text
 //!   client ──▶ proxy ──[ header | client's bytes ... ]──▶ backend
-//!              encode()                                   parse()
+//!              encode()                                   parse() / read_header()
 //! ```
 //!
 //! The proxy uses it in both directions: `send-proxy` / `send-proxy-v2`
 //! write a header to a backend ([`encode`]); `accept-proxy` reads one from
 //! the clients of a frontend that sits behind another load balancer
-//! ([`parse`]).
+//! ([`read_header`], built on [`parse`]).
 //!
 //! # Version 1: one line of text
 //!
@@ -79,7 +79,9 @@
 //!   MUST for receivers that know it); the others are skipped.
 //!
 //! The longest header accepted is [`MAX_HEADER`] bytes, so a reader never
-//! needs more than that much buffer.
+//! needs more than that much buffer, and [`read_header`] gives up after a
+//! time limit: a client cannot hold a connection open by sending half a
+//! header, nor make the proxy buffer without bound.
 //!
 //! The specification's one rule for operators matters more than any of the
 //! above: a listener that accepts the header must require it, and only
@@ -87,7 +89,12 @@
 //! any address.
 
 use std::fmt;
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::time::Duration;
+
+use runtime::net::TcpStream;
+use runtime::time;
 
 /// What a header says about the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -725,10 +732,66 @@ fn crc32c(bytes: &[u8]) -> u32 {
     !crc
 }
 
+/// Reads a PROXY protocol header from a freshly accepted `client`: at most
+/// [`MAX_HEADER`] bytes, within `limit`.
+///
+/// Returns the addresses and the bytes read past the header (the start of
+/// the client's stream, to send to the backend first). Fails with
+/// `InvalidData` (carrying the [`ParseError`]) as soon as the bytes cannot
+/// be a header, `UnexpectedEof` if the client closes before the header is
+/// whole, `TimedOut` if it is not whole within `limit`, or the read's own
+/// error.
+pub async fn read_header(client: &TcpStream, limit: Duration) -> io::Result<(Addresses, Vec<u8>)> {
+    match time::timeout(limit, read_until_parsed(client)).await {
+        Ok(result) => result,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no complete PROXY protocol header within {limit:?}"),
+        )),
+    }
+}
+
+async fn read_until_parsed(client: &TcpStream) -> io::Result<(Addresses, Vec<u8>)> {
+    let mut buf = vec![0; MAX_HEADER];
+    let mut filled = 0;
+    loop {
+        // parse() refuses anything that cannot fit in MAX_HEADER bytes, so
+        // there is always room; were there not, refuse rather than spin.
+        let Some(room) = buf.get_mut(filled..).filter(|room| !room.is_empty()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("no PROXY protocol header within {MAX_HEADER} bytes"),
+            ));
+        };
+        let n = client.read(room).await?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the client closed after {filled} bytes, before its PROXY protocol header was whole"
+                ),
+            ));
+        }
+        filled += n;
+        match parse(buf.get(..filled).unwrap_or_default()) {
+            Ok(None) => {}
+            Ok(Some((addresses, used))) => {
+                buf.truncate(filled);
+                buf.drain(..used.min(filled));
+                return Ok((addresses, buf));
+            }
+            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::io::{Read, Write};
+    use std::net::Shutdown;
+    use std::time::Instant;
 
     fn v4(a: [u8; 4], port: u16) -> SocketAddr {
         SocketAddr::from((a, port))
@@ -1424,5 +1487,156 @@ mod tests {
                 prop_assert_eq!(parse(prefix), Ok(None), "cut at {}", cut);
             }
         }
+    }
+
+    // ---- read_header over real sockets ----
+
+    type HeaderRead = io::Result<(Addresses, Vec<u8>)>;
+
+    /// A listener on the runtime, a std client on a thread doing `client`,
+    /// and `read_header` on the accepted side. The client is handed the
+    /// connection; the server's side closes when `read_header` is done
+    /// and `after` (given the server's stream) has run.
+    fn over_loopback<C, A>(limit: Duration, client: C, after: A) -> (HeaderRead, Duration, Vec<u8>)
+    where
+        C: FnOnce(std::net::TcpStream) + Send + 'static,
+        A: AsyncFnOnce(&TcpStream) -> Vec<u8>,
+    {
+        let rt = runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let listener = runtime::net::TcpListener::bind(v4([127, 0, 0, 1], 0)).expect("bind");
+            let at = listener.local_addr().expect("local address");
+            let thread = std::thread::spawn(move || {
+                client(std::net::TcpStream::connect(at).expect("connect"));
+            });
+            let (stream, _) = listener.accept().await.expect("accept");
+            let started = Instant::now();
+            let result = read_header(&stream, limit).await;
+            let took = started.elapsed();
+            let rest = after(&stream).await;
+            drop(stream);
+            thread.join().expect("the client thread");
+            (result, took, rest)
+        })
+    }
+
+    /// Reads the server side to the end.
+    async fn read_to_end(stream: &TcpStream) -> Vec<u8> {
+        let mut all = Vec::new();
+        let mut buf = [0; 1024];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return all,
+                Ok(n) => all.extend_from_slice(buf.get(..n).unwrap_or_default()),
+            }
+        }
+    }
+
+    async fn nothing(_: &TcpStream) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// What a client does after writing: wait until the proxy closes.
+    fn wait_for_close(mut stream: std::net::TcpStream) {
+        let _ = stream.read(&mut [0; 64]);
+    }
+
+    const PAYLOAD: &[u8] = b"GET / HTTP/1.1\r\nHost: example\r\n\r\n";
+
+    #[test]
+    fn read_header_with_payload_in_one_write() {
+        let (source, destination) = (v4([203, 0, 113, 9], 51000), v4([10, 0, 0, 1], 443));
+        for version in [Version::V1, Version::V2] {
+            let bytes = [encode(version, source, destination), PAYLOAD.to_vec()].concat();
+            let client = move |mut stream: std::net::TcpStream| {
+                stream.write_all(&bytes).expect("write");
+                stream.shutdown(Shutdown::Write).expect("shutdown");
+                wait_for_close(stream);
+            };
+            let (result, _, rest) = over_loopback(Duration::from_secs(5), client, read_to_end);
+            let (addresses, early) = result.expect("a header");
+            assert_eq!(addresses, proxied(source, destination));
+            // Whatever came with the header is handed back, and the rest
+            // follows on the socket: nothing lost, nothing doubled.
+            assert_eq!([early, rest].concat(), PAYLOAD);
+        }
+    }
+
+    #[test]
+    fn read_header_split_byte_by_byte() {
+        let (source, destination) = (v6("2001:db8::5", 1), v6("2001:db8::6", 2));
+        for version in [Version::V1, Version::V2] {
+            let header = encode(version, source, destination);
+            let client = move |mut stream: std::net::TcpStream| {
+                stream.set_nodelay(true).expect("nodelay");
+                for byte in &header {
+                    stream.write_all(&[*byte]).expect("write");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                stream.write_all(b"after").expect("write");
+                stream.shutdown(Shutdown::Write).expect("shutdown");
+                wait_for_close(stream);
+            };
+            let (result, _, rest) = over_loopback(Duration::from_secs(5), client, read_to_end);
+            let (addresses, early) = result.expect("a header");
+            assert_eq!(addresses, proxied(source, destination));
+            assert_eq!([early, rest].concat(), b"after");
+        }
+    }
+
+    #[test]
+    fn a_silent_client_times_out() {
+        let limit = Duration::from_millis(200);
+        let (result, took, _) = over_loopback(limit, wait_for_close, nothing);
+        let error = result.expect_err("no header");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert!(took >= limit && took < Duration::from_secs(2), "{took:?}");
+        // Half a header is no better than none.
+        let half = |mut stream: std::net::TcpStream| {
+            stream.write_all(b"PROXY TCP4 1.2.").expect("write");
+            wait_for_close(stream);
+        };
+        let (result, took, _) = over_loopback(limit, half, nothing);
+        assert_eq!(result.expect_err("half").kind(), io::ErrorKind::TimedOut);
+        assert!(took >= limit && took < Duration::from_secs(2), "{took:?}");
+    }
+
+    #[test]
+    fn a_client_closing_mid_header_is_an_unexpected_eof() {
+        let header = encode(Version::V2, v4([1, 2, 3, 4], 5), v4([6, 7, 8, 9], 10));
+        let client = move |mut stream: std::net::TcpStream| {
+            stream
+                .write_all(header.get(..20).expect("20 bytes"))
+                .expect("write");
+        };
+        let (result, _, _) = over_loopback(Duration::from_secs(5), client, nothing);
+        let error = result.expect_err("cut short");
+        assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(error.to_string().contains("after 20 bytes"), "{error}");
+    }
+
+    #[test]
+    fn garbage_is_invalid_data_at_once() {
+        let client = |mut stream: std::net::TcpStream| {
+            stream.write_all(PAYLOAD).expect("write");
+            wait_for_close(stream);
+        };
+        let (result, took, _) = over_loopback(Duration::from_secs(10), client, nothing);
+        let error = result.expect_err("garbage");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(error.to_string(), "not a PROXY protocol header");
+        let inner = error.get_ref().and_then(|e| e.downcast_ref::<ParseError>());
+        assert_eq!(inner, Some(&ParseError::NotProxyProtocol));
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        // A v1 line that never ends is refused at byte 106, not at the limit.
+        let endless = |mut stream: std::net::TcpStream| {
+            let _ = stream.write_all(format!("PROXY UNKNOWN {}", "x".repeat(200)).as_bytes());
+            wait_for_close(stream);
+        };
+        let (result, took, _) = over_loopback(Duration::from_secs(10), endless, nothing);
+        let error = result.expect_err("too long");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(error.to_string(), "v1 line longer than 107 bytes");
+        assert!(took < Duration::from_secs(2), "{took:?}");
     }
 }
