@@ -32,6 +32,8 @@
 //! - [`relay`]: the async relay and its connection contract (half-close,
 //!   resets, timeouts); [`epoll`]: milestone 5 grown into a load balancer:
 //!   accept loops, maxconn ([`limit`]), health ([`health`]), retries.
+//! - [`proxy_protocol`]: HAProxy's PROXY protocol, v1 and v2: the header that
+//!   tells a backend the client's address (`send-proxy`, `accept-proxy`).
 //! - [`shutdown`]: signals: SIGTERM and SIGINT drain then exit, SIGHUP reloads.
 //! - [`demo`]: fixture backends, every mode, a table; [`process`]: a proxy
 //!   as a child process (the demo's and the end-to-end tests').
@@ -61,6 +63,7 @@ pub mod limit;
 pub mod picker;
 pub mod pool;
 pub mod process;
+pub mod proxy_protocol;
 pub mod relay;
 pub mod shutdown;
 pub mod single;
