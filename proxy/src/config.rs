@@ -1239,6 +1239,10 @@ mod tests {
         format!("frontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001\n{lines}")
     }
 
+    fn cidr(s: &str) -> Cidr {
+        Cidr::parse(s).expect("a range")
+    }
+
     fn addr(s: &str) -> SocketAddr {
         s.parse().unwrap()
     }
@@ -1253,7 +1257,10 @@ mod tests {
             Global {
                 maxconn: Some(20000),
                 workers: Some(2),
-                grace: None,
+                grace: Some(Duration::from_secs(30)),
+                admin: Some(addr("127.0.0.1:9100")),
+                access_log: Some(AccessLogTarget::Stderr),
+                log_format: Some(Format::Tcplog),
             }
         );
         assert_eq!(c.frontends.len(), 2);
@@ -1270,6 +1277,13 @@ mod tests {
             }
         );
         assert_eq!(web.retries, 3);
+        assert_eq!(web.maxconn_per_source, Some(100));
+        assert_eq!(
+            web.access.deny,
+            vec![cidr("10.0.0.0/8"), cidr("192.168.0.0/16")]
+        );
+        assert_eq!(web.access.allow, vec![cidr("0.0.0.0/0"), cidr("::/0")]);
+        assert!(!web.accept_proxy);
         assert_eq!(
             web.backends,
             vec![
@@ -1284,6 +1298,7 @@ mod tests {
                         rise: 2,
                         timeout: Duration::from_secs(1),
                     }),
+                    send_proxy: None,
                 },
                 BackendServer {
                     addr: addr("127.0.0.1:9002"),
@@ -1291,6 +1306,7 @@ mod tests {
                     backup: true,
                     maxconn: None,
                     check: None,
+                    send_proxy: Some(ProxyVersion::V2),
                 },
             ]
         );
@@ -1345,6 +1361,7 @@ mod tests {
                 server_fin: Duration::from_secs(4),
                 tunnel: Some(Duration::from_secs(3600)),
                 queue: Some(Duration::from_secs(2)),
+                client_hs: Duration::from_secs(5),
             }
         );
         assert_eq!(f.retries, 0);
@@ -1458,7 +1475,7 @@ mod tests {
             (
                 &fe("  timeout conect 5s\n"),
                 "lb.conf:4:11: unknown timeout 'conect' (did you mean 'connect'?); use connect, \
-                 client, server, client-fin, server-fin, tunnel or queue",
+                 client, server, client-fin, server-fin, tunnel, queue or client-hs",
             ),
             (
                 &fe("  timeout check 5s\n"),
