@@ -202,7 +202,7 @@ impl Settings {
 #[derive(Debug, Clone)]
 pub enum Command {
     /// Run the proxy.
-    Run(Settings),
+    Run(Box<Settings>),
     /// Start fixture backends, run every mode against them, print a table.
     Demo {
         /// Fewer requests per mode (for tests).
@@ -417,7 +417,7 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     if settings.backends.is_empty() {
         return err("no backend: give at least one --backend ADDR (or run 'proxy demo')");
     }
-    Ok(Command::Run(settings))
+    Ok(Command::Run(Box::new(settings)))
 }
 
 /// Flags of the balancing epoll mode only.
@@ -458,7 +458,7 @@ fn check_config_flags(settings: Settings, given: &[&str]) -> Result<Command, Cli
             "{flag} cannot be combined with --config: the file sets it ({option})"
         ));
     }
-    Ok(Command::Run(settings))
+    Ok(Command::Run(Box::new(settings)))
 }
 
 fn parse_balance(value: &str) -> Result<Balance, CliError> {
@@ -639,7 +639,7 @@ mod tests {
 
     fn settings(s: &str) -> Settings {
         match parse(&args(s)) {
-            Ok(Command::Run(settings)) => settings,
+            Ok(Command::Run(settings)) => *settings,
             other => panic!("expected settings from '{s}', got {other:?}"),
         }
     }

@@ -43,27 +43,27 @@
 //! client alone is reset. An accept that fails for lack of descriptors
 //! (EMFILE) pauses accepting briefly, while open connections keep flowing.
 
-use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
+use std::cell::RefCell;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use runtime::net::{ListenOptions, TcpListener, TcpStream, bind_std, is_fd_exhaustion};
+use runtime::net::{ListenOptions, TcpListener, bind_std};
 use runtime::signal::Signals;
-use runtime::{JoinHandle, mpsc, spawn, time};
+use runtime::{JoinHandle, mpsc, oneshot, spawn, time};
 
 use crate::accept::AcceptErrors;
-use crate::balance::{Algorithm, Balancer, Server};
-use crate::config::{self, Balance, Config, Frontend};
+use crate::access_log::{AccessLog, Format};
+use crate::acl::SourceLimits;
+use crate::config::{self, AccessLogTarget, Config, Frontend};
+use crate::connection::{self, Local, WorkerContext};
 use crate::health::{self, HealthBoard};
-use crate::limit::{Limit, Permit};
-use crate::relay::{self, Limits, Outcome};
-use crate::shutdown::{self, Connection, Live};
+use crate::limit::Limit;
+use crate::relay::Limits;
+use crate::shutdown::{self, Live};
 
 /// How the epoll mode runs: the frontends, and the process-wide settings
 /// that are not part of a configuration file.
@@ -83,26 +83,16 @@ pub struct Plan {
 
 /// One frontend's state shared by every worker.
 #[derive(Debug)]
-struct Shared {
-    frontend: Frontend,
-    board: Arc<HealthBoard>,
+pub(crate) struct Shared {
+    pub frontend: Frontend,
+    pub board: Arc<HealthBoard>,
     /// The frontend's `maxconn`.
-    limit: Arc<Limit>,
+    pub limit: Arc<Limit>,
     /// Each backend's `maxconn`, by index.
-    backend_limits: Vec<Arc<Limit>>,
-    relay_limits: Limits,
-}
-
-/// One frontend as one worker sees it: the shared state plus the worker's
-/// own balancer.
-#[derive(Debug)]
-struct Local {
-    shared: Arc<Shared>,
-    global: Arc<Limit>,
-    live: Arc<Live>,
-    balancer: RefCell<Balancer>,
-    /// The board generation last copied into `balancer`.
-    seen_generation: Cell<u64>,
+    pub backend_limits: Vec<Arc<Limit>>,
+    /// `maxconn-per-source`, if set.
+    pub sources: Option<Arc<SourceLimits>>,
+    pub relay_limits: Limits,
 }
 
 /// What the main thread tells a worker.
@@ -114,6 +104,8 @@ enum Command {
     Apply(Vec<Assignment>),
     /// Close every listener; open connections go on (a graceful stop).
     StopAccepting,
+    /// Write the buffered access-log lines now, then answer (before exit).
+    Flush(oneshot::Sender<()>),
 }
 
 #[derive(Debug)]
@@ -134,6 +126,9 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         live: Live::new(),
         senders: Vec::new(),
         running: Vec::new(),
+        admin: plan.config.global.admin,
+        access_log: plan.config.global.access_log.clone(),
+        log_format: plan.config.global.log_format,
     };
     // Every listener is bound before any worker starts, so a port in use is
     // an error at startup, and every address is announced.
@@ -146,6 +141,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     }
     let receivers = Arc::new(Mutex::new(receivers));
     let (global, live) = (control.global.clone(), control.live.clone());
+    let access_log = open_access_log(&plan.config)?;
     // Detached: the workers run until the process exits.
     let _workers = runtime::threads::spawn_runtimes(workers, "epoll-worker", move |index| {
         let commands = receivers
@@ -153,7 +149,12 @@ pub fn run(plan: &Plan) -> io::Result<()> {
             .unwrap_or_else(PoisonError::into_inner)
             .get_mut(index)
             .and_then(Option::take);
-        worker(commands, global.clone(), live.clone())
+        let context = WorkerContext {
+            global: global.clone(),
+            live: live.clone(),
+            sink: access_log.as_ref().map(|log| RefCell::new(log.sink())),
+        };
+        worker(commands, Rc::new(context))
     })?;
     control.apply(shared, listeners);
     let rt = runtime::Runtime::new()?;
@@ -171,6 +172,10 @@ struct Control {
     senders: Vec<mpsc::Sender<Command>>,
     /// The frontends running now, in file order.
     running: Vec<Arc<Shared>>,
+    /// The global options fixed at startup (a reload warns if they change).
+    admin: Option<SocketAddr>,
+    access_log: Option<AccessLogTarget>,
+    log_format: Option<Format>,
 }
 
 /// Per frontend, per worker: a listener for a frontend that needs new ones.
@@ -192,7 +197,28 @@ impl Control {
             let _ = tx.send(Command::StopAccepting);
         }
         shutdown::drain(&signals, &self.live, grace, first).await;
+        self.flush_access_logs().await;
         Ok(())
+    }
+
+    /// Asks every worker to write its buffered access-log lines, and waits
+    /// (a second at most) for them to say they did.
+    async fn flush_access_logs(&self) {
+        let mut answers = Vec::new();
+        for tx in &self.senders {
+            let (done, answer) = oneshot::channel();
+            if tx.send(Command::Flush(done)).is_ok() {
+                answers.push(answer);
+            }
+        }
+        let all = async {
+            for answer in answers {
+                let _ = answer.await;
+            }
+        };
+        if time::timeout(Duration::from_secs(1), all).await.is_err() {
+            crate::warn!("a worker did not flush its access log within 1s");
+        }
     }
 
     /// The shared state of every frontend of `config`, reusing what has not
@@ -298,6 +324,16 @@ impl Control {
         {
             crate::warn!("reload: a new 'workers' takes effect at the next start");
         }
+        if (
+            &config.global.admin,
+            &config.global.access_log,
+            &config.global.log_format,
+        ) != (&self.admin, &self.access_log, &self.log_format)
+        {
+            crate::warn!(
+                "reload: a new 'admin', 'access-log' or 'log-format' takes effect at the next start"
+            );
+        }
         self.global.set_max(config.global.maxconn);
         let summary = describe_changes(&self.running, &shared);
         self.apply(shared, listeners);
@@ -367,6 +403,7 @@ fn share(frontend: &Frontend, old: Option<&Shared>) -> Arc<Shared> {
         board: Arc::new(HealthBoard::new(&frontend.name, &servers)),
         limit,
         backend_limits,
+        sources: frontend.maxconn_per_source.map(SourceLimits::new),
         relay_limits: Limits {
             idle_timeout: t.idle(),
             client_fin_timeout: t.client_fin,
@@ -387,22 +424,28 @@ struct Running {
 /// One worker: runs what the main thread says, until the process exits.
 async fn worker(
     commands: Option<mpsc::Receiver<Command>>,
-    global: Arc<Limit>,
-    live: Arc<Live>,
+    context: Rc<WorkerContext>,
 ) -> io::Result<()> {
     let Some(mut commands) = commands else {
         return Err(io::Error::other("a worker found no command channel"));
     };
+    if context.sink.is_some() {
+        spawn(flush_every(context.clone(), ACCESS_LOG_FLUSH));
+    }
     let mut running: Vec<Running> = Vec::new();
     while let Some(command) = commands.recv().await {
         match command {
             Command::Apply(assignments) => {
-                running = apply(std::mem::take(&mut running), assignments, &global, &live);
+                running = apply(std::mem::take(&mut running), assignments, &context);
             }
             Command::StopAccepting => {
                 for frontend in running.drain(..) {
                     frontend.accept.abort();
                 }
+            }
+            Command::Flush(done) => {
+                flush(&context);
+                let _ = done.send(());
             }
         }
     }
@@ -410,12 +453,41 @@ async fn worker(
     std::future::pending().await
 }
 
+/// How long an access-log line may wait in a worker's buffer: lines are
+/// written in batches, one write(2) per batch, instead of one per connection.
+const ACCESS_LOG_FLUSH: Duration = Duration::from_millis(200);
+
+/// Writes the worker's buffered access-log lines every `period`.
+async fn flush_every(context: Rc<WorkerContext>, period: Duration) {
+    loop {
+        time::sleep(period).await;
+        flush(&context);
+    }
+}
+
+fn flush(context: &WorkerContext) {
+    if let Some(sink) = &context.sink {
+        if let Err(e) = sink.borrow_mut().flush() {
+            crate::error!("access log: {e}; lines lost");
+        }
+    }
+}
+
+/// The access log the configuration asks for (stderr by default).
+fn open_access_log(config: &Config) -> io::Result<Option<Arc<AccessLog>>> {
+    let format = config.global.log_format.unwrap_or(Format::Tcplog);
+    Ok(match &config.global.access_log {
+        Some(AccessLogTarget::Off) => None,
+        None | Some(AccessLogTarget::Stderr) => Some(AccessLog::stderr(format)),
+        Some(AccessLogTarget::File(path)) => Some(AccessLog::file(path, format)?),
+    })
+}
+
 /// One worker's side of [`Command::Apply`].
 fn apply(
     before: Vec<Running>,
     assignments: Vec<Assignment>,
-    global: &Arc<Limit>,
-    live: &Arc<Live>,
+    context: &Rc<WorkerContext>,
 ) -> Vec<Running> {
     let mut before: Vec<Option<Running>> = before.into_iter().map(Some).collect();
     let mut after = Vec::new();
@@ -434,7 +506,7 @@ fn apply(
                 if !unchanged {
                     // New connections get the new pool; open ones keep the
                     // Local (and backends) they started with.
-                    *running.slot.borrow_mut() = Rc::new(Local::new(shared, global, live));
+                    *running.slot.borrow_mut() = Rc::new(Local::new(shared, context));
                 }
                 after.push(running);
             }
@@ -442,7 +514,7 @@ fn apply(
                 if let Some(old) = old {
                     old.accept.abort(); // it moved to another address
                 }
-                let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, global, live))));
+                let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, context))));
                 let accept = spawn(accept_loop(listener, slot.clone()));
                 after.push(Running { slot, accept });
             }
@@ -502,18 +574,18 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
     let mut errors = AcceptErrors::new();
     loop {
         let local = slot.borrow().clone();
-        local.global.room().await;
+        local.worker.global.room().await;
         local.shared.limit.room().await;
         match listener.accept().await {
             Ok((client, peer)) => {
                 // The state of now, not of before the wait: a reload may
                 // have swapped it meanwhile.
                 let local = slot.borrow().clone();
-                let counted = local.live.enter();
+                let counted = local.worker.live.enter();
                 // Taken here, before the next look for room, so that one
                 // freed place lets in one client, not the whole queue.
                 let places = local.try_admit();
-                spawn(serve(client, peer, local, places, counted));
+                spawn(connection::serve(client, peer, local, places, counted));
             }
             // Out of descriptors, say: the connection waits in the kernel's
             // queue, and accepting again at once would spin. The pause is a
@@ -525,268 +597,4 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
             }
         }
     }
-}
-
-/// One connection's life: a place under maxconn, a backend, the relay.
-async fn serve(
-    client: TcpStream,
-    peer: SocketAddr,
-    local: Rc<Local>,
-    places: Option<Places>,
-    _counted: Connection,
-) {
-    let started = Instant::now();
-    let name = &local.shared.frontend.name;
-    // One queue deadline for the whole connection: waiting for a place and
-    // waiting for a backend below its maxconn draw on the same allowance.
-    let queue = local.shared.frontend.timeouts.queue();
-    let deadline = started + queue;
-    let places = match places {
-        Some(places) => Some(places),
-        None => local.admit(deadline).await,
-    };
-    let Some(_places) = places else {
-        return refuse(
-            &client,
-            name,
-            peer,
-            &format!("maxconn: no room within {queue:?} (timeout queue)"),
-        );
-    };
-    let (index, backend, _backend_place) = match local.connect(peer, deadline).await {
-        Ok(connected) => connected,
-        Err(why) => return refuse(&client, name, peer, &why),
-    };
-    // Small writes (a request line, a prompt) go out at once, not batched.
-    let _ = client.set_nodelay(true);
-    let _ = backend.set_nodelay(true);
-    local.balancer.borrow_mut().connection_opened(index);
-    let outcome = relay::relay(&client, &backend, local.shared.relay_limits).await;
-    local.balancer.borrow_mut().connection_closed(index);
-    let addr = local.shared.frontend.backends[index].addr;
-    log_outcome(name, peer, addr, &outcome, started);
-}
-
-/// The places a connection holds under the global and frontend maxconn.
-type Places = (Permit, Permit);
-
-/// Why no backend could be picked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum NoBackend {
-    /// None is up (or every one left was tried already).
-    Unavailable,
-    /// Some are up but all are at their maxconn, and stayed so for the
-    /// queue timeout.
-    Full,
-}
-
-impl Local {
-    fn new(shared: Arc<Shared>, global: &Arc<Limit>, live: &Arc<Live>) -> Local {
-        let servers = shared
-            .frontend
-            .backends
-            .iter()
-            .map(|b| Server {
-                addr: b.addr,
-                weight: b.weight,
-                backup: b.backup,
-            })
-            .collect();
-        let balancer = Balancer::new(servers, algorithm(shared.frontend.balance));
-        Local {
-            shared,
-            global: global.clone(),
-            live: live.clone(),
-            balancer: RefCell::new(balancer),
-            // The board starts at generation 0 with every server up, as a
-            // new balancer does.
-            seen_generation: Cell::new(0),
-        }
-    }
-
-    /// A place under the global and the frontend maxconn, if both have one.
-    fn try_admit(&self) -> Option<Places> {
-        let global = self.global.try_acquire()?;
-        let frontend = self.shared.limit.try_acquire()?;
-        Some((global, frontend))
-    }
-
-    /// A place under the global and the frontend maxconn, waiting for one
-    /// until `deadline`. The accept loop already waited for room, so this
-    /// waits only when another worker took the last place first.
-    async fn admit(&self, deadline: Instant) -> Option<Places> {
-        loop {
-            let waiting_on = match self.global.try_acquire() {
-                Some(global) => match self.shared.limit.try_acquire() {
-                    Some(frontend) => return Some((global, frontend)),
-                    None => &self.shared.limit,
-                },
-                None => &self.global,
-            };
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || time::timeout(left, waiting_on.room()).await.is_err() {
-                return None;
-            }
-        }
-    }
-
-    /// Connects to a backend, trying another one after each failure, up to
-    /// the frontend's `retries`. Returns the backend's index, the socket and
-    /// its place under the backend's maxconn; or why the client is refused.
-    async fn connect(
-        &self,
-        peer: SocketAddr,
-        deadline: Instant,
-    ) -> Result<(usize, TcpStream, Permit), String> {
-        let frontend = &self.shared.frontend;
-        let mut tried: Vec<usize> = Vec::new();
-        // The last failure, once there is one.
-        let mut failure: Option<String> = None;
-        for attempt in 0..=frontend.retries {
-            let (index, place) = match self.pick(peer.ip(), &tried, deadline).await {
-                Ok(picked) => picked,
-                Err(NoBackend::Full) => {
-                    return Err(
-                        "every backend is at its maxconn, past the timeout queue".to_string()
-                    );
-                }
-                Err(NoBackend::Unavailable) => {
-                    return Err(match failure {
-                        None => "no backend available (all down or drained)".to_string(),
-                        Some(failure) => format!("{failure}; no other backend to try"),
-                    });
-                }
-            };
-            let addr = frontend.backends[index].addr;
-            if let Some(failure) = &failure {
-                crate::warn!(
-                    "frontend {}: {peer}: {failure}; retrying on {addr} (retry {attempt} of {})",
-                    frontend.name,
-                    frontend.retries
-                );
-            }
-            let connect = time::timeout(frontend.timeouts.connect, TcpStream::connect(addr));
-            let why = match connect.await {
-                Ok(Ok(stream)) => {
-                    self.shared.board.passive_success(index);
-                    return Ok((index, stream, place));
-                }
-                // Our shortage, not the backend's fault: it must not count
-                // against its health, and another backend would fare no
-                // better.
-                Ok(Err(e)) if is_fd_exhaustion(&e) => {
-                    return Err(format!("no socket for a backend connection: {e}"));
-                }
-                Ok(Err(e)) => health::reason(&e),
-                Err(_) => format!("no answer within {:?}", frontend.timeouts.connect),
-            };
-            self.shared.board.passive_failure(index, &why);
-            tried.push(index);
-            failure = Some(format!("connect to {addr} failed: {why}"));
-        }
-        let failure = failure.unwrap_or_default();
-        Err(format!("{failure}; all {} retries used", frontend.retries))
-    }
-
-    /// Picks a backend not in `tried` that is below its maxconn, and takes a
-    /// place there. If every candidate is full, waits (at most `timeout
-    /// queue`) for one of them to have room: HAProxy's server queue.
-    async fn pick(
-        &self,
-        client: IpAddr,
-        tried: &[usize],
-        deadline: Instant,
-    ) -> Result<(usize, Permit), NoBackend> {
-        // `tried`, then the servers found full during this pick.
-        let mut avoid: Vec<usize> = tried.to_vec();
-        loop {
-            self.sync_health();
-            let chosen = self.balancer.borrow_mut().pick_avoiding(client, &avoid);
-            // A backup serves only when every normal backend is down or
-            // failed, as HAProxy's: normal ones merely full mean "queue".
-            let backups = &self.shared.frontend.backends;
-            let chosen = chosen.filter(|&index| {
-                !backups[index].backup || !avoid[tried.len()..].iter().any(|&f| !backups[f].backup)
-            });
-            if let Some(index) = chosen {
-                match self.shared.backend_limits[index].try_acquire() {
-                    Some(place) => return Ok((index, place)),
-                    None => {
-                        avoid.push(index);
-                        continue;
-                    }
-                }
-            }
-            let full = &avoid[tried.len()..];
-            if full.is_empty() {
-                return Err(NoBackend::Unavailable);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            let limits = &self.shared.backend_limits;
-            let some_room = poll_fn(|cx| {
-                // Every full server's waker list gets this task, so the
-                // first place given back anywhere wakes it.
-                let mut ready = false;
-                for &index in full {
-                    ready |= limits[index].poll_room(cx).is_ready();
-                }
-                if ready {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            });
-            if left.is_zero() || time::timeout(left, some_room).await.is_err() {
-                return Err(NoBackend::Full);
-            }
-            avoid.truncate(tried.len());
-        }
-    }
-
-    /// Copies the health board's verdicts into this worker's balancer if
-    /// they changed since the last time (one atomic load when they did not).
-    fn sync_health(&self) {
-        let board = &self.shared.board;
-        let generation = board.generation();
-        if generation == self.seen_generation.get() {
-            return;
-        }
-        let mut balancer = self.balancer.borrow_mut();
-        for index in 0..board.len() {
-            balancer.set_up(index, board.is_up(index));
-        }
-        self.seen_generation.set(generation);
-    }
-}
-
-fn algorithm(balance: Balance) -> Algorithm {
-    match balance {
-        Balance::RoundRobin => Algorithm::RoundRobin,
-        Balance::LeastConn => Algorithm::LeastConn,
-        Balance::Random => Algorithm::Random,
-        Balance::Source => Algorithm::Source,
-    }
-}
-
-/// No backend for this client: reset it, so it sees a failed connection
-/// rather than an empty reply that looks complete.
-fn refuse(client: &TcpStream, frontend: &str, peer: SocketAddr, why: &str) {
-    crate::warn!("frontend {frontend}: {peer}: {why}; resetting the client");
-    let _ = client.set_reset_on_close();
-}
-
-fn log_outcome(
-    frontend: &str,
-    peer: SocketAddr,
-    backend: SocketAddr,
-    outcome: &Outcome,
-    started: Instant,
-) {
-    crate::debug!(
-        "frontend {frontend}: {peer} -> {backend}: {}, {} B up, {} B down, {:?}",
-        outcome.ending.label(),
-        outcome.upstream,
-        outcome.downstream,
-        started.elapsed()
-    );
 }

@@ -56,6 +56,7 @@ pub mod balance;
 pub mod blocking;
 pub mod cli;
 pub mod config;
+pub mod connection;
 pub mod demo;
 pub mod epoll;
 pub mod health;

@@ -138,6 +138,18 @@ pub struct Outcome {
     pub upstream: u64,
     /// Bytes delivered from the backend to the client.
     pub downstream: u64,
+    /// The side whose FIN came first, if one came (for the access log: a
+    /// fin timeout is the *other* side's silence).
+    pub first_fin: Option<Peer>,
+}
+
+/// One end of a relayed connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// The client, which connected to us.
+    Client,
+    /// The backend we connected to.
+    Backend,
 }
 
 /// Which socket of a direction failed.
@@ -242,6 +254,7 @@ pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> O
     let mut up = Direction::default();
     let mut down = Direction::default();
     let mut timer = IdleTimer::new(limits);
+    let mut first_fin = None;
     let ending = poll_fn(|cx| {
         let moved_before = up.bytes + down.bytes;
         if !up.done {
@@ -277,6 +290,12 @@ pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> O
             (_, true) => Some(HalfClosed::ByBackend),
             _ => None,
         };
+        if first_fin.is_none() {
+            first_fin = half_closed.map(|h| match h {
+                HalfClosed::ByClient => Peer::Client,
+                HalfClosed::ByBackend => Peer::Backend,
+            });
+        }
         timer.poll_expired(cx, up.bytes + down.bytes != moved_before, half_closed)
     })
     .await;
@@ -285,6 +304,7 @@ pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> O
         ending,
         upstream: up.bytes,
         downstream: down.bytes,
+        first_fin,
     }
 }
 
