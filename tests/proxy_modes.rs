@@ -426,10 +426,7 @@ fn retried_elsewhere(mode: Mode) {
         assert!(echoes(proxy.addr()), "connection {n} was not served");
     }
     let logged = wait_until(Duration::from_secs(5), || {
-        proxy
-            .log()
-            .iter()
-            .any(|l| l.contains("retrying on"))
+        proxy.log().iter().any(|l| l.contains("retrying on"))
     });
     assert!(logged, "not logged:\n{}", proxy.log().join("\n"));
     stop_cleanly(proxy);
