@@ -1,0 +1,811 @@
+//! End to end, the proxy's lifecycle (issue 6, "Lifecycle" and "Tests"):
+//! graceful stop on SIGTERM / SIGINT (shutdown.rs, in the epoll and pool
+//! modes) and reload on SIGHUP (epoll.rs, `Control::reload`).
+//!
+//! Real processes, real signals, loopback only. Every wait has a deadline
+//! (a condition polled, never a sleep that hopes), every loop a bound in
+//! count and in time, and every child process and backend is stopped by a
+//! guard's `Drop` even when an assertion fails half-way. Nothing here
+//! measures speed: the time limits are generous bounds on "soon", far from
+//! the durations they separate (a drain that ends when the last client
+//! leaves, against a grace period of 20 s).
+//!
+//! Configuration files are rewritten the way an operator's tooling should:
+//! written to a temporary file beside them, then renamed over them, so a
+//! SIGHUP never reads half a file.
+
+mod common;
+
+use std::fs;
+use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
+use nix::sys::signal::Signal;
+use proxy::process::ProxyProcess;
+
+use common::*;
+
+/// How long a client read or write may block in these tests: far more than
+/// any loopback round trip, far less than the 20 s grace periods below, so
+/// a connection cut or stuck fails the test instead of hanging it.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A bound on "soon": a log line, a refused port, an exit after the last
+/// connection closed.
+const SOON: Duration = Duration::from_secs(5);
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+fn fixture(count: usize, mode: FixtureMode) -> Fixture {
+    Fixture::start(
+        count,
+        FixtureOptions {
+            mode,
+            ..FixtureOptions::default()
+        },
+    )
+    .expect("start the fixture")
+}
+
+/// The proxy's stderr, for failure messages.
+fn said(proxy: &ProxyProcess) -> String {
+    proxy.log().join("\n")
+}
+
+/// Waits for a log line containing `needle`, failing the test if it does
+/// not come within [`SOON`].
+fn expect_log(proxy: &ProxyProcess, needle: &str) -> String {
+    proxy.wait_for_log(needle, SOON).unwrap_or_else(|| {
+        panic!(
+            "no log line {needle:?} within {SOON:?}; stderr:\n{}",
+            said(proxy)
+        )
+    })
+}
+
+/// How many log lines contain `needle`.
+fn count_log(proxy: &ProxyProcess, needle: &str) -> usize {
+    proxy.log().iter().filter(|l| l.contains(needle)).count()
+}
+
+/// Waits until `count` log lines contain `needle` (for a second reload,
+/// whose line looks like the first one's).
+fn expect_log_count(proxy: &ProxyProcess, needle: &str, count: usize) {
+    assert!(
+        wait_until(SOON, || count_log(proxy, needle) >= count),
+        "expected {count} log lines {needle:?} within {SOON:?}; stderr:\n{}",
+        said(proxy)
+    );
+}
+
+/// The proxy must still be running (not killed by a signal it should have
+/// handled, not exited early).
+fn assert_running(proxy: &mut ProxyProcess, when: &str) {
+    let status = proxy.wait_exit(Duration::ZERO).expect("try_wait");
+    assert!(
+        status.is_none(),
+        "{when}: the proxy exited ({status:?}); stderr:\n{}",
+        said(proxy)
+    );
+}
+
+/// Waits up to `limit` for the proxy to exit, and requires status 0.
+fn expect_exit_0(proxy: &mut ProxyProcess, limit: Duration, when: &str) {
+    match proxy.wait_exit(limit).expect("wait for the proxy") {
+        Some(status) => assert_eq!(
+            status.code(),
+            Some(0),
+            "{when}: exit status {status}; stderr:\n{}",
+            said(proxy)
+        ),
+        None => panic!(
+            "{when}: the proxy still runs after {limit:?}; stderr:\n{}",
+            said(proxy)
+        ),
+    }
+}
+
+/// A client connection whose reads and writes block at most [`CLIENT_TIMEOUT`].
+fn client(addr: SocketAddr) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect_timeout(&addr, CLIENT_TIMEOUT)?;
+    set_timeouts(&stream, CLIENT_TIMEOUT);
+    Ok(stream)
+}
+
+/// Sends `line` (with its newline) and reads a line back; Ok with what came.
+fn exchange(stream: &mut TcpStream, line: &str) -> io::Result<String> {
+    stream.write_all(format!("{line}\n").as_bytes())?;
+    let got = read_line(stream)?;
+    String::from_utf8(got).map_err(|e| io::Error::new(ErrorKind::InvalidData, e))
+}
+
+/// One line through an echo path: the same line must come back.
+fn echo_line(stream: &mut TcpStream, line: &str) -> Result<(), String> {
+    match exchange(stream, line) {
+        Ok(got) if got == format!("{line}\n") => Ok(()),
+        Ok(got) => Err(format!("sent {line:?}, got back {got:?}")),
+        Err(e) => Err(format!("sent {line:?}: {e}")),
+    }
+}
+
+/// The port in a `port N: ...` answer (the fixture's reply mode, and
+/// [`LineBackend`]).
+fn port_of(answer: &str) -> Option<u16> {
+    answer
+        .strip_prefix("port ")?
+        .split(':')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// One request through `addr` to a reply-style backend (one line, then the
+/// client's FIN, then the whole answer up to EOF): the port that served it.
+fn request(addr: SocketAddr, line: &str) -> Result<u16, String> {
+    let mut stream = client(addr).map_err(|e| format!("connect: {e}"))?;
+    stream
+        .write_all(format!("{line}\n").as_bytes())
+        .map_err(|e| format!("send: {e}"))?;
+    stream
+        .shutdown(Shutdown::Write)
+        .map_err(|e| format!("FIN: {e}"))?;
+    let answer = read_all(&stream).map_err(|e| format!("receive: {e}"))?;
+    let answer = String::from_utf8_lossy(&answer);
+    match port_of(&answer) {
+        Some(port) if answer.ends_with(&format!(": {line}\n")) => Ok(port),
+        _ => Err(format!("sent {line:?}, got {answer:?}")),
+    }
+}
+
+/// Sends requests through `addr` until `streak` in a row are served by a
+/// port in `pool` (at most 1000 requests, within [`SOON`]): the proxy's
+/// workers have all switched to that pool. Every request must succeed.
+fn wait_for_pool(proxy: &ProxyProcess, addr: SocketAddr, pool: &[u16], streak: usize) {
+    let deadline = Instant::now() + SOON;
+    let mut in_a_row = 0;
+    for n in 0..1000 {
+        let port = request(addr, &format!("probe {n}"))
+            .unwrap_or_else(|e| panic!("probe {n}: {e}; stderr:\n{}", said(proxy)));
+        in_a_row = if pool.contains(&port) {
+            in_a_row + 1
+        } else {
+            0
+        };
+        if in_a_row == streak {
+            return;
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    panic!(
+        "no {streak} requests in a row went to the pool {pool:?} within {SOON:?}; stderr:\n{}",
+        said(proxy)
+    );
+}
+
+/// Sends `n` requests through `addr`: each must be served by a port in `pool`.
+fn all_to(proxy: &ProxyProcess, addr: SocketAddr, pool: &[u16], n: usize) {
+    for i in 0..n {
+        let port = request(addr, &format!("req {i}"))
+            .unwrap_or_else(|e| panic!("request {i}: {e}; stderr:\n{}", said(proxy)));
+        assert!(
+            pool.contains(&port),
+            "request {i} went to {port}, not to {pool:?}"
+        );
+    }
+}
+
+/// Connects to `addr` until one connect is refused (ECONNREFUSED), for at
+/// most `limit`; then checks that the next few are refused too. A connect
+/// that succeeds meanwhile (the listener not closed yet) is dropped.
+fn expect_refused(proxy: &ProxyProcess, addr: SocketAddr, limit: Duration) {
+    let mut last = String::new();
+    let refused = wait_until(limit, || match TcpStream::connect_timeout(&addr, SOON) {
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => true,
+        Err(e) => {
+            last = format!("error {e}");
+            false
+        }
+        Ok(_) => {
+            last = "accepted".into();
+            false
+        }
+    });
+    assert!(
+        refused,
+        "{addr} still takes connections after {limit:?} (last: {last}); stderr:\n{}",
+        said(proxy)
+    );
+    for n in 0..3 {
+        let result = TcpStream::connect_timeout(&addr, SOON);
+        assert!(
+            matches!(&result, Err(e) if e.kind() == ErrorKind::ConnectionRefused),
+            "connect {n} after the first refusal: {result:?}"
+        );
+    }
+}
+
+/// A configuration file in a directory of its own, removed on drop.
+struct ConfigFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl ConfigFile {
+    fn new(test: &str, text: &str) -> ConfigFile {
+        let dir = std::env::temp_dir().join(format!("e2e-lifecycle-{}-{test}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create the config directory");
+        let file = ConfigFile {
+            path: dir.join("lb.conf"),
+            dir,
+        };
+        file.write(text);
+        file
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replaces the file's contents atomically: a temporary file, renamed
+    /// over it.
+    fn write(&self, text: &str) {
+        let tmp = self.dir.join("lb.conf.tmp");
+        fs::write(&tmp, text).expect("write the new config");
+        fs::rename(&tmp, &self.path).expect("rename the new config over the old one");
+    }
+}
+
+impl Drop for ConfigFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A `frontend` section.
+fn frontend(name: &str, listen: &str, backends: &[SocketAddr]) -> String {
+    let mut text = format!("frontend {name}\n    listen {listen}\n");
+    for backend in backends {
+        text.push_str(&format!("    backend {backend}\n"));
+    }
+    text
+}
+
+/// Starts the epoll mode on `config` with two workers.
+fn start_with_config(config: &ConfigFile, extra: &[&str]) -> ProxyProcess {
+    let mut args: Vec<String> = ["--config", &config.path().display().to_string()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["--workers", "2"].iter().map(|s| s.to_string()));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    ProxyProcess::start(proxy_exe(), &args).unwrap_or_else(|e| panic!("start the proxy: {e}"))
+}
+
+fn ports(addrs: &[SocketAddr]) -> Vec<u16> {
+    addrs.iter().map(SocketAddr::port).collect()
+}
+
+/// A backend that answers every line with `port N: <line>` until the
+/// client's FIN, and counts the connections it has open: a reply backend
+/// for one-shot requests and an echo-like one for long-lived connections,
+/// whose answers say which backend holds the connection.
+struct LineBackend {
+    server: StdBackend,
+    open: Arc<AtomicUsize>,
+}
+
+impl LineBackend {
+    fn start() -> LineBackend {
+        let open = Arc::new(AtomicUsize::new(0));
+        let count = open.clone();
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a backend");
+        let port = listener.local_addr().expect("backend address").port();
+        let server = StdBackend::serve(listener, move |mut stream| {
+            count.fetch_add(1, Ordering::SeqCst);
+            let served = (|| {
+                let reader = BufReader::new(stream.try_clone()?);
+                for line in reader.lines().take(1000) {
+                    stream.write_all(format!("port {port}: {}\n", line?).as_bytes())?;
+                }
+                Ok(())
+            })();
+            // Counted out before the stream closes (at the end of this
+            // function), so a client that has seen the FIN finds it done.
+            count.fetch_sub(1, Ordering::SeqCst);
+            served
+        });
+        LineBackend { server, open }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    fn open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Graceful stop
+// ---------------------------------------------------------------------------
+
+/// `clients` connections through the proxy to an echo backend, all
+/// established end to end; SIGTERM; then new connections are refused,
+/// every open one still works, and once the clients close them all the
+/// proxy exits 0 at once, long before the grace period.
+fn drain(mode: Mode, clients: usize) {
+    raise_nofile_limit();
+    let fixture = fixture(1, FixtureMode::Echo);
+    let mut proxy = start_proxy(mode, fixture.addrs(), &["--grace", "20s"]);
+    let addr = proxy.addr();
+    let mut streams: Vec<TcpStream> = (0..clients)
+        .map(|i| {
+            let mut stream = client(addr).unwrap_or_else(|e| panic!("connect {i}: {e}"));
+            echo_line(&mut stream, &format!("client {i}: first"))
+                .unwrap_or_else(|e| panic!("client {i}: {e}; stderr:\n{}", said(&proxy)));
+            stream
+        })
+        .collect();
+
+    proxy.signal(Signal::SIGTERM).expect("SIGTERM");
+    let stopping = expect_log(&proxy, "stopping: no new connections");
+    assert!(
+        stopping.contains(&format!("{clients} open")),
+        "the stop line should count the {clients} open connections: {stopping:?}"
+    );
+    expect_refused(&proxy, addr, Duration::from_secs(2));
+
+    // None was cut: each one still carries a line both ways.
+    let failures: Vec<String> = streams
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            echo_line(s, &format!("client {i}: after SIGTERM"))
+                .err()
+                .map(|e| format!("client {i}: {e}"))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {clients} connections failed after SIGTERM:\n{}\nstderr:\n{}",
+        failures.len(),
+        failures.join("\n"),
+        said(&proxy)
+    );
+    assert_running(&mut proxy, "with every connection still open");
+
+    // The clients leave: FIN, then the backend's FIN passed back.
+    for (i, stream) in streams.iter().enumerate() {
+        stream.shutdown(Shutdown::Write).expect("FIN");
+        let rest = read_all(stream).unwrap_or_else(|e| panic!("client {i}: to EOF: {e}"));
+        assert!(rest.is_empty(), "client {i}: unexpected {rest:?}");
+    }
+    drop(streams);
+    expect_exit_0(&mut proxy, SOON, "after the last connection closed");
+    let log = proxy.log();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("every connection finished; exiting")),
+        "stderr:\n{}",
+        log.join("\n")
+    );
+    assert!(
+        !log.iter().any(|l| l.contains("grace period")),
+        "the drain ended by the clock, not by the clients: stderr:\n{}",
+        log.join("\n")
+    );
+}
+
+// SIGTERM with 100 open connections: none is cut, new ones are refused, exit 0 when the last closes.
+#[test]
+fn epoll_sigterm_drains_100_open_connections_then_exits_0() {
+    drain(Mode::Epoll2, 100);
+}
+
+// The pool mode drains the same way (at most --threads connections are served at once).
+#[test]
+fn pool_sigterm_drains_open_connections_then_exits_0() {
+    drain(Mode::PoolMutex, 8);
+}
+
+/// One idle connection outlives the grace period: the proxy exits 0 once
+/// it is over (not before), and the client sees its connection end.
+fn grace_expiry(mode: Mode) {
+    let fixture = fixture(1, FixtureMode::Echo);
+    let mut proxy = start_proxy(mode, fixture.addrs(), &["--grace", "1s"]);
+    let mut stream = client(proxy.addr()).expect("connect");
+    echo_line(&mut stream, "hello").unwrap_or_else(|e| panic!("{e}; stderr:\n{}", said(&proxy)));
+
+    let signalled = Instant::now();
+    proxy.signal(Signal::SIGTERM).expect("SIGTERM");
+    expect_exit_0(
+        &mut proxy,
+        Duration::from_secs(1) + SOON,
+        "after the grace period",
+    );
+    // The drain's clock starts after the signal is read, so the process
+    // cannot exit sooner than the grace period after it was sent.
+    let lived = signalled.elapsed();
+    assert!(
+        lived >= Duration::from_millis(950),
+        "exited {lived:?} after SIGTERM, before the 1 s grace period was over; stderr:\n{}",
+        said(&proxy)
+    );
+    let over = expect_log(&proxy, "grace period of 1s over: closing 1 connections");
+    assert!(over.contains("exiting"), "{over:?}");
+
+    // The connection ends with the process: a FIN or a reset, not silence.
+    set_timeouts(&stream, SOON);
+    let mut buf = [0u8; 64];
+    let read = stream.read(&mut buf);
+    let how = describe(&read);
+    assert!(
+        how == "eof" || how == "reset",
+        "after the proxy exited, the client's read gave {how} ({read:?})"
+    );
+}
+
+// Grace expiry: an idle connection past --grace; exit 0 when it is over, the client sees the end.
+#[test]
+fn epoll_grace_expiry_closes_what_is_left_and_exits_0() {
+    grace_expiry(Mode::Epoll2);
+}
+
+// The same in the pool mode, whose workers are blocked in their relays.
+#[test]
+fn pool_grace_expiry_closes_what_is_left_and_exits_0() {
+    grace_expiry(Mode::PoolMutex);
+}
+
+// A second signal while draining: exit 0 at once, without waiting for the 30 s grace period
+// (and a SIGHUP meanwhile is ignored).
+#[test]
+fn a_second_signal_while_draining_exits_at_once() {
+    let fixture = fixture(1, FixtureMode::Echo);
+    let mut proxy = start_proxy(Mode::Epoll2, fixture.addrs(), &["--grace", "30s"]);
+    let mut stream = client(proxy.addr()).expect("connect");
+    echo_line(&mut stream, "hello").unwrap_or_else(|e| panic!("{e}; stderr:\n{}", said(&proxy)));
+
+    proxy.signal(Signal::SIGTERM).expect("SIGTERM");
+    expect_log(&proxy, "stopping: no new connections");
+    // A SIGHUP while draining neither reloads nor stops.
+    proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+    expect_log(&proxy, "SIGHUP while stopping: ignored");
+    assert_running(&mut proxy, "draining, one connection open");
+    echo_line(&mut stream, "still here")
+        .unwrap_or_else(|e| panic!("{e}; stderr:\n{}", said(&proxy)));
+    proxy.signal(Signal::SIGINT).expect("SIGINT");
+    expect_exit_0(
+        &mut proxy,
+        Duration::from_secs(2),
+        "after the second signal",
+    );
+    expect_log(&proxy, "SIGINT again: closing 1 connections; exiting");
+
+    set_timeouts(&stream, SOON);
+    let mut buf = [0u8; 64];
+    let read = stream.read(&mut buf);
+    let how = describe(&read);
+    assert!(
+        how == "eof" || how == "reset",
+        "after the proxy exited, the client's read gave {how} ({read:?})"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Reload
+// ---------------------------------------------------------------------------
+
+/// What one load client saw of one connection.
+struct Sample {
+    started: Instant,
+    /// The backend port that answered, or why the connection failed.
+    served: Result<u16, String>,
+}
+
+// SIGHUP swaps the backend pool under steady load: zero failed connections,
+// open connections stay on their old backends, new ones go to the new pool.
+#[test]
+fn sighup_swaps_the_pool_under_load_without_a_failure() {
+    const LOAD_THREADS: usize = 4;
+    const HELD: usize = 5;
+    let pool_a = [LineBackend::start(), LineBackend::start()];
+    let pool_b = [LineBackend::start(), LineBackend::start()];
+    let addrs_a: Vec<SocketAddr> = pool_a.iter().map(LineBackend::addr).collect();
+    let addrs_b: Vec<SocketAddr> = pool_b.iter().map(LineBackend::addr).collect();
+    let (ports_a, ports_b) = (ports(&addrs_a), ports(&addrs_b));
+    let config = ConfigFile::new("swap", &frontend("web", "127.0.0.1:0", &addrs_a));
+    let mut proxy = start_with_config(&config, &["--grace", "1s"]);
+    let addr = proxy.frontend_addr("web").expect("frontend web");
+
+    // Long-lived connections opened before the reload, each on a backend of A.
+    let mut held: Vec<(TcpStream, u16)> = (0..HELD)
+        .map(|i| {
+            let mut stream = client(addr).expect("connect");
+            let answer = exchange(&mut stream, &format!("held {i}: before"))
+                .unwrap_or_else(|e| panic!("held {i}: {e}; stderr:\n{}", said(&proxy)));
+            let port = port_of(&answer).unwrap_or_else(|| panic!("held {i}: {answer:?}"));
+            assert!(ports_a.contains(&port), "held {i}: {answer:?}");
+            (stream, port)
+        })
+        .collect();
+    let open_on_a = || pool_a.iter().map(LineBackend::open).sum::<usize>();
+    assert!(wait_until(SOON, || open_on_a() == HELD), "{}", open_on_a());
+
+    // Steady load: one connection after another on each thread, each a
+    // request and its whole answer, until told to stop (bounded in count
+    // and time in any case).
+    let samples: Mutex<Vec<Sample>> = Mutex::new(Vec::new());
+    let stop = AtomicBool::new(false);
+    // Raised however the scope ends, a failed assertion included, so the
+    // load threads it joins stop at once.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let load_deadline = Instant::now() + Duration::from_secs(20);
+    let (signalled, settled) = thread::scope(|s| {
+        for t in 0..LOAD_THREADS {
+            let (samples, stop) = (&samples, &stop);
+            s.spawn(move || {
+                for n in 0..5000 {
+                    if stop.load(Ordering::SeqCst) || Instant::now() >= load_deadline {
+                        break;
+                    }
+                    let started = Instant::now();
+                    let served = request(addr, &format!("load {t}.{n}"));
+                    samples.lock().unwrap().push(Sample { started, served });
+                }
+            });
+        }
+        let _stop = StopOnDrop(&stop);
+        let count = || samples.lock().unwrap().len();
+        let enough_before = wait_until(SOON, || count() >= 100);
+
+        // The new pool, written in place; then SIGHUP.
+        config.write(&frontend("web", "127.0.0.1:0", &addrs_b));
+        let signalled = Instant::now();
+        proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+        let reloaded = proxy.wait_for_log("reloaded", SOON);
+        // Both workers have switched once this many requests in a row go
+        // to the new pool; from then on, nothing may go to the old one.
+        let settled = reloaded.is_some().then(|| {
+            wait_for_pool(&proxy, addr, &ports_b, 20);
+            Instant::now()
+        });
+        let at_settle = count();
+        let enough_after = wait_until(SOON, || count() >= at_settle + 100);
+        drop(_stop);
+        assert!(enough_before, "the load did not start");
+        assert!(enough_after, "the load stalled after the reload");
+        (signalled, settled)
+    });
+    let reloaded = expect_log(&proxy, "reloaded");
+    assert!(
+        reloaded.contains(&format!(
+            "reloaded {}: web: changed",
+            config.path().display()
+        )),
+        "{reloaded:?}"
+    );
+    let settled = settled.expect("reloaded");
+
+    // (a) Zero failed client connections across the reload.
+    let samples = samples.into_inner().unwrap();
+    let failures: Vec<String> = samples
+        .iter()
+        .filter_map(|s| s.served.as_ref().err().cloned())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} connections failed across the reload:\n{}\nstderr:\n{}",
+        failures.len(),
+        samples.len(),
+        failures.join("\n"),
+        said(&proxy)
+    );
+    // (c) Old pool before the signal, new pool only once switched.
+    let served = |s: &Sample| *s.served.as_ref().unwrap();
+    for s in samples.iter().filter(|s| s.started < signalled) {
+        assert!(
+            ports_a.contains(&served(s)),
+            "before SIGHUP: port {}",
+            served(s)
+        );
+    }
+    let after: Vec<u16> = samples
+        .iter()
+        .filter(|s| s.started >= settled)
+        .map(served)
+        .collect();
+    assert!(!after.is_empty());
+    assert!(
+        after.iter().all(|p| ports_b.contains(p)),
+        "after the switch, connections went to the old pool {ports_a:?}: {after:?}"
+    );
+    for port in &ports_b {
+        assert!(
+            after.contains(port),
+            "backend {port} of the new pool got nothing: {after:?}"
+        );
+    }
+
+    // (b) The connections opened before the reload still talk to their
+    // old backends, which still hold them.
+    for (i, (stream, port)) in held.iter_mut().enumerate() {
+        let answer = exchange(stream, &format!("held {i}: after")).unwrap_or_else(|e| {
+            panic!("held {i} after the reload: {e}; stderr:\n{}", said(&proxy))
+        });
+        assert_eq!(
+            answer,
+            format!("port {port}: held {i}: after\n"),
+            "held {i}"
+        );
+    }
+    assert_eq!(open_on_a(), HELD, "the old backends should still hold them");
+    for (stream, _) in &held {
+        stream.shutdown(Shutdown::Write).expect("FIN");
+        assert_eq!(read_all(stream).expect("to EOF"), b"");
+    }
+    assert!(wait_until(SOON, || open_on_a() == 0), "{}", open_on_a());
+
+    // The listener was kept: announced once, at startup.
+    assert_eq!(
+        count_log(&proxy, "frontend web listening on"),
+        1,
+        "{}",
+        said(&proxy)
+    );
+    assert_running(&mut proxy, "after the reload");
+    stop_cleanly(proxy);
+}
+
+// A broken file on reload keeps the old configuration (and so do an address that cannot be
+// bound and a missing file); once fixed, the next SIGHUP applies it.
+#[test]
+fn a_broken_file_on_reload_keeps_the_running_configuration() {
+    let pool_a = fixture(2, FixtureMode::Reply);
+    let pool_b = fixture(2, FixtureMode::Reply);
+    let (ports_a, ports_b) = (ports(pool_a.addrs()), ports(pool_b.addrs()));
+    let good_b = frontend("web", "127.0.0.1:0", pool_b.addrs());
+    let config = ConfigFile::new("broken", &frontend("web", "127.0.0.1:0", pool_a.addrs()));
+    let mut proxy = start_with_config(&config, &["--grace", "1s"]);
+    let addr = proxy.frontend_addr("web").expect("frontend web");
+    all_to(&proxy, addr, &ports_a, 4);
+
+    // Line 5 (after frontend, listen and two backends), column 13: an
+    // unknown balance algorithm.
+    config.write(&format!("{good_b}    balance sideways\n"));
+    proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+    let stays = expect_log(&proxy, "the running configuration stays");
+    let path = config.path().display().to_string();
+    assert!(
+        stays.contains(&format!("reload: {path} has 1 error(s)")),
+        "{stays:?}"
+    );
+    expect_log(
+        &proxy,
+        &format!("reload: {path}:5:13: unknown balance algorithm 'sideways'"),
+    );
+    assert_running(&mut proxy, "after a broken reload");
+    all_to(&proxy, addr, &ports_a, 10);
+
+    // A listen address that is taken cannot be bound: kept as well.
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken_addr = taken.local_addr().unwrap();
+    config.write(&frontend("web", &taken_addr.to_string(), pool_b.addrs()));
+    proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+    expect_log_count(&proxy, "the running configuration stays", 2);
+    let lines = proxy.log();
+    let bind_error = lines
+        .iter()
+        .filter(|l| l.contains("the running configuration stays"))
+        .nth(1)
+        .unwrap();
+    assert!(
+        bind_error.contains(&format!("cannot listen on {taken_addr}")),
+        "{bind_error:?}"
+    );
+    all_to(&proxy, addr, &ports_a, 10);
+
+    // No file at all (deleted by mistake): kept too.
+    fs::remove_file(config.path()).expect("remove the config");
+    proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+    expect_log_count(&proxy, "the running configuration stays", 3);
+    all_to(&proxy, addr, &ports_a, 10);
+    assert_eq!(count_log(&proxy, "reloaded"), 0, "{}", said(&proxy));
+
+    // Fixed: the next SIGHUP applies it.
+    config.write(&good_b);
+    proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+    let reloaded = expect_log(&proxy, "reloaded");
+    assert!(reloaded.contains("web: changed"), "{reloaded:?}");
+    wait_for_pool(&proxy, addr, &ports_b, 20);
+    stop_cleanly(proxy);
+}
+
+// Reload adds frontend b (announced, serving) and removes a (its port refuses, while a
+// connection it had open goes on).
+#[test]
+fn reload_adds_and_removes_frontends() {
+    let echo = fixture(1, FixtureMode::Echo);
+    let reply = fixture(1, FixtureMode::Reply);
+    let config = ConfigFile::new("add-remove", &frontend("a", "127.0.0.1:0", echo.addrs()));
+    let mut proxy = start_with_config(&config, &["--grace", "1s"]);
+    let addr_a = proxy.frontend_addr("a").expect("frontend a");
+    let mut open_on_a = client(addr_a).expect("connect to a");
+    echo_line(&mut open_on_a, "before")
+        .unwrap_or_else(|e| panic!("{e}; stderr:\n{}", said(&proxy)));
+
+    config.write(&frontend("b", "127.0.0.1:0", reply.addrs()));
+    proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+    let reloaded = expect_log(&proxy, "reloaded");
+    assert!(
+        reloaded.contains("b: added") && reloaded.contains("a: removed"),
+        "{reloaded:?}"
+    );
+    let addr_b = proxy.frontend_addr("b").expect("frontend b announced");
+    assert_ne!(addr_a, addr_b);
+    for i in 0..4 {
+        let port = request(addr_b, &format!("req {i}"))
+            .unwrap_or_else(|e| panic!("through b: {e}; stderr:\n{}", said(&proxy)));
+        assert_eq!(port, reply.addrs()[0].port());
+    }
+    expect_refused(&proxy, addr_a, Duration::from_secs(2));
+
+    // Removing a frontend closes its listeners, not its connections.
+    echo_line(&mut open_on_a, "after")
+        .unwrap_or_else(|e| panic!("the connection open on a: {e}; stderr:\n{}", said(&proxy)));
+    open_on_a.shutdown(Shutdown::Write).expect("FIN");
+    assert_eq!(read_all(&open_on_a).expect("to EOF"), b"");
+    assert_running(&mut proxy, "after the reload");
+    stop_cleanly(proxy);
+}
+
+/// SIGHUP in a mode or a run without a file: logged, ignored, still serving.
+fn sighup_without_config(mode: Mode) {
+    let reply = fixture(1, FixtureMode::Reply);
+    let mut proxy = start_proxy(mode, reply.addrs(), &[]);
+    let port = request(proxy.addr(), "before").unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+    proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+    let line = expect_log(&proxy, "nothing to reload");
+    assert!(line.contains("ignored"), "{mode:?}: {line:?}");
+    assert_running(&mut proxy, "after SIGHUP");
+    for i in 0..4 {
+        let served = request(proxy.addr(), &format!("after {i}"))
+            .unwrap_or_else(|e| panic!("{mode:?} after SIGHUP: {e}; stderr:\n{}", said(&proxy)));
+        assert_eq!(served, port);
+    }
+    stop_cleanly(proxy);
+}
+
+// SIGHUP without --config (epoll): nothing to reload, logged, the proxy keeps serving.
+#[test]
+fn epoll_sighup_without_config_is_logged_and_ignored() {
+    sighup_without_config(Mode::Epoll2);
+}
+
+// The pool mode takes flags only: SIGHUP is logged and ignored too.
+#[test]
+fn pool_sighup_is_logged_and_ignored() {
+    sighup_without_config(Mode::PoolMutex);
+}
+
+// The single mode as well.
+#[test]
+fn single_sighup_is_logged_and_ignored() {
+    sighup_without_config(Mode::Single);
+}
