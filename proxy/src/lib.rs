@@ -52,6 +52,7 @@ pub mod demo;
 pub mod epoll;
 pub mod health;
 pub mod limit;
+pub mod metrics;
 pub mod picker;
 pub mod pool;
 pub mod process;
