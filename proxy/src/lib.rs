@@ -28,6 +28,9 @@
 //! - [`relay`]: the async relay and its connection contract (half-close,
 //!   resets, timeouts); [`epoll`]: milestone 5 grown into a load balancer:
 //!   accept loops, maxconn ([`limit`]), health ([`health`]), retries.
+//! - [`metrics`]: counters each event loop owns (no contention), summed
+//!   into Prometheus text when scraped; [`admin`]: the admin listener,
+//!   `GET /metrics` and `GET /health` over just enough HTTP/1.1.
 //! - [`shutdown`]: SIGTERM and SIGINT end the process cleanly.
 //! - [`demo`]: fixture backends, every mode, a table; [`process`]: a proxy
 //!   as a child process (the demo's and the end-to-end tests').
@@ -44,6 +47,7 @@
 pub mod log;
 
 pub mod accept;
+pub mod admin;
 pub mod balance;
 pub mod blocking;
 pub mod cli;
