@@ -6,7 +6,10 @@
 //! a plain `AtomicU64` updated with `Relaxed` ordering, and only its owner
 //! thread writes it. Nothing else is shared, so no cache line moves between
 //! the cores of two workers however busy they are; an uncontended atomic add
-//! on a line the core already holds costs a few nanoseconds.
+//! on a line the core already holds costs a few nanoseconds. (Atomic all the
+//! same, because the admin thread reads while the owner writes: with a plain
+//! `u64` that would be a data race, undefined behaviour.) The only other
+//! visitor of those lines is a scrape, once every few seconds.
 //!
 //! ```text
 //!   worker 0: [web: conns 7, bytes .. | b0 | b1]   [db: ...]    (written by worker 0 only)
@@ -28,10 +31,11 @@
 //! - Each counter block is aligned to 128 bytes, so two workers' blocks never
 //!   share a cache line (nor the pair of lines some CPUs fetch together),
 //!   even when the allocator places them side by side.
-//! - A gauge (`active`) is incremented and decremented by the same worker,
-//!   since a connection's task never leaves its event loop; the sum is taken
-//!   with wrapping arithmetic, so it is right even if a worker's own count
-//!   were ever taken below zero by another's increment.
+//! - A gauge (`active`) goes up and down on the same worker, since a
+//!   connection's task never leaves its event loop. The sums are taken with
+//!   wrapping arithmetic all the same, so the total would stay right even if
+//!   a connection were counted in on one worker and out on another (one
+//!   worker's count wrapping below zero, another's above).
 //!
 //! Health (up or down, check results) is not counted here: it is read from
 //! each frontend's [`HealthBoard`] at scrape time. Process figures (open
