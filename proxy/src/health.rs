@@ -76,6 +76,10 @@
 //! (one every `inter`) and failures (rare, and worth the care) take the
 //! lock. The up flags and the generation are atomics, read by every loop.
 //!
+//! The board also counts every check's result, for the admin endpoint's
+//! metrics ([`HealthBoard::check_counts`]): two relaxed counters per server,
+//! written by the checker thread only.
+//!
 //! # The check itself, and TIME_WAIT
 //!
 //! The check connects and closes at once. The side that closes a TCP
@@ -118,6 +122,18 @@ struct ServerHealth {
     /// Up with `streak.failures > 0`. Written only with `streak` locked.
     failing: AtomicBool,
     streak: Mutex<Streak>,
+    /// Active checks that succeeded, failed: counted for metrics only.
+    check_successes: AtomicU64,
+    check_failures: AtomicU64,
+}
+
+/// How many active checks of one server succeeded and failed so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CheckCounts {
+    /// Checks that connected.
+    pub successes: u64,
+    /// Checks refused, unreachable or unanswered within their timeout.
+    pub failures: u64,
 }
 
 /// Consecutive failures (counted while up) or successes (while down).
@@ -146,6 +162,8 @@ impl HealthBoard {
                 up: AtomicBool::new(true),
                 failing: AtomicBool::new(false),
                 streak: Mutex::new(Streak::default()),
+                check_successes: AtomicU64::new(0),
+                check_failures: AtomicU64::new(0),
             })
             .collect();
         HealthBoard {
@@ -182,6 +200,16 @@ impl HealthBoard {
         self.servers[index].check
     }
 
+    /// Server `index`'s check results so far (zero for a server without
+    /// `check`). Relaxed reads: a metric, not a decision.
+    pub fn check_counts(&self, index: usize) -> CheckCounts {
+        let server = &self.servers[index];
+        CheckCounts {
+            successes: server.check_successes.load(Ordering::Relaxed),
+            failures: server.check_failures.load(Ordering::Relaxed),
+        }
+    }
+
     /// A real client's connect to server `index` failed, because of `why`.
     pub fn passive_failure(&self, index: usize, why: &str) {
         self.report(index, Source::Traffic, Err(why));
@@ -197,6 +225,14 @@ impl HealthBoard {
 
     /// The outcome of an active check of server `index`.
     pub fn check_result(&self, index: usize, result: Result<(), String>) {
+        let server = &self.servers[index];
+        if server.check.is_some() {
+            let count = match result {
+                Ok(()) => &server.check_successes,
+                Err(_) => &server.check_failures,
+            };
+            count.fetch_add(1, Ordering::Relaxed);
+        }
         let result = result.as_ref().copied().map_err(String::as_str);
         self.report(index, Source::Check, result);
     }
@@ -476,6 +512,20 @@ mod tests {
         let b = board();
         assert_eq!(trace(&b, "fffSFSFsFs"), "UUDDDDDDDU");
         assert_eq!(b.generation(), 2);
+    }
+
+    #[test]
+    fn check_results_are_counted_for_checked_servers_only() {
+        let b = board();
+        trace(&b, "ffsFS");
+        let counts = b.check_counts(0);
+        assert_eq!(
+            (counts.successes, counts.failures),
+            (1, 2),
+            "traffic is not a check"
+        );
+        b.check_result(1, Err("connection refused".into()));
+        assert_eq!(b.check_counts(1), CheckCounts::default());
     }
 
     #[test]

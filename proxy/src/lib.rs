@@ -32,6 +32,9 @@
 //! - [`relay`]: the async relay and its connection contract (half-close,
 //!   resets, timeouts); [`epoll`]: milestone 5 grown into a load balancer:
 //!   accept loops, maxconn ([`limit`]), health ([`health`]), retries.
+//! - [`metrics`]: counters each event loop owns (no contention), summed
+//!   into Prometheus text when scraped; [`admin`]: the admin listener,
+//!   `GET /metrics` and `GET /health` over just enough HTTP/1.1.
 //! - [`proxy_protocol`]: HAProxy's PROXY protocol, v1 and v2: the header that
 //!   tells a backend the client's address (`send-proxy`, `accept-proxy`).
 //! - [`shutdown`]: signals: SIGTERM and SIGINT drain then exit, SIGHUP reloads.
@@ -52,6 +55,7 @@ pub mod log;
 pub mod accept;
 pub mod access_log;
 pub mod acl;
+pub mod admin;
 pub mod balance;
 pub mod blocking;
 pub mod cli;
@@ -61,6 +65,7 @@ pub mod demo;
 pub mod epoll;
 pub mod health;
 pub mod limit;
+pub mod metrics;
 pub mod picker;
 pub mod pool;
 pub mod process;
