@@ -62,7 +62,7 @@ use runtime::{spawn as spawn_task, time};
 
 use crate::accept::AcceptErrors;
 use crate::limit::Limit;
-use crate::metrics::Registry;
+use crate::metrics::Published;
 
 /// How the admin listener may be used; [`AdminOptions::default`] is what
 /// [`spawn`] uses.
@@ -109,7 +109,7 @@ const LINGER_BYTES: usize = 256 * 1024;
 /// port, if 0 was asked) and the thread, which runs until the process ends.
 pub fn spawn(
     addr: SocketAddr,
-    registry: Arc<Registry>,
+    registry: Arc<Published>,
 ) -> io::Result<(SocketAddr, JoinHandle<()>)> {
     spawn_with(addr, registry, AdminOptions::default())
 }
@@ -118,7 +118,7 @@ pub fn spawn(
 /// `allow_remote`) an address that is not loopback.
 pub fn spawn_with(
     addr: SocketAddr,
-    registry: Arc<Registry>,
+    registry: Arc<Published>,
     options: AdminOptions,
 ) -> io::Result<(SocketAddr, JoinHandle<()>)> {
     if !options.allow_remote && !is_loopback(addr.ip()) {
@@ -179,7 +179,7 @@ fn is_loopback(ip: IpAddr) -> bool {
 /// Accepts forever, one task per connection, at most `max_connections` at
 /// once: at the ceiling it stops accepting until one ends (as the proxy's
 /// maxconn does), so the rest wait in the kernel's queue.
-async fn serve_forever(listener: TcpListener, registry: Arc<Registry>, options: AdminOptions) {
+async fn serve_forever(listener: TcpListener, registry: Arc<Published>, options: AdminOptions) {
     let open = Limit::new(Some(options.max_connections.max(1)));
     let mut errors = AcceptErrors::new();
     loop {
@@ -206,7 +206,7 @@ async fn serve_forever(listener: TcpListener, registry: Arc<Registry>, options: 
 }
 
 /// One admin connection: read the head, answer, close.
-async fn serve(stream: TcpStream, peer: SocketAddr, registry: &Registry, options: &AdminOptions) {
+async fn serve(stream: TcpStream, peer: SocketAddr, registry: &Published, options: &AdminOptions) {
     let mut buf = vec![0u8; options.max_head];
     let response = match time::timeout(options.read_timeout, read_head(&stream, &mut buf)).await {
         Ok(Ok(Some(len))) => match parse_request(&buf[..len]) {
@@ -393,7 +393,7 @@ fn is_token(s: &str) -> bool {
 }
 
 /// The answer to a well-formed request.
-fn respond(request: &Request<'_>, registry: &Registry) -> Response {
+fn respond(request: &Request<'_>, registry: &Published) -> Response {
     let known = matches!(request.path, "/metrics" | "/health");
     if !known {
         return Response::text(404, "not found: try /metrics or /health\n");
@@ -485,12 +485,12 @@ mod tests {
     use std::time::Instant;
 
     /// A registry of one frontend `web` with one backend, 3 connections counted.
-    fn registry() -> Arc<Registry> {
+    fn registry() -> Arc<Published> {
         let backend = SocketAddr::from(([127, 0, 0, 1], 9001));
         let board = Arc::new(HealthBoard::new("web", &[(backend, None)]));
-        let registry = Registry::new(&[("web".to_string(), vec![backend], board)], 2);
+        let registry = metrics::Registry::new(&[("web".to_string(), vec![backend], board)], 2);
         metrics::add(&registry.worker(1, 0).connections, 3);
-        registry
+        Published::new(registry)
     }
 
     fn loopback() -> SocketAddr {

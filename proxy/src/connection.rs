@@ -33,20 +33,23 @@ use std::time::{Duration, Instant, SystemTime};
 use runtime::net::{TcpStream, is_fd_exhaustion};
 use runtime::time;
 
-use crate::access_log::{Record, Side, Sink, Termination};
+use crate::access_log::{Phase, Record, Side, Sink, Termination};
 use crate::balance::{Algorithm, Balancer, Server};
 use crate::config::{Balance, ProxyVersion};
 use crate::epoll::Shared;
 use crate::health;
 use crate::limit::{Limit, Permit};
+use crate::metrics::{self, Active, FrontendCounters};
 use crate::proxy_protocol::{self, Addresses, Version};
-use crate::relay::{self, Peer};
+use crate::relay::{self, Ending, Peer};
 use crate::shutdown::{Connection, Live};
 
 /// What every frontend on one worker shares: the process-wide counts, and
 /// the worker's buffer of access-log lines.
 #[derive(Debug)]
 pub(crate) struct WorkerContext {
+    /// Which worker (its counters' index in each frontend's `counters`).
+    pub index: usize,
     /// The global `maxconn`.
     pub global: Arc<Limit>,
     /// Open connections, for the drain at shutdown.
@@ -61,6 +64,8 @@ pub(crate) struct WorkerContext {
 pub(crate) struct Local {
     pub shared: Arc<Shared>,
     pub worker: Rc<WorkerContext>,
+    /// This worker's counters for this frontend.
+    pub counters: Arc<FrontendCounters>,
     balancer: RefCell<Balancer>,
     /// The board generation last copied into `balancer`.
     seen_generation: Cell<u64>,
@@ -137,7 +142,11 @@ pub(crate) async fn serve(
         bytes_down: 0,
         termination: Termination::COMPLETE,
     };
+    let counters = local.counters.clone();
+    metrics::inc(&counters.connections);
+    let _active = Active::new(&counters.active);
     if let Err(refusal) = local.run(&client, &mut trace, places).await {
+        count_refusal(&counters, refusal.termination);
         // Denials are routine (a scanner, a client over its limit): the
         // access log has them; the daemon's log only at debug level.
         let name = &local.shared.frontend.name;
@@ -173,9 +182,15 @@ impl Local {
             })
             .collect();
         let balancer = Balancer::new(servers, algorithm(shared.frontend.balance));
+        let counters = shared
+            .counters
+            .get(worker.index)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(FrontendCounters::new(shared.frontend.backends.len())));
         Local {
             shared,
             worker: worker.clone(),
+            counters,
             balancer: RefCell::new(balancer),
             // The board starts at generation 0 with every server up, as a
             // new balancer does.
@@ -261,9 +276,15 @@ impl Local {
             }
         }
         // 6. The relay.
+        let server_counters = self.counters.backends.get(index);
+        if let Some(c) = server_counters {
+            metrics::inc(&c.connections);
+        }
+        let _server_active = server_counters.map(|c| Active::new(&c.active));
         self.balancer.borrow_mut().connection_opened(index);
         let outcome = relay::relay(client, &backend, self.shared.relay_limits).await;
         self.balancer.borrow_mut().connection_closed(index);
+        self.count_outcome(index, &outcome);
         trace.bytes_up = outcome.upstream;
         trace.bytes_down = outcome.downstream;
         let first_fin = outcome.first_fin.map(|peer| match peer {
@@ -272,6 +293,20 @@ impl Local {
         });
         trace.termination = Termination::of_relay(outcome.ending, first_fin);
         Ok(())
+    }
+
+    /// Adds a finished relay to the frontend's and the backend's counters.
+    fn count_outcome(&self, index: usize, outcome: &relay::Outcome) {
+        let c = &self.counters;
+        metrics::add(&c.bytes_in, outcome.upstream);
+        metrics::add(&c.bytes_out, outcome.downstream);
+        if let Some(server) = c.backends.get(index) {
+            metrics::add(&server.bytes_in, outcome.upstream);
+            metrics::add(&server.bytes_out, outcome.downstream);
+        }
+        if matches!(outcome.ending, Ending::IdleTimeout | Ending::FinTimeout) {
+            metrics::inc(&c.timeouts);
+        }
     }
 
     /// Reads an `accept-proxy` client's PROXY header within `timeout
@@ -361,6 +396,7 @@ impl Local {
             trace.backend = Some(index);
             if let Some(last) = &failure {
                 trace.retries = attempt;
+                metrics::inc(&self.counters.retries);
                 crate::warn!(
                     "frontend {}: {peer}: {}; retrying on {addr} (retry {attempt} of {})",
                     frontend.name,
@@ -391,6 +427,9 @@ impl Local {
                 ),
             };
             self.shared.board.passive_failure(index, &why);
+            if let Some(server) = self.counters.backends.get(index) {
+                metrics::inc(&server.connect_errors);
+            }
             tried.push(index);
             failure = Some(Refusal::new(
                 format!("connect to {addr} failed: {why}"),
@@ -507,6 +546,17 @@ impl Local {
         };
         sink.borrow_mut().record(&record);
     }
+}
+
+/// Counts a refused client under the counter its termination belongs to.
+fn count_refusal(counters: &FrontendCounters, termination: Termination) {
+    let counter = match termination.phase {
+        _ if termination == Termination::DENIED => &counters.denied,
+        Phase::Queue => &counters.queue_timeouts,
+        Phase::Connect => &counters.connect_errors,
+        _ => return,
+    };
+    metrics::inc(counter);
 }
 
 fn algorithm(balance: Balance) -> Algorithm {

@@ -45,7 +45,6 @@
 
 use std::cell::RefCell;
 use std::io;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -58,10 +57,12 @@ use runtime::{JoinHandle, mpsc, oneshot, spawn, time};
 use crate::accept::AcceptErrors;
 use crate::access_log::{AccessLog, Format};
 use crate::acl::SourceLimits;
+use crate::admin;
 use crate::config::{self, AccessLogTarget, Config, Frontend};
 use crate::connection::{self, Local, WorkerContext};
 use crate::health::{self, HealthBoard};
 use crate::limit::Limit;
+use crate::metrics::{self, FrontendCounters, Published, Registry};
 use crate::relay::Limits;
 use crate::shutdown::{self, Live};
 
@@ -93,6 +94,9 @@ pub(crate) struct Shared {
     /// `maxconn-per-source`, if set.
     pub sources: Option<Arc<SourceLimits>>,
     pub relay_limits: Limits,
+    /// Its counters, one set per worker (metrics.rs: each written by one
+    /// thread only).
+    pub counters: Vec<Arc<FrontendCounters>>,
 }
 
 /// What the main thread tells a worker.
@@ -126,9 +130,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         live: Live::new(),
         senders: Vec::new(),
         running: Vec::new(),
-        admin: plan.config.global.admin,
-        access_log: plan.config.global.access_log.clone(),
-        log_format: plan.config.global.log_format,
+        published: Published::new(Registry::from_counters(Vec::new())),
     };
     // Every listener is bound before any worker starts, so a port in use is
     // an error at startup, and every address is announced.
@@ -150,6 +152,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
             .get_mut(index)
             .and_then(Option::take);
         let context = WorkerContext {
+            index,
             global: global.clone(),
             live: live.clone(),
             sink: access_log.as_ref().map(|log| RefCell::new(log.sink())),
@@ -157,6 +160,11 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         worker(commands, Rc::new(context))
     })?;
     control.apply(shared, listeners);
+    if let Some(addr) = plan.config.global.admin {
+        let (addr, _thread) = admin::spawn(addr, control.published.clone())
+            .map_err(|e| io::Error::new(e.kind(), format!("admin {addr}: {e}")))?;
+        crate::info!("admin listening on {addr} (GET /metrics, GET /health)");
+    }
     let rt = runtime::Runtime::new()?;
     rt.block_on(control.until_stopped(plan.grace))
 }
@@ -172,10 +180,8 @@ struct Control {
     senders: Vec<mpsc::Sender<Command>>,
     /// The frontends running now, in file order.
     running: Vec<Arc<Shared>>,
-    /// The global options fixed at startup (a reload warns if they change).
-    admin: Option<SocketAddr>,
-    access_log: Option<AccessLogTarget>,
-    log_format: Option<Format>,
+    /// What the admin endpoint shows, republished after each reload.
+    published: Arc<Published>,
 }
 
 /// Per frontend, per worker: a listener for a frontend that needs new ones.
@@ -241,7 +247,7 @@ impl Control {
             });
             shared.push(match old {
                 Some(old) if old.frontend == *frontend => old.clone(),
-                _ => share(frontend, old.map(|s| &**s)),
+                _ => share(frontend, old.map(|s| &**s), self.workers),
             });
         }
         Ok((shared, listeners))
@@ -287,6 +293,20 @@ impl Control {
             }
         }
         self.running = shared;
+        self.published.set(Registry::from_counters(
+            self.running
+                .iter()
+                .map(|s| {
+                    let backends = s.frontend.backends.iter().map(|b| b.addr).collect();
+                    (
+                        s.frontend.name.clone(),
+                        backends,
+                        s.board.clone(),
+                        s.counters.clone(),
+                    )
+                })
+                .collect(),
+        ));
     }
 
     /// SIGHUP: reads the file again and applies it; a file that does not
@@ -324,16 +344,6 @@ impl Control {
         {
             crate::warn!("reload: a new 'workers' takes effect at the next start");
         }
-        if (
-            &config.global.admin,
-            &config.global.access_log,
-            &config.global.log_format,
-        ) != (&self.admin, &self.access_log, &self.log_format)
-        {
-            crate::warn!(
-                "reload: a new 'admin', 'access-log' or 'log-format' takes effect at the next start"
-            );
-        }
         self.global.set_max(config.global.maxconn);
         let summary = describe_changes(&self.running, &shared);
         self.apply(shared, listeners);
@@ -364,7 +374,7 @@ fn describe_changes(old: &[Arc<Shared>], new: &[Arc<Shared>]) -> String {
 /// The shared state of one frontend; `old` is the state it replaces, whose
 /// limits carry over (their counts include the connections still open
 /// under the old configuration).
-fn share(frontend: &Frontend, old: Option<&Shared>) -> Arc<Shared> {
+fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<Shared> {
     let servers: Vec<_> = frontend
         .backends
         .iter()
@@ -404,6 +414,9 @@ fn share(frontend: &Frontend, old: Option<&Shared>) -> Arc<Shared> {
         limit,
         backend_limits,
         sources: frontend.maxconn_per_source.map(SourceLimits::new),
+        counters: (0..workers)
+            .map(|_| Arc::new(FrontendCounters::new(frontend.backends.len())))
+            .collect(),
         relay_limits: Limits {
             idle_timeout: t.idle(),
             client_fin_timeout: t.client_fin,
@@ -591,6 +604,7 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
             // queue, and accepting again at once would spin. The pause is a
             // timer, so open connections keep running meanwhile.
             Err(e) => {
+                metrics::inc(&local.counters.accept_errors);
                 if let Some(pause) = errors.note(&e) {
                     time::sleep(pause).await;
                 }

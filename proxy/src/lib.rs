@@ -31,7 +31,9 @@
 //! - [`single`], [`pool`]: milestones 1 to 4.
 //! - [`relay`]: the async relay and its connection contract (half-close,
 //!   resets, timeouts); [`epoll`]: milestone 5 grown into a load balancer:
-//!   accept loops, maxconn ([`limit`]), health ([`health`]), retries.
+//!   event loops, accept loops, maxconn ([`limit`]), health ([`health`]),
+//!   reload; [`connection`]: one connection's life there, from its PROXY
+//!   header to its access-log line.
 //! - [`metrics`]: counters each event loop owns (no contention), summed
 //!   into Prometheus text when scraped; [`admin`]: the admin listener,
 //!   `GET /metrics` and `GET /health` over just enough HTTP/1.1.
@@ -149,6 +151,17 @@ fn plan(settings: &cli::Settings) -> Result<epoll::Plan, i32> {
         },
         None => settings.to_config(),
     };
+    // Flags given beside --config win over the file's global options.
+    let mut config = config;
+    if let Some(admin) = settings.admin {
+        config.global.admin = Some(admin);
+    }
+    if let Some(target) = &settings.access_log {
+        config.global.access_log = Some(target.clone());
+    }
+    if let Some(format) = settings.log_format {
+        config.global.log_format = Some(format);
+    }
     let workers = match (settings.workers_given, config.global.workers) {
         (false, Some(n)) => n as usize,
         _ => settings.workers,

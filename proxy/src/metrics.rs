@@ -47,8 +47,8 @@
 
 use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::health::HealthBoard;
 
@@ -152,6 +152,50 @@ impl Drop for Active<'_> {
     }
 }
 
+/// One frontend as [`Registry::from_counters`] takes it: name, backends'
+/// addresses, health board, one set of counters per worker.
+pub type FrontendParts = (
+    String,
+    Vec<SocketAddr>,
+    Arc<HealthBoard>,
+    Vec<Arc<FrontendCounters>>,
+);
+
+/// The registry the admin endpoint renders now: a reload swaps in a new one
+/// (new frontends, new backends) in one step. The lock is taken by scrapes
+/// and reloads only; workers hold their counters directly.
+#[derive(Debug)]
+pub struct Published {
+    current: Mutex<Arc<Registry>>,
+}
+
+impl Published {
+    /// Publishes `registry`.
+    pub fn new(registry: Arc<Registry>) -> Arc<Published> {
+        Arc::new(Published {
+            current: Mutex::new(registry),
+        })
+    }
+
+    /// Replaces what is published.
+    pub fn set(&self, registry: Arc<Registry>) {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = registry;
+    }
+
+    /// The registry published now.
+    pub fn get(&self) -> Arc<Registry> {
+        self.current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// What a scrape answers: [`Registry::render`] of the current registry.
+    pub fn render(&self) -> String {
+        self.get().render()
+    }
+}
+
 /// Every counter of the process: the frontends' names, their backends'
 /// addresses and health boards, and each worker's counters.
 #[derive(Debug)]
@@ -194,6 +238,40 @@ impl Registry {
             .collect();
         Arc::new(Registry {
             frontends,
+            counters,
+        })
+    }
+
+    /// A registry over counters that already exist: for each frontend, its
+    /// name, backends, health board and one [`FrontendCounters`] per worker
+    /// (all frontends with the same number of workers). A reload builds one
+    /// this way, so that a frontend it did not change keeps counting on.
+    pub fn from_counters(frontends: Vec<FrontendParts>) -> Arc<Registry> {
+        let workers = frontends
+            .iter()
+            .map(|f| f.3.len())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let mut counters: Vec<Vec<Arc<FrontendCounters>>> = vec![Vec::new(); workers];
+        let mut infos = Vec::new();
+        for (name, backends, board, per_worker) in frontends {
+            for (worker, row) in counters.iter_mut().enumerate() {
+                // A frontend short of counters for a worker reads as zeros.
+                let mine = per_worker
+                    .get(worker)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(FrontendCounters::new(backends.len())));
+                row.push(mine);
+            }
+            infos.push(FrontendInfo {
+                name,
+                backends,
+                board,
+            });
+        }
+        Arc::new(Registry {
+            frontends: infos,
             counters,
         })
     }
