@@ -88,17 +88,27 @@ impl Subject {
     fn flags(self) -> Vec<String> {
         let flags: Vec<String> = match self {
             Subject::Single => vec!["--mode".into(), "single".into()],
+            // A short drain: the harness stops a subject once its clients
+            // are done, and a straggler must not hold it for 30 s.
             Subject::Pool(threads) => vec![
                 "--mode".into(),
                 "pool".into(),
                 "--threads".into(),
                 threads.to_string(),
+                "--grace".into(),
+                "2s".into(),
             ],
+            // No access log: the peers' configurations log nothing either,
+            // so all three are measured doing the same work.
             Subject::Epoll(workers) => vec![
                 "--mode".into(),
                 "epoll".into(),
                 "--workers".into(),
                 workers.to_string(),
+                "--grace".into(),
+                "2s".into(),
+                "--access-log".into(),
+                "off".into(),
             ],
             Subject::Direct | Subject::Peer(_) => vec![],
         };
@@ -237,7 +247,16 @@ mod tests {
         assert_eq!(Subject::Pool(8).to_string(), "pool 8");
         assert_eq!(
             Subject::Epoll(2).flags(),
-            ["--mode", "epoll", "--workers", "2"]
+            [
+                "--mode",
+                "epoll",
+                "--workers",
+                "2",
+                "--grace",
+                "2s",
+                "--access-log",
+                "off"
+            ]
         );
         assert!(Subject::Direct.flags().is_empty());
         assert!(Subject::Single.is_ours() && !Subject::Direct.is_ours());
