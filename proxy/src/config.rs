@@ -1434,6 +1434,33 @@ mod tests {
                 "lb.conf:4:3: unknown option 'balanse' (did you mean 'balance'?)",
             ),
             (
+                &fe("  deny 10.0.0.1/8\n"),
+                "lb.conf:4:8: deny: '10.0.0.1/8' has host bits set; did you mean 10.0.0.0/8?",
+            ),
+            (
+                &fe("  allow\n"),
+                "lb.conf:4:3: 'allow' needs address ranges, like 'allow 10.0.0.0/8 \
+                 2001:db8::/32'",
+            ),
+            (
+                "global\n  admin 0.0.0.0:9100\n",
+                "lb.conf:2:9: admin: 0.0.0.0:9100 is not a loopback address; the admin \
+                 endpoint has no authentication, so it listens on 127.0.0.1 or ::1 only",
+            ),
+            (
+                "global\n  log-format xml\n",
+                "lb.conf:2:14: unknown log format 'xml'; use tcplog or json",
+            ),
+            (
+                &fe("  accept-proxy v2\n"),
+                "lb.conf:4:16: unexpected 'v2' after 'accept-proxy'; put one option per line",
+            ),
+            (
+                &fe("  maxconn-per-source 0\n"),
+                "lb.conf:4:22: maxconn-per-source: 0 is out of range; use 1 to 10000000; leave \
+                 it out for no limit",
+            ),
+            (
                 &fe("  bind 127.0.0.1:1\n"),
                 "lb.conf:4:3: unknown option 'bind' (HAProxy's 'bind' is 'listen ADDR' here)",
             ),
