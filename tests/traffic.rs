@@ -7,11 +7,12 @@
 //! |---|---|
 //! | `a_killed_backend_costs_no_request_...` | checks + retries: zero failures; DOWN within fall x inter, UP within rise x inter |
 //! | `a_blackholed_backend_...` | a connect that hangs ends at `timeout connect`, then another backend serves |
+//! | `timed_out_connects_...` | passive checks: failed client connects take a backend down before any check does |
 //! | `leastconn_...` | a new connection goes to the backend with fewer open ones, where round-robin would not |
 //! | `weighted_round_robin_...` | weights 5/1/1: exactly 50/10/10 over 70, in nginx's smooth order |
 //! | `a_backup_...` | a backup serves only while every normal backend is down |
 //! | `weight_0_...` | a drained backend gets nothing, under every algorithm |
-//! | `frontend_maxconn_...`, `global_maxconn_...` | 50 clients, never more than 10 at the backend, all served |
+//! | `frontend_maxconn_...`, `global_maxconn_...` | 50 clients, never more than 10 at the backend, all served; the others wait in the backlog, never reset |
 //! | `backend_maxconn_...` | the server queue: peak 2, all served; or reset after `timeout queue` |
 //! | `two_frontends_...` | one file, two listeners, each with its own pool |
 //! | `a_bad_config_...`, `--config` with `--listen` | exit status 2, `file:line:col:` errors, nothing listens |
@@ -427,6 +428,62 @@ fn a_blackholed_backend_costs_a_connect_timeout_then_another_backend_serves() {
     let retried =
         format!("-> {hole}: connect failed: no answer within 300ms; trying another backend");
     expect_log(&proxy, &retried, Instant::now() + SLACK, "the retry");
+    stop_cleanly(proxy);
+}
+
+/// Issue 5: "Passive checks: consecutive failed connects from real traffic
+/// also count toward `fall`, so a dead backend leaves the rotation before
+/// the next active check." The blackhole's checks are 5 s apart; two
+/// clients' timed-out connects take it down well before, and from then on
+/// no client tries it.
+#[test]
+fn timed_out_connects_take_a_blackholed_backend_down_before_its_first_check_ends() {
+    let (blackhole, _fillers) = unanswering_backend();
+    let hole = blackhole.local_addr().expect("addr");
+    let good = reply_fixture(1);
+    let good_port = good.addrs()[0].port();
+    let config = format!(
+        "frontend web\n    listen 127.0.0.1:0\n    timeout connect 300ms\n    \
+         backend {hole} check inter 5s fall 2\n    backend {}\n",
+        good.addrs()[0]
+    );
+    let proxy = start_lb(&config, 1);
+    let addr = frontend(&proxy, "web");
+    let down = format!("backend {hole} is DOWN");
+    let retried = format!("-> {hole}: connect failed");
+    // Round-robin sends every other client to the blackhole first (clients
+    // 0 and 2): two timed-out connects, `fall`, within four clients.
+    for n in 0..4 {
+        assert_eq!(ask_backend(addr), Ok(good_port), "client {n}");
+    }
+    let line = expect_log(
+        &proxy,
+        &down,
+        Instant::now() + SLACK,
+        "two timed-out connects",
+    );
+    assert!(
+        line.contains("(last: traffic: no answer within 300ms)"),
+        "taken down by traffic, not by a check: {line}"
+    );
+    let tries = |proxy: &ProxyProcess| {
+        let lines = proxy.log();
+        lines.iter().filter(|l| l.contains(&retried)).count()
+    };
+    // Exactly `fall` clients tried it (their retry lines follow the DOWN
+    // line through the pipe), and no one after the DOWN.
+    let fell = wait_until(SLACK, || tries(&proxy) >= 2);
+    assert!(fell, "two retry lines expected\nlog:\n{}", log(&proxy));
+    for n in 0..6 {
+        let served = ask_backend(addr);
+        assert_eq!(served, Ok(good_port), "client {n} after the DOWN");
+    }
+    assert_eq!(
+        tries(&proxy),
+        2,
+        "clients tried the blackhole after it was DOWN\nlog:\n{}",
+        log(&proxy)
+    );
     stop_cleanly(proxy);
 }
 
