@@ -1022,14 +1022,7 @@ fn frontend_maxconn_keeps_the_others_waiting_not_reset_1_worker() {
     frontend_maxconn_keeps_the_others_waiting(1);
 }
 
-/// Fails on main at 759f679: when two workers' accept loops both see the
-/// last place free, both accept; the one that loses the place makes its
-/// client wait in the proxy for `timeout queue` and then resets it
-/// (`maxconn: no room within 300ms (timeout queue)`), where the issue wants
-/// it left waiting as in the kernel's queue. See the report of the branch
-/// that added this test.
 #[test]
-#[ignore = "bug: a client accepted in a race between workers for the last maxconn place is reset after timeout queue"]
 fn frontend_maxconn_keeps_the_others_waiting_not_reset_2_workers() {
     frontend_maxconn_keeps_the_others_waiting(2);
 }

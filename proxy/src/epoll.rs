@@ -8,9 +8,9 @@
 //! ```text
 //!   main thread:  bind every frontend's listeners ─▶ health-check thread ─▶ N workers, wait
 //!   worker i:     Runtime ── one accept loop per frontend ──spawn──▶ one task per connection:
-//!                   wait for room under maxconn                 take a place (global, frontend)
-//!                   accept                                      pick a backend (balance.rs),
-//!                                                                 skipping full ones; queue if all are
+//!                   wait for room under maxconn                 pick a backend (balance.rs),
+//!                   accept                                        skipping full ones; queue if all are
+//!                   take a place (global, frontend)
 //!                                                               connect, bounded by timeout connect;
 //!                                                                 on failure retry another backend
 //!                                                               relay both ways (relay.rs)
@@ -506,13 +506,10 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
         local.shared.limit.room().await;
         match listener.accept().await {
             Ok((client, peer)) => {
-                // The state of now, not of before the wait: a reload may
-                // have swapped it meanwhile.
-                let local = slot.borrow().clone();
-                let counted = local.live.enter();
+                let counted = slot.borrow().live.enter();
                 // Taken here, before the next look for room, so that one
                 // freed place lets in one client, not the whole queue.
-                let places = local.try_admit();
+                let (local, places) = admit(&slot).await;
                 spawn(serve(client, peer, local, places, counted));
             }
             // Out of descriptors, say: the connection waits in the kernel's
@@ -527,32 +524,47 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
     }
 }
 
-/// One connection's life: a place under maxconn, a backend, the relay.
+/// The places under the global and the frontend maxconn for a client the
+/// accept loop just accepted, and the frontend's state of now to serve it
+/// with (a reload may swap it while this waits).
+///
+/// The loop saw room before accepting, so this waits only when another
+/// worker (or, for the global limit, another frontend) took the last place
+/// in between: two loops woken by one freed place both accept. The client
+/// then waits here as long as it would have in the kernel's queue, with no
+/// timeout (`timeout queue` is about a backend's maxconn: resetting a
+/// client for the frontend's would break "the kernel backlog holds new
+/// clients"), and this loop accepts no one else meanwhile.
+async fn admit(slot: &RefCell<Rc<Local>>) -> (Rc<Local>, Places) {
+    loop {
+        let local = slot.borrow().clone();
+        if let Some(places) = local.try_admit() {
+            return (local, places);
+        }
+        // Whichever is full now; room() checks again after registering, so
+        // a place freed meanwhile is not missed.
+        if local.global.has_room() {
+            local.shared.limit.room().await;
+        } else {
+            local.global.room().await;
+        }
+    }
+}
+
+/// One connection's life: a backend (its places under maxconn are taken
+/// already), the relay.
 async fn serve(
     client: TcpStream,
     peer: SocketAddr,
     local: Rc<Local>,
-    places: Option<Places>,
+    _places: Places,
     _counted: Connection,
 ) {
     let started = Instant::now();
     let name = &local.shared.frontend.name;
-    // One queue deadline for the whole connection: waiting for a place and
-    // waiting for a backend below its maxconn draw on the same allowance.
-    let queue = local.shared.frontend.timeouts.queue();
-    let deadline = started + queue;
-    let places = match places {
-        Some(places) => Some(places),
-        None => local.admit(deadline).await,
-    };
-    let Some(_places) = places else {
-        return refuse(
-            &client,
-            name,
-            peer,
-            &format!("maxconn: no room within {queue:?} (timeout queue)"),
-        );
-    };
+    // How long waiting for a backend below its maxconn may take, retries
+    // included.
+    let deadline = started + local.shared.frontend.timeouts.queue();
     let (index, backend, _backend_place) = match local.connect(peer, deadline).await {
         Ok(connected) => connected,
         Err(why) => return refuse(&client, name, peer, &why),
@@ -609,25 +621,6 @@ impl Local {
         let global = self.global.try_acquire()?;
         let frontend = self.shared.limit.try_acquire()?;
         Some((global, frontend))
-    }
-
-    /// A place under the global and the frontend maxconn, waiting for one
-    /// until `deadline`. The accept loop already waited for room, so this
-    /// waits only when another worker took the last place first.
-    async fn admit(&self, deadline: Instant) -> Option<Places> {
-        loop {
-            let waiting_on = match self.global.try_acquire() {
-                Some(global) => match self.shared.limit.try_acquire() {
-                    Some(frontend) => return Some((global, frontend)),
-                    None => &self.shared.limit,
-                },
-                None => &self.global,
-            };
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || time::timeout(left, waiting_on.room()).await.is_err() {
-                return None;
-            }
-        }
     }
 
     /// Connects to a backend, trying another one after each failure, up to
