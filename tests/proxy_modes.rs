@@ -23,7 +23,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
-use runtime::net::{ListenOptions, bind_std};
 
 use common::*;
 
@@ -41,20 +40,6 @@ fn fixture(count: usize, mode: FixtureMode) -> Fixture {
 // ---------------------------------------------------------------------------
 // Round robin
 // ---------------------------------------------------------------------------
-
-/// One request to a `reply` backend through the proxy: the port that served it.
-fn which_backend(proxy: SocketAddr) -> u16 {
-    let mut stream = connect(proxy);
-    stream.write_all(b"hello\n").expect("request");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("answer");
-    // "port 9001: hello"
-    let port = answer
-        .strip_prefix("port ")
-        .and_then(|rest| rest.split(':').next())
-        .and_then(|p| p.parse().ok());
-    port.unwrap_or_else(|| panic!("unexpected answer {answer:?}"))
-}
 
 fn round_robin(mode: Mode) {
     let fixture = fixture(3, FixtureMode::Reply);
@@ -430,30 +415,6 @@ fn retried_elsewhere(mode: Mode) {
     });
     assert!(logged, "not logged:\n{}", proxy.log().join("\n"));
     stop_cleanly(proxy);
-}
-
-/// A listener whose accept queue is full and that never accepts: a SYN to
-/// it goes unanswered, as if the host were down. (Linux drops a SYN when
-/// the accept queue is full; backlog 1 holds two connections.) Returns the
-/// listener and the connections that fill it, to keep.
-fn unanswering_backend() -> (std::net::TcpListener, Vec<TcpStream>) {
-    let options = ListenOptions {
-        backlog: 1,
-        ..ListenOptions::default()
-    };
-    let listener = bind_std(SocketAddr::from(([127, 0, 0, 1], 0)), &options).expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let mut fillers = Vec::new();
-    for _ in 0..16 {
-        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-            Ok(stream) => fillers.push(stream),
-            Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
-                return (listener, fillers);
-            }
-            Err(e) => panic!("filling the backlog: {e}"),
-        }
-    }
-    panic!("16 connections and the accept queue of a backlog-1 listener is not full?");
 }
 
 fn connect_timeout(mode: Mode) {

@@ -54,7 +54,6 @@
 //! | relay [`Ending::FinTimeout`], the server sent its FIN and the client stayed silent | `cL` | server | wait | connect |
 //! | relay [`Ending::FinTimeout`], the client sent its FIN and the server stayed silent | `sD` | server | wait | connect |
 //! | relay [`Ending::FinTimeout`], side unknown | `cL` | server | wait | connect |
-//! | no place under the global or frontend maxconn within `timeout queue` | `sQ` | `<NOSRV>` | time waited | `-1` |
 //! | every backend at its maxconn for `timeout queue` | `sQ` | `<NOSRV>` | time waited | `-1` |
 //! | no backend up (nothing was tried) | `SC` | `<NOSRV>` | `-1` | `-1` |
 //! | the last connect refused, unreachable, reset (after the retries) | `SC` | last server tried | wait | `-1` |
@@ -82,9 +81,10 @@
 //!   tell a half-closed timeout from an idle one. [`Ending::FinTimeout`]
 //!   does not say which side sent its FIN, so [`Termination::of_relay`]
 //!   takes that as an argument.
-//! - **A maxconn wait that runs out is `sQ`**, HAProxy's queue timeout, for
-//!   the global and frontend limits too: HAProxy itself stops accepting at
-//!   those limits rather than queueing, so it has no code of its own.
+//! - **A backend maxconn wait that runs out is `sQ`**, HAProxy's queue
+//!   timeout. At the global and frontend limits nobody is refused: the
+//!   proxy stops accepting, as HAProxy does, and clients wait in the
+//!   kernel's listen queue.
 //! - **A reset after a half-close keeps `D`** (`CD`, `SD`): a reset is an
 //!   abort whatever came before it.
 //!
@@ -295,7 +295,7 @@ impl Termination {
     /// `timeout client-fin` (the relay's `client_fin_timeout`).
     pub const SERVER_SILENT_AFTER_CLIENT_FIN: Termination =
         Termination::new(Cause::ServerTimeout, Phase::Data);
-    /// `sQ`: no place (global, frontend or every backend's maxconn) within
+    /// `sQ`: no place under every backend's maxconn within
     /// `timeout queue`.
     pub const QUEUE_TIMEOUT: Termination = Termination::new(Cause::ServerTimeout, Phase::Queue);
     /// `SC`: no backend is up; logged with `<NOSRV>`.

@@ -700,7 +700,9 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
                 ),
             );
         }
-        if let Some(other) = frontends.iter().find(|f: &&Frontend| f.listen == listen) {
+        // Port 0 asks the kernel for a free port: two such frontends never clash.
+        let clash = |f: &&Frontend| f.listen == listen && listen.port() != 0;
+        if let Some(other) = frontends.iter().find(clash) {
             p.line = listen_line;
             let other = other.name.clone();
             p.error(

@@ -2,20 +2,22 @@
 //! access-log line.
 //!
 //! ```text
-//!   accepted ─▶ PROXY header? ─▶ allowed? ─▶ under maxconn? ─▶ pick a backend ─▶ connect
-//!   (accept-proxy) (allow/deny,     (global, frontend;  (balance, health,   (timeout connect;
-//!                   per source)      queue if full)      backend maxconn)    retry elsewhere)
-//!                                                                               │
-//!   access-log line ◀── close (FIN or reset) ◀── relay both ways ◀── PROXY header out? (send-proxy)
+//!   accept loop: a place under the global and frontend maxconn (waits, never refuses)
+//!        │
+//!   1 PROXY header? ─▶ 2 allowed? ─▶ 3 pick a backend ─▶ connect ─▶ 4 PROXY header out?
+//!   (accept-proxy)     (allow/deny,   (balance, health,   (timeout    (send-proxy)
+//!                       per source)    backend maxconn,    connect;          │
+//!                                      timeout queue)      retry elsewhere)  ▼
+//!   access-log line ◀── close (FIN or reset) ◀──────────────────── 5 relay both ways
 //! ```
 //!
 //! Every step can refuse the client: it is then reset (a reset, not a FIN,
 //! so that it cannot mistake the refusal for an empty but complete reply),
 //! and the step's [`Termination`] code goes into the access log, HAProxy's
 //! way of saying who ended a connection and when (`PR` denied by a rule,
-//! `sQ` waited too long for a place, `SC` every connect failed...). A
-//! connection that got through ends with the relay's own verdict (`--`
-//! for both FINs passed on, `CD` for a client reset...).
+//! `sQ` waited too long for a backend below its maxconn, `SC` every connect
+//! failed...). A connection that got through ends with the relay's own
+//! verdict (`--` for both FINs passed on, `CD` for a client reset...).
 //!
 //! Everything here runs on one worker's event loop. The state it reads is
 //! either the worker's own ([`Local`]: the balancer, the access-log buffer)
@@ -120,14 +122,14 @@ struct Trace {
     termination: Termination,
 }
 
-/// One connection's whole life (module docs). `places` are its places under
-/// maxconn if the accept loop could take them; `_counted` keeps it in the
-/// count a graceful stop waits on.
+/// One connection's whole life (module docs). `_places` are its places
+/// under the global and frontend maxconn, taken by the accept loop;
+/// `_counted` keeps it in the count a graceful stop waits on.
 pub(crate) async fn serve(
     client: TcpStream,
     peer: SocketAddr,
     local: Rc<Local>,
-    places: Option<Places>,
+    _places: Places,
     _counted: Connection,
 ) {
     let mut trace = Trace {
@@ -145,7 +147,7 @@ pub(crate) async fn serve(
     let counters = local.counters.clone();
     metrics::inc(&counters.connections);
     let _active = Active::new(&counters.active);
-    if let Err(refusal) = local.run(&client, &mut trace, places).await {
+    if let Err(refusal) = local.run(&client, &mut trace).await {
         count_refusal(&counters, refusal.termination);
         // Denials are routine (a scanner, a client over its limit): the
         // access log has them; the daemon's log only at debug level.
@@ -199,12 +201,7 @@ impl Local {
     }
 
     /// The steps of the module docs, up to the end of the relay.
-    async fn run(
-        &self,
-        client: &TcpStream,
-        trace: &mut Trace,
-        places: Option<Places>,
-    ) -> Result<(), Refusal> {
+    async fn run(&self, client: &TcpStream, trace: &mut Trace) -> Result<(), Refusal> {
         let frontend = &self.shared.frontend;
         // 1. Who is the client? Behind another balancer, its PROXY header says.
         let mut destination = client.local_addr().ok();
@@ -235,31 +232,17 @@ impl Local {
             })?),
             None => None,
         };
-        // 3. A place under maxconn: one queue deadline for the whole
-        // connection, shared by this wait and a wait for a full backend.
+        // 3. A backend (the places under the global and frontend maxconn
+        // were taken by the accept loop): waiting for one below its maxconn
+        // may take `timeout queue`, retries included.
         let waiting = Instant::now();
         let deadline = waiting + frontend.timeouts.queue();
-        let places = match places {
-            Some(places) => Some(places),
-            None => self.admit(deadline).await,
-        };
-        let Some(_places) = places else {
-            trace.wait = Some(waiting.elapsed());
-            return Err(Refusal::new(
-                format!(
-                    "maxconn: no room within {:?} (timeout queue)",
-                    frontend.timeouts.queue()
-                ),
-                Termination::QUEUE_TIMEOUT,
-            ));
-        };
-        // 4. A backend.
         let (index, backend, _backend_place) = self.connect(trace, waiting, deadline).await?;
         let server = &frontend.backends[index];
         // Small writes (a request line, a prompt) go out at once, not batched.
         let _ = client.set_nodelay(true);
         let _ = backend.set_nodelay(true);
-        // 5. What the backend must hear before the client's bytes.
+        // 4. What the backend must hear before the client's bytes.
         if let Some(version) = server.send_proxy {
             let to = destination.unwrap_or(server.addr);
             early.splice(
@@ -275,7 +258,7 @@ impl Local {
                 return Ok(());
             }
         }
-        // 6. The relay.
+        // 5. The relay.
         let server_counters = self.counters.backends.get(index);
         if let Some(c) = server_counters {
             metrics::inc(&c.connections);
@@ -330,25 +313,6 @@ impl Local {
         let global = self.worker.global.try_acquire()?;
         let frontend = self.shared.limit.try_acquire()?;
         Some((global, frontend))
-    }
-
-    /// A place under the global and the frontend maxconn, waiting for one
-    /// until `deadline`. The accept loop already waited for room, so this
-    /// waits only when another worker took the last place first.
-    async fn admit(&self, deadline: Instant) -> Option<Places> {
-        loop {
-            let waiting_on = match self.worker.global.try_acquire() {
-                Some(global) => match self.shared.limit.try_acquire() {
-                    Some(frontend) => return Some((global, frontend)),
-                    None => &self.shared.limit,
-                },
-                None => &self.worker.global,
-            };
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || time::timeout(left, waiting_on.room()).await.is_err() {
-                return None;
-            }
-        }
     }
 
     /// Connects to a backend, trying another one after each failure, up to

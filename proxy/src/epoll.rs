@@ -59,7 +59,7 @@ use crate::access_log::{AccessLog, Format};
 use crate::acl::SourceLimits;
 use crate::admin;
 use crate::config::{self, AccessLogTarget, Config, Frontend};
-use crate::connection::{self, Local, WorkerContext};
+use crate::connection::{self, Local, Places, WorkerContext};
 use crate::health::{self, HealthBoard};
 use crate::limit::Limit;
 use crate::metrics::{self, FrontendCounters, Published, Registry};
@@ -541,6 +541,33 @@ fn apply(
     after
 }
 
+/// The places under the global and the frontend maxconn for a client the
+/// accept loop just accepted, and the frontend's state of now to serve it
+/// with (a reload may swap it while this waits).
+///
+/// The loop saw room before accepting, so this waits only when another
+/// worker (or, for the global limit, another frontend) took the last place
+/// in between: two loops woken by one freed place both accept. The client
+/// then waits here as long as it would have in the kernel's queue, with no
+/// timeout (`timeout queue` is about a backend's maxconn: resetting a
+/// client for the frontend's would break "the kernel backlog holds new
+/// clients"), and this loop accepts no one else meanwhile.
+async fn admit(slot: &RefCell<Rc<Local>>) -> (Rc<Local>, Places) {
+    loop {
+        let local = slot.borrow().clone();
+        if let Some(places) = local.try_admit() {
+            return (local, places);
+        }
+        // Whichever is full now; room() checks again after registering, so
+        // a place freed meanwhile is not missed.
+        if local.worker.global.has_room() {
+            local.shared.limit.room().await;
+        } else {
+            local.worker.global.room().await;
+        }
+    }
+}
+
 /// A frontend's listeners, one per worker, on the same address: the first
 /// binds (and learns the port, if 0 was asked), the others join it with
 /// SO_REUSEPORT.
@@ -593,11 +620,10 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
             Ok((client, peer)) => {
                 // The state of now, not of before the wait: a reload may
                 // have swapped it meanwhile.
-                let local = slot.borrow().clone();
-                let counted = local.worker.live.enter();
+                let counted = slot.borrow().worker.live.enter();
                 // Taken here, before the next look for room, so that one
                 // freed place lets in one client, not the whole queue.
-                let places = local.try_admit();
+                let (local, places) = admit(&slot).await;
                 spawn(connection::serve(client, peer, local, places, counted));
             }
             // Out of descriptors, say: the connection waits in the kernel's

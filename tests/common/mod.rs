@@ -22,6 +22,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use proxy::process::ProxyProcess;
+use runtime::net::{ListenOptions, bind_std};
 
 /// How long any single client read or write may block before the test fails.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
@@ -150,6 +151,35 @@ pub fn set_timeouts(stream: &TcpStream, timeout: Duration) {
     stream
         .set_write_timeout(Some(timeout))
         .expect("write timeout");
+}
+
+/// One request to a `reply` backend through the proxy: the port that served it.
+pub fn which_backend(proxy: SocketAddr) -> u16 {
+    ask_backend(proxy).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`which_backend`] that reports a failure instead of panicking, for
+/// tests that count failures.
+pub fn ask_backend(proxy: SocketAddr) -> Result<u16, String> {
+    let stream = try_connect(proxy).map_err(|e| format!("connect to {proxy}: {e}"))?;
+    ask_on(stream)
+}
+
+/// Sends one request line on a connected stream and reads the `reply`
+/// backend's answer, `port 9001: hello`, to the end: the port.
+pub fn ask_on(mut stream: TcpStream) -> Result<u16, String> {
+    stream
+        .write_all(b"hello\n")
+        .map_err(|e| format!("request: {e}"))?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .map_err(|e| format!("answer: {e} (after {answer:?})"))?;
+    answer
+        .strip_prefix("port ")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| format!("unexpected answer {answer:?}"))
 }
 
 // ---------------------------------------------------------------------------
@@ -364,6 +394,30 @@ impl ClosedPort {
     }
 }
 
+/// A listener whose accept queue is full and that never accepts: a SYN to
+/// it goes unanswered, as if the host were down. (Linux drops a SYN when
+/// the accept queue is full; backlog 1 holds two connections.) Returns the
+/// listener and the connections that fill it, to keep.
+pub fn unanswering_backend() -> (TcpListener, Vec<TcpStream>) {
+    let options = ListenOptions {
+        backlog: 1,
+        ..ListenOptions::default()
+    };
+    let listener = bind_std(SocketAddr::from(([127, 0, 0, 1], 0)), &options).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let mut fillers = Vec::new();
+    for _ in 0..16 {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(stream) => fillers.push(stream),
+            Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
+                return (listener, fillers);
+            }
+            Err(e) => panic!("filling the backlog: {e}"),
+        }
+    }
+    panic!("16 connections and the accept queue of a backlog-1 listener is not full?");
+}
+
 /// 127.0.0.1:`port` as the C structure.
 fn sockaddr_in(port: u16) -> libc::sockaddr_in {
     libc::sockaddr_in {
@@ -390,9 +444,18 @@ impl BackendProcess {
     /// Starts `e2e-backend --port 0` (`ports` times) with `args`, and waits
     /// for one `listening on ADDR` line per port.
     pub fn start(ports: usize, args: &[&str]) -> BackendProcess {
+        BackendProcess::try_start_on(&vec![0; ports], args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts `e2e-backend` with one `--port` per entry of `ports` (0: any
+    /// free port) and `args`, and waits for one `listening on ADDR` line per
+    /// port. A port it cannot take is an error (the child says why and
+    /// exits), not a panic: a test restarting a backend on its old port may
+    /// retry.
+    pub fn try_start_on(ports: &[u16], args: &[&str]) -> Result<BackendProcess, String> {
         let mut command = Command::new(backend_exe());
-        for _ in 0..ports {
-            command.args(["--port", "0"]);
+        for port in ports {
+            command.args(["--port", &port.to_string()]);
         }
         let mut child = command
             .args(args)
@@ -400,7 +463,7 @@ impl BackendProcess {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("start e2e-backend");
+            .map_err(|e| format!("start e2e-backend: {e}"))?;
         let stderr = child.stderr.take().expect("piped stderr");
         let (tx, rx) = mpsc::channel();
         // Drains stderr for the child's whole life, so it never blocks on it.
@@ -412,7 +475,7 @@ impl BackendProcess {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut addrs = Vec::new();
         let mut said = Vec::new();
-        while addrs.len() < ports {
+        while addrs.len() < ports.len() {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(line) => {
@@ -421,17 +484,18 @@ impl BackendProcess {
                     }
                     said.push(line);
                 }
+                // Timed out, or the child exited (its stderr closed).
                 Err(_) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    panic!(
+                    return Err(format!(
                         "e2e-backend did not announce its ports:\n{}",
                         said.join("\n")
-                    );
+                    ));
                 }
             }
         }
-        BackendProcess { child, addrs }
+        Ok(BackendProcess { child, addrs })
     }
 
     pub fn addrs(&self) -> &[SocketAddr] {
@@ -441,6 +505,13 @@ impl BackendProcess {
     /// SIGTERM, then the exit status (bounded wait).
     pub fn stop(mut self) -> ExitStatus {
         terminate(&mut self.child)
+    }
+
+    /// SIGKILL, as a crash would: no goodbye, every socket closed by the
+    /// kernel. Returns once the process is gone.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
