@@ -242,7 +242,15 @@ impl Local {
         // Small writes (a request line, a prompt) go out at once, not batched.
         let _ = client.set_nodelay(true);
         let _ = backend.set_nodelay(true);
-        // 4. What the backend must hear before the client's bytes.
+        let server_counters = self.counters.backends.get(index);
+        if let Some(c) = server_counters {
+            metrics::inc(&c.connections);
+        }
+        let _server_active = server_counters.map(|c| Active::new(&c.active));
+        // 4. What the backend must hear before the client's bytes. The
+        // client's bytes read with its PROXY header go first, outside the
+        // relay: they are counted with the relay's below.
+        let early_payload = early.len() as u64;
         if let Some(version) = server.send_proxy {
             let to = destination.unwrap_or(server.addr);
             early.splice(
@@ -259,13 +267,9 @@ impl Local {
             }
         }
         // 5. The relay.
-        let server_counters = self.counters.backends.get(index);
-        if let Some(c) = server_counters {
-            metrics::inc(&c.connections);
-        }
-        let _server_active = server_counters.map(|c| Active::new(&c.active));
         self.balancer.borrow_mut().connection_opened(index);
-        let outcome = relay::relay(client, &backend, self.shared.relay_limits).await;
+        let mut outcome = relay::relay(client, &backend, self.shared.relay_limits).await;
+        outcome.upstream += early_payload;
         self.balancer.borrow_mut().connection_closed(index);
         self.count_outcome(index, &outcome);
         trace.bytes_up = outcome.upstream;
