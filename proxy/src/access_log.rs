@@ -358,6 +358,7 @@ impl Termination {
             Ending::ClientReset => Termination::CLIENT_RESET,
             Ending::BackendReset => Termination::SERVER_RESET,
             Ending::IdleTimeout => Termination::IDLE_TIMEOUT,
+            Ending::Stopped => Termination::KILLED,
             Ending::FinTimeout => match half_closed_by {
                 Some(Side::Client) => Termination::SERVER_SILENT_AFTER_CLIENT_FIN,
                 Some(Side::Server) | None => Termination::CLIENT_SILENT_AFTER_SERVER_FIN,

@@ -412,6 +412,9 @@ fn respond(request: &Request<'_>, registry: &Published) -> Response {
             content_type: METRICS_TYPE,
             ..Response::text(200, registry.render())
         },
+        // A draining proxy is alive but takes no new clients: a load
+        // balancer in front of it must stop sending them.
+        _ if registry.is_draining() => Response::text(503, "draining\n"),
         _ => Response::text(200, "ok\n"),
     };
     response.head_only = head_only;
@@ -597,6 +600,18 @@ mod tests {
         assert_eq!(exchange(addr, b"GET /metrics HTTP/1.0\r\n\r\n").status, 200);
         let absolute = b"GET http://localhost:9100/metrics HTTP/1.1\r\nHost: x\r\n\r\n";
         assert_eq!(exchange(addr, absolute).status, 200);
+    }
+
+    #[test]
+    fn health_answers_503_once_draining() {
+        let published = registry();
+        let (addr, _thread) = spawn_with(loopback(), published.clone(), AdminOptions::default())
+            .expect("admin starts");
+        assert_eq!(exchange(addr, &get("/health")).status, 200);
+        published.set_draining();
+        let answer = exchange(addr, &get("/health"));
+        assert_eq!((answer.status, answer.body.as_str()), (503, "draining\n"));
+        assert_eq!(exchange(addr, &get("/metrics")).status, 200);
     }
 
     #[test]

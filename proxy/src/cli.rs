@@ -405,6 +405,12 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
     if settings.config.is_some() {
         return check_config_flags(settings, &given);
     }
+    if settings.mode == Mode::Single && given.contains(&"--grace") {
+        return err(
+            "--grace is for the pool and epoll modes; the single mode serves one connection \
+             at a time and exits at once on SIGTERM",
+        );
+    }
     if settings.mode != Mode::Epoll {
         if let Some(flag) = given.iter().find(|f| EPOLL_ONLY.contains(f)) {
             return err(format!(

@@ -863,7 +863,7 @@ fn global_option(
             p.error(
                 first.column,
                 format!(
-                    "unknown option '{other}'{} in 'global', which takes maxconn and workers",
+                    "unknown option '{other}'{} in 'global', which takes maxconn, workers, grace, admin, access-log and log-format",
                     did_you_mean(other, &candidates)
                 ),
             );
@@ -1482,7 +1482,7 @@ mod tests {
             (
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
-                 which takes maxconn and workers",
+                 which takes maxconn, workers, grace, admin, access-log and log-format",
             ),
             (
                 &fe("  backend localhost:80\n"),

@@ -27,11 +27,13 @@ use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime};
 
+use runtime::combinator::{Either, select};
 use runtime::net::{TcpStream, is_fd_exhaustion};
 use runtime::time;
 
@@ -58,6 +60,93 @@ pub(crate) struct WorkerContext {
     pub live: Arc<Live>,
     /// This worker's access-log buffer (`None`: `access-log off`).
     pub sink: Option<RefCell<Sink>>,
+    /// Fired when a graceful stop's grace period is over.
+    pub kill: KillSwitch,
+}
+
+/// "Cut every connection now", once per worker: fired when a graceful
+/// stop runs out of time, waited on by every connection task. A connection
+/// that sees it resets its sockets (a cut stream must not look complete)
+/// and logs `KD`, instead of vanishing silently in the process exit.
+///
+/// Each waiting future has a slot for its waker, reused after it is
+/// dropped, so a long relay that polls it often costs no allocation.
+#[derive(Debug, Default)]
+pub(crate) struct KillSwitch {
+    fired: Cell<bool>,
+    wakers: RefCell<Vec<Option<Waker>>>,
+    free: RefCell<Vec<usize>>,
+}
+
+impl KillSwitch {
+    /// Fires the switch: every future from [`KillSwitch::fired`] completes.
+    pub fn fire(&self) {
+        self.fired.set(true);
+        let wakers: Vec<Waker> = self
+            .wakers
+            .borrow_mut()
+            .iter_mut()
+            .flat_map(Option::take)
+            .collect();
+        // Woken outside the borrow: a wake may run code of its own.
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    /// A future that completes once the switch is fired.
+    pub fn fired(&self) -> Fired<'_> {
+        Fired {
+            switch: self,
+            slot: None,
+        }
+    }
+}
+
+/// The future of [`KillSwitch::fired`].
+#[derive(Debug)]
+pub(crate) struct Fired<'a> {
+    switch: &'a KillSwitch,
+    slot: Option<usize>,
+}
+
+impl Future for Fired<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.switch.fired.get() {
+            return Poll::Ready(());
+        }
+        let mut wakers = self.switch.wakers.borrow_mut();
+        let slot = match self.slot {
+            Some(slot) => slot,
+            None => {
+                let slot = self.switch.free.borrow_mut().pop().unwrap_or_else(|| {
+                    wakers.push(None);
+                    wakers.len() - 1
+                });
+                self.slot = Some(slot);
+                slot
+            }
+        };
+        if let Some(entry) = wakers.get_mut(slot) {
+            if !entry.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *entry = Some(cx.waker().clone());
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Fired<'_> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            if let Some(entry) = self.switch.wakers.borrow_mut().get_mut(slot) {
+                *entry = None;
+            }
+            self.switch.free.borrow_mut().push(slot);
+        }
+    }
 }
 
 /// One frontend as one worker sees it: the shared state plus the worker's
@@ -92,6 +181,9 @@ enum NoBackend {
 struct Refusal {
     why: String,
     termination: Termination,
+    /// Turned away by an access rule (allow/deny, per-source limit): routine,
+    /// counted as denied, logged only at debug level.
+    denied: bool,
 }
 
 impl Refusal {
@@ -99,6 +191,14 @@ impl Refusal {
         Refusal {
             why: why.into(),
             termination,
+            denied: false,
+        }
+    }
+
+    fn denied(why: impl Into<String>) -> Refusal {
+        Refusal {
+            denied: true,
+            ..Refusal::new(why, Termination::DENIED)
         }
     }
 }
@@ -120,6 +220,9 @@ struct Trace {
     bytes_up: u64,
     bytes_down: u64,
     termination: Termination,
+    /// The backend's open connections at the end of the relay, this one
+    /// included (`%sc`).
+    server_open: u32,
 }
 
 /// One connection's whole life (module docs). `_places` are its places
@@ -143,16 +246,24 @@ pub(crate) async fn serve(
         bytes_up: 0,
         bytes_down: 0,
         termination: Termination::COMPLETE,
+        server_open: 0,
     };
     let counters = local.counters.clone();
     metrics::inc(&counters.connections);
     let _active = Active::new(&counters.active);
-    if let Err(refusal) = local.run(&client, &mut trace).await {
-        count_refusal(&counters, refusal.termination);
+    let ran = select(local.run(&client, &mut trace), local.worker.kill.fired()).await;
+    let result = match ran {
+        Either::Left(result) => result,
+        // Cut before its relay began (the relay reacts to the switch on
+        // its own): still connecting, say.
+        Either::Right(()) => Err(Refusal::new("cut by the stop", Termination::KILLED)),
+    };
+    if let Err(refusal) = result {
+        count_refusal(&counters, &refusal);
         // Denials are routine (a scanner, a client over its limit): the
         // access log has them; the daemon's log only at debug level.
         let name = &local.shared.frontend.name;
-        if refusal.termination == Termination::DENIED {
+        if refusal.denied {
             crate::debug!(
                 "frontend {name}: {}: {}; resetting",
                 trace.client,
@@ -183,7 +294,18 @@ impl Local {
                 backup: b.backup,
             })
             .collect();
-        let balancer = Balancer::new(servers, algorithm(shared.frontend.balance));
+        let mut balancer = Balancer::new(servers, algorithm(shared.frontend.balance));
+        // Every worker's balancer would start its rotation on the first
+        // backend, so a few connections spread over N workers would all
+        // land there: each worker starts `index` picks further on.
+        if matches!(
+            balancer.algorithm(),
+            Algorithm::RoundRobin | Algorithm::LeastConn
+        ) {
+            for _ in 0..worker.index {
+                let _ = balancer.pick(IpAddr::from([0, 0, 0, 0]));
+            }
+        }
         let counters = shared
             .counters
             .get(worker.index)
@@ -221,14 +343,11 @@ impl Local {
         // 2. May it connect at all?
         let ip = trace.client.ip();
         if !frontend.access.admits(ip) {
-            return Err(Refusal::new("denied by allow/deny", Termination::DENIED));
+            return Err(Refusal::denied("denied by allow/deny"));
         }
         let _per_source = match &self.shared.sources {
             Some(sources) => Some(sources.try_acquire(ip).ok_or_else(|| {
-                Refusal::new(
-                    format!("over maxconn-per-source {}", sources.max()),
-                    Termination::DENIED,
-                )
+                Refusal::denied(format!("over maxconn-per-source {}", sources.max()))
             })?),
             None => None,
         };
@@ -261,16 +380,26 @@ impl Local {
         if !early.is_empty() {
             if let Err(e) = backend.write_all(&early).await {
                 let _ = backend.set_reset_on_close();
-                trace.termination = Termination::SERVER_RESET;
-                crate::debug!("frontend {}: {}: {e}", frontend.name, server.addr);
-                return Ok(());
+                return Err(Refusal::new(
+                    format!("backend {} failed before the relay: {e}", server.addr),
+                    Termination::SERVER_RESET,
+                ));
             }
         }
         // 5. The relay.
         self.balancer.borrow_mut().connection_opened(index);
-        let mut outcome = relay::relay(client, &backend, self.shared.relay_limits).await;
+        let stop = self.worker.kill.fired();
+        let mut outcome =
+            relay::relay_until(client, &backend, self.shared.relay_limits, stop).await;
         outcome.upstream += early_payload;
         self.balancer.borrow_mut().connection_closed(index);
+        // Counted while this connection still holds its place, as HAProxy's
+        // %sc includes the connection being logged.
+        trace.server_open = self
+            .shared
+            .backend_limits
+            .get(index)
+            .map_or(0, |limit| limit.open());
         self.count_outcome(index, &outcome);
         trace.bytes_up = outcome.upstream;
         trace.bytes_down = outcome.downstream;
@@ -305,7 +434,9 @@ impl Local {
             .map_err(|e| {
                 let termination = match e.kind() {
                     io::ErrorKind::TimedOut => Termination::PROXY_HEADER_TIMEOUT,
-                    io::ErrorKind::UnexpectedEof => Termination::CLIENT_ABORT_IN_REQUEST,
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
+                        Termination::CLIENT_ABORT_IN_REQUEST
+                    }
                     _ => Termination::BAD_PROXY_HEADER,
                 };
                 Refusal::new(format!("PROXY header: {e}"), termination)
@@ -337,11 +468,10 @@ impl Local {
         let mut connecting: Option<Instant> = None;
         for attempt in 0..=frontend.retries {
             let picked = self.pick(peer.ip(), &tried, deadline).await;
-            let started = *connecting.get_or_insert_with(Instant::now);
-            trace.wait.get_or_insert(started - waiting);
             let (index, place) = match picked {
                 Ok(picked) => picked,
                 Err(NoBackend::Full) => {
+                    trace.wait.get_or_insert(waiting.elapsed());
                     return Err(Refusal::new(
                         "every backend is at its maxconn, past the timeout queue",
                         Termination::QUEUE_TIMEOUT,
@@ -360,6 +490,10 @@ impl Local {
                     });
                 }
             };
+            // Tw ends, and Tc begins, at the first connect attempt; a
+            // client that never got one logs Tw as -1, as HAProxy does.
+            let started = *connecting.get_or_insert_with(Instant::now);
+            trace.wait.get_or_insert(started - waiting);
             let addr = frontend.backends[index].addr;
             trace.backend = Some(index);
             if let Some(last) = &failure {
@@ -489,10 +623,6 @@ impl Local {
         };
         let shared = &self.shared;
         let backend = trace.backend.and_then(|i| shared.frontend.backends.get(i));
-        let server_open = trace
-            .backend
-            .and_then(|i| shared.backend_limits.get(i))
-            .map_or(0, |limit| limit.open());
         let record = Record {
             accepted: trace.accepted,
             client: trace.client,
@@ -510,16 +640,16 @@ impl Local {
             active_process: self.worker.global.open(),
             active_frontend: shared.limit.open(),
             active_backend: shared.limit.open(),
-            active_server: server_open,
+            active_server: trace.server_open,
         };
         sink.borrow_mut().record(&record);
     }
 }
 
-/// Counts a refused client under the counter its termination belongs to.
-fn count_refusal(counters: &FrontendCounters, termination: Termination) {
-    let counter = match termination.phase {
-        _ if termination == Termination::DENIED => &counters.denied,
+/// Counts a refused client under the counter its refusal belongs to.
+fn count_refusal(counters: &FrontendCounters, refusal: &Refusal) {
+    let counter = match refusal.termination.phase {
+        _ if refusal.denied => &counters.denied,
         Phase::Queue => &counters.queue_timeouts,
         Phase::Connect => &counters.connect_errors,
         _ => return,

@@ -59,12 +59,12 @@ use crate::access_log::{AccessLog, Format};
 use crate::acl::SourceLimits;
 use crate::admin;
 use crate::config::{self, AccessLogTarget, Config, Frontend};
-use crate::connection::{self, Local, Places, WorkerContext};
+use crate::connection::{self, KillSwitch, Local, Places, WorkerContext};
 use crate::health::{self, HealthBoard};
 use crate::limit::Limit;
 use crate::metrics::{self, FrontendCounters, Published, Registry};
 use crate::relay::Limits;
-use crate::shutdown::{self, Live};
+use crate::shutdown::{self, Drained, Live};
 
 /// How the epoll mode runs: the frontends, and the process-wide settings
 /// that are not part of a configuration file.
@@ -110,6 +110,9 @@ enum Command {
     StopAccepting,
     /// Write the buffered access-log lines now, then answer (before exit).
     Flush(oneshot::Sender<()>),
+    /// Reset every open connection (the grace period is over), log them,
+    /// write the access log, then answer.
+    Cut(oneshot::Sender<()>),
 }
 
 #[derive(Debug)]
@@ -153,6 +156,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
             .and_then(Option::take);
         let context = WorkerContext {
             index,
+            kill: KillSwitch::default(),
             global: global.clone(),
             live: live.clone(),
             sink: access_log.as_ref().map(|log| RefCell::new(log.sink())),
@@ -202,18 +206,26 @@ impl Control {
         for tx in &self.senders {
             let _ = tx.send(Command::StopAccepting);
         }
-        shutdown::drain(&signals, &self.live, grace, first).await;
-        self.flush_access_logs().await;
+        self.published.set_draining();
+        let cut = shutdown::drain(&signals, &self.live, grace, first).await == Drained::Cut;
+        self.finish(cut).await;
         Ok(())
     }
 
-    /// Asks every worker to write its buffered access-log lines, and waits
-    /// (a second at most) for them to say they did.
-    async fn flush_access_logs(&self) {
+    /// The last word to every worker before the process exits: cut what is
+    /// still open (each connection reset and logged `KD`) if `cut`, then
+    /// write the buffered access-log lines; waits (a second at most) for
+    /// every worker to say it did.
+    async fn finish(&self, cut: bool) {
         let mut answers = Vec::new();
         for tx in &self.senders {
             let (done, answer) = oneshot::channel();
-            if tx.send(Command::Flush(done)).is_ok() {
+            let command = if cut {
+                Command::Cut(done)
+            } else {
+                Command::Flush(done)
+            };
+            if tx.send(command).is_ok() {
                 answers.push(answer);
             }
         }
@@ -457,6 +469,18 @@ async fn worker(
                 }
             }
             Command::Flush(done) => {
+                flush(&context);
+                let _ = done.send(());
+            }
+            Command::Cut(done) => {
+                context.kill.fire();
+                // The connections woken by the switch run before this task
+                // comes back from its yields (a yield goes to the back of
+                // the queue): by then each has reset its sockets and
+                // written its access-log line.
+                for _ in 0..3 {
+                    runtime::yield_now().await;
+                }
                 flush(&context);
                 let _ = done.send(());
             }

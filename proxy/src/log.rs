@@ -20,7 +20,8 @@ pub enum Level {
     Warn = 2,
     /// Start, stop, configuration.
     Info = 3,
-    /// One line per connection.
+    /// Detail: routine refusals by an access rule (the access log has one
+    /// line per connection).
     Debug = 4,
 }
 

@@ -47,7 +47,7 @@
 
 use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::health::HealthBoard;
@@ -167,6 +167,8 @@ pub type FrontendParts = (
 #[derive(Debug)]
 pub struct Published {
     current: Mutex<Arc<Registry>>,
+    /// A graceful stop has begun (`/health` then answers 503).
+    draining: AtomicBool,
 }
 
 impl Published {
@@ -174,6 +176,7 @@ impl Published {
     pub fn new(registry: Arc<Registry>) -> Arc<Published> {
         Arc::new(Published {
             current: Mutex::new(registry),
+            draining: AtomicBool::new(false),
         })
     }
 
@@ -188,6 +191,16 @@ impl Published {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Marks the start of a graceful stop.
+    pub fn set_draining(&self) {
+        self.draining.store(true, Relaxed);
+    }
+
+    /// Whether a graceful stop has begun.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Relaxed)
     }
 
     /// What a scrape answers: [`Registry::render`] of the current registry.

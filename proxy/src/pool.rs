@@ -131,7 +131,8 @@ pub fn run(settings: &Settings) -> io::Result<()> {
         if let Err(e) = shutdown(listener.as_raw_fd(), Shutdown::Read) {
             crate::error!("could not stop the listener: {e}");
         }
-        lifecycle::drain(&signals, &live, grace, first).await;
+        // What is left when the drain ends is closed by the process exit.
+        let _ = lifecycle::drain(&signals, &live, grace, first).await;
         io::Result::Ok(())
     })?;
     // The accept thread has ended, or is blocked handing over a job that

@@ -114,6 +114,8 @@ pub enum Ending {
     IdleTimeout,
     /// One direction was done and the other stayed silent too long.
     FinTimeout,
+    /// The proxy cut it: its graceful stop ran out of time.
+    Stopped,
 }
 
 impl Ending {
@@ -125,6 +127,7 @@ impl Ending {
             Ending::BackendReset => "backend-reset",
             Ending::IdleTimeout => "idle-timeout",
             Ending::FinTimeout => "fin-timeout",
+            Ending::Stopped => "stopped",
         }
     }
 }
@@ -251,11 +254,27 @@ impl Drop for Direction {
 /// cleanly, both sockets are set to reset when closed; the caller then
 /// drops them.
 pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> Outcome {
+    relay_until(client, backend, limits, std::future::pending()).await
+}
+
+/// [`relay`], cut short (both sides reset, [`Ending::Stopped`]) when `stop`
+/// completes: how a graceful stop ends the connections still open when its
+/// grace period is over.
+pub async fn relay_until(
+    client: &TcpStream,
+    backend: &TcpStream,
+    limits: Limits,
+    stop: impl Future<Output = ()>,
+) -> Outcome {
+    let mut stop = std::pin::pin!(stop);
     let mut up = Direction::default();
     let mut down = Direction::default();
     let mut timer = IdleTimer::new(limits);
     let mut first_fin = None;
     let ending = poll_fn(|cx| {
+        if stop.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ending::Stopped);
+        }
         let moved_before = up.bytes + down.bytes;
         if !up.done {
             if let Poll::Ready(Err(broke)) = up.poll_copy(client, backend, cx) {

@@ -128,10 +128,20 @@ pub fn is_stop(signal: Signal) -> bool {
     matches!(signal, Signal::Interrupt | Signal::Terminate)
 }
 
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// Every connection finished on its own.
+    Finished,
+    /// Some were still open: the grace period ran out, or a second stop
+    /// signal came. The caller closes them.
+    Cut,
+}
+
 /// Waits, after a stop signal, until every connection in `live` is done,
 /// the grace period is over, or a second stop signal comes. The caller has
-/// already stopped accepting. Returns what ended the wait, for the log.
-pub async fn drain(signals: &Signals, live: &Live, grace: Duration, first: Signal) {
+/// already stopped accepting.
+pub async fn drain(signals: &Signals, live: &Live, grace: Duration, first: Signal) -> Drained {
     let deadline = Instant::now() + grace;
     crate::info!(
         "{}: stopping: no new connections; {} open may take up to {grace:?} to finish \
@@ -143,12 +153,12 @@ pub async fn drain(signals: &Signals, live: &Live, grace: Duration, first: Signa
         let open = live.open();
         if open == 0 {
             crate::info!("every connection finished; exiting");
-            return;
+            return Drained::Finished;
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             crate::warn!("grace period of {grace:?} over: closing {open} connections; exiting");
-            return;
+            return Drained::Cut;
         }
         match time::timeout(left.min(DRAIN_POLL), signals.recv()).await {
             Ok(Ok(signal)) if is_stop(signal) => {
@@ -156,7 +166,7 @@ pub async fn drain(signals: &Signals, live: &Live, grace: Duration, first: Signa
                     "{} again: closing {open} connections; exiting",
                     name(signal)
                 );
-                return;
+                return Drained::Cut;
             }
             Ok(Ok(_)) => crate::warn!("SIGHUP while stopping: ignored"),
             Ok(Err(e)) => {
