@@ -16,7 +16,7 @@
 //! | `[%t]` | when the connection was accepted, `dd/Mon/yyyy:hh:mm:ss.mmm`, **in UTC** (HAProxy prints local time; run it with `TZ=UTC` to compare lines). |
 //! | `%ft` | the frontend's name. |
 //! | `%b/%s` | the backend and the server. We have no separate backend sections, so `%b` is the frontend's name (as with HAProxy's `listen`), and the server is named by its address (`127.0.0.1:9001`, `[::1]:9001`). `<NOSRV>` when no server was tried. |
-//! | `%Tw` | milliseconds spent waiting for a place (maxconn, full backends); `-1` if the connection never got that far. |
+//! | `%Tw` | milliseconds spent waiting for a backend below its maxconn; `-1` if no backend was ever tried (refused before, or none up). |
 //! | `%Tc` | milliseconds to connect to the server, retries included; `-1` if no connect succeeded. |
 //! | `%Tt` | milliseconds from accept to close. |
 //! | `%B` | bytes from the server to the client (the JSON variant adds `bytes_up`). |

@@ -21,7 +21,7 @@
 //!
 //! ```text
 //!   GET /metrics HTTP/1.1      200  text/plain; version=0.0.4; charset=utf-8
-//!   GET /health HTTP/1.1       200  ok
+//!   GET /health HTTP/1.1       200  ok (503 draining, once a graceful stop began)
 //!   HEAD on either             200  the same head, no body
 //!   POST /metrics ...          405  Allow: GET, HEAD
 //!   GET /anything-else         404
@@ -456,6 +456,7 @@ impl Response {
             404 => "Not Found",
             405 => "Method Not Allowed",
             431 => "Request Header Fields Too Large",
+            503 => "Service Unavailable",
             _ => "Error",
         };
         let allow = if self.allow {

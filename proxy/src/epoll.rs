@@ -7,14 +7,15 @@
 //!
 //! ```text
 //!   main thread:  bind every frontend's listeners ─▶ health-check thread ─▶ N workers, wait
-//!   worker i:     Runtime ── one accept loop per frontend ──spawn──▶ one task per connection:
-//!                   wait for room under maxconn                 take a place (global, frontend)
-//!                   accept                                      pick a backend (balance.rs),
-//!                                                                 skipping full ones; queue if all are
-//!                                                               connect, bounded by timeout connect;
-//!                                                                 on failure retry another backend
-//!                                                               relay both ways (relay.rs)
-//!                                                               close, passing on a reset
+//!   worker i:     Runtime ── one accept loop per frontend ──spawn──▶ one task per connection
+//!                   wait for room under maxconn                 (connection.rs):
+//!                   accept                                        PROXY header, access rules
+//!                   take a place (global, frontend)               pick a backend (balance.rs),
+//!                                                                   skipping full ones; queue if all are
+//!                                                                 connect, bounded by timeout connect;
+//!                                                                   on failure retry another backend
+//!                                                                 relay both ways (relay.rs)
+//!                                                                 close, passing on a reset
 //! ```
 //!
 //! ## What is shared between workers, and what is not

@@ -75,7 +75,8 @@ pub struct FrontendCounters {
     pub timeouts: AtomicU64,
     /// Clients refused by access control (allow/deny lists, per-source limit).
     pub denied: AtomicU64,
-    /// Clients refused after waiting `timeout queue` for room under a maxconn.
+    /// Clients refused after waiting `timeout queue` for a backend below its
+    /// maxconn.
     pub queue_timeouts: AtomicU64,
     /// Errors returned by `accept` on the frontend's listener.
     pub accept_errors: AtomicU64,
@@ -456,7 +457,7 @@ const FRONTEND_FAMILIES: &[Family<FrontendCounter>] = &[
     (
         "proxy_frontend_queue_timeouts_total",
         Kind::Counter,
-        "Clients refused after waiting timeout queue for room under a maxconn.",
+        "Clients refused after waiting timeout queue for a backend below its maxconn.",
         |c| &c.queue_timeouts,
     ),
     (
