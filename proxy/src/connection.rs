@@ -46,7 +46,6 @@ use crate::limit::{Limit, Permit};
 use crate::metrics::{self, Active, FrontendCounters};
 use crate::proxy_protocol::{self, Addresses, Version};
 use crate::relay::{self, Ending, Peer};
-use crate::shutdown::{Connection, Live};
 
 /// What every frontend on one worker shares: the process-wide counts, and
 /// the worker's buffer of access-log lines.
@@ -56,8 +55,6 @@ pub(crate) struct WorkerContext {
     pub index: usize,
     /// The global `maxconn`.
     pub global: Arc<Limit>,
-    /// Open connections, for the drain at shutdown.
-    pub live: Arc<Live>,
     /// This worker's access-log buffer (`None`: `access-log off`).
     pub sink: Option<RefCell<Sink>>,
     /// Fired when a graceful stop's grace period is over.
@@ -226,15 +223,9 @@ struct Trace {
 }
 
 /// One connection's whole life (module docs). `_places` are its places
-/// under the global and frontend maxconn, taken by the accept loop;
-/// `_counted` keeps it in the count a graceful stop waits on.
-pub(crate) async fn serve(
-    client: TcpStream,
-    peer: SocketAddr,
-    local: Rc<Local>,
-    _places: Places,
-    _counted: Connection,
-) {
+/// under the global and frontend maxconn, taken by the accept loop; they
+/// also keep it in the count a graceful stop waits on.
+pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>, _places: Places) {
     let mut trace = Trace {
         accepted: SystemTime::now(),
         started: Instant::now(),
@@ -326,7 +317,10 @@ impl Local {
     async fn run(&self, client: &TcpStream, trace: &mut Trace) -> Result<(), Refusal> {
         let frontend = &self.shared.frontend;
         // 1. Who is the client? Behind another balancer, its PROXY header says.
-        let mut destination = client.local_addr().ok();
+        // Where the client connected to, for a PROXY header we send: from
+        // its own header, or (asked of the kernel only when needed, one
+        // syscall) the socket's local address.
+        let mut destination = None;
         let mut early = Vec::new();
         if frontend.accept_proxy {
             let (addresses, rest) = self.read_proxy_header(client).await?;
@@ -371,7 +365,9 @@ impl Local {
         // relay: they are counted with the relay's below.
         let early_payload = early.len() as u64;
         if let Some(version) = server.send_proxy {
-            let to = destination.unwrap_or(server.addr);
+            let to = destination
+                .or_else(|| client.local_addr().ok())
+                .unwrap_or(server.addr);
             early.splice(
                 0..0,
                 proxy_protocol::encode(version_of(version), trace.client, to),

@@ -65,7 +65,7 @@ use crate::health::{self, HealthBoard};
 use crate::limit::Limit;
 use crate::metrics::{self, FrontendCounters, Published, Registry};
 use crate::relay::Limits;
-use crate::shutdown::{self, Drained, Live};
+use crate::shutdown::{self, Drained};
 
 /// How the epoll mode runs: the frontends, and the process-wide settings
 /// that are not part of a configuration file.
@@ -131,7 +131,6 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         workers,
         backlog: plan.backlog,
         global: Limit::new(plan.config.global.maxconn),
-        live: Live::new(),
         senders: Vec::new(),
         running: Vec::new(),
         published: Published::new(Registry::from_counters(Vec::new())),
@@ -146,7 +145,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         receivers.push(Some(rx));
     }
     let receivers = Arc::new(Mutex::new(receivers));
-    let (global, live) = (control.global.clone(), control.live.clone());
+    let global = control.global.clone();
     let access_log = open_access_log(&plan.config)?;
     // Detached: the workers run until the process exits.
     let _workers = runtime::threads::spawn_runtimes(workers, "epoll-worker", move |index| {
@@ -159,7 +158,6 @@ pub fn run(plan: &Plan) -> io::Result<()> {
             index,
             kill: KillSwitch::default(),
             global: global.clone(),
-            live: live.clone(),
             sink: access_log.as_ref().map(|log| RefCell::new(log.sink())),
         };
         worker(commands, Rc::new(context))
@@ -181,7 +179,6 @@ struct Control {
     workers: usize,
     backlog: u32,
     global: Arc<Limit>,
-    live: Arc<Live>,
     senders: Vec<mpsc::Sender<Command>>,
     /// The frontends running now, in file order.
     running: Vec<Arc<Shared>>,
@@ -208,7 +205,11 @@ impl Control {
             let _ = tx.send(Command::StopAccepting);
         }
         self.published.set_draining();
-        let cut = shutdown::drain(&signals, &self.live, grace, first).await == Drained::Cut;
+        // Every connection holds a place under the global maxconn from its
+        // accept to its end: the count of those places is the count to drain.
+        let global = self.global.clone();
+        let open = move || global.open() as usize;
+        let cut = shutdown::drain(&signals, open, grace, first).await == Drained::Cut;
         self.finish(cut).await;
         Ok(())
     }
@@ -645,11 +646,10 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
             Ok((client, peer)) => {
                 // The state of now, not of before the wait: a reload may
                 // have swapped it meanwhile.
-                let counted = slot.borrow().worker.live.enter();
                 // Taken here, before the next look for room, so that one
                 // freed place lets in one client, not the whole queue.
                 let (local, places) = admit(&slot).await;
-                spawn(connection::serve(client, peer, local, places, counted));
+                spawn(connection::serve(client, peer, local, places));
             }
             // Out of descriptors, say: the connection waits in the kernel's
             // queue, and accepting again at once would spin. The pause is a

@@ -143,16 +143,21 @@ pub enum Drained {
 /// Waits, after a stop signal, until every connection in `live` is done,
 /// the grace period is over, or a second stop signal comes. The caller has
 /// already stopped accepting.
-pub async fn drain(signals: &Signals, live: &Live, grace: Duration, first: Signal) -> Drained {
+pub async fn drain(
+    signals: &Signals,
+    open: impl Fn() -> usize,
+    grace: Duration,
+    first: Signal,
+) -> Drained {
     let deadline = Instant::now() + grace;
     crate::info!(
         "{}: stopping: no new connections; {} open may take up to {grace:?} to finish \
          (send it again to exit at once)",
         name(first),
-        live.open()
+        open()
     );
     loop {
-        let open = live.open();
+        let open = open();
         if open == 0 {
             crate::info!("every connection finished; exiting");
             return Drained::Finished;
