@@ -1,13 +1,13 @@
-//! Choosing a backend: the `balance` algorithms, weights, backups, limits.
+//! Choosing a backend: the `balance` algorithms, weights, backups.
 //!
 //! [`picker`](crate::picker) answers "which backend is next?" with a bare
 //! counter. A real load balancer needs more: backends with different
 //! capacities (weights), backends taken out of rotation (health checks,
-//! draining), spare backends used only in an emergency (backups), a cap on
-//! each backend's open connections, and a choice of algorithm. This module is
-//! that logic, and only that: no sockets, no clocks, no threads. The caller
-//! tells the [`Balancer`] what happened (a check failed, a connection opened
-//! or closed) and asks it to [`pick`](Balancer::pick).
+//! draining), spare backends used only in an emergency (backups), servers a
+//! pick must pass over (tried already, or full), and a choice of algorithm.
+//! This module is that logic, and only that: no sockets, no clocks, no
+//! threads. The caller tells the [`Balancer`] what happened (a check failed,
+//! a connection opened or closed) and asks it to [`pick`](Balancer::pick).
 //!
 //! # One balancer per event loop
 //!
@@ -25,17 +25,23 @@
 //! ```text
 //!   server          in rotation?            available?
 //!   --------------  ----------------------  ---------------------------------
-//!   up, weight 3    yes                     yes, unless at its maxconn
+//!   up, weight 3    yes                     yes, unless the pick avoids it
 //!   up, weight 0    no: drained             no  (its open connections go on)
 //!   down            no                      no
 //! ```
 //!
+//! A pick may be told to avoid some servers ([`Balancer::pick_avoiding`]):
+//! the ones a client's earlier connect attempts failed on, and the ones its
+//! caller found at their `maxconn`. Limits are not kept here: a `maxconn`
+//! is a promise for the whole process, so its count is shared by every
+//! event loop (limit.rs), and the caller passes the full servers in.
+//!
 //! The servers come in two tiers, normal and backup. Picks come from the
 //! normal tier while any normal server is available; only when none is (all
-//! down, drained or full) do they come from the backup tier, and they go back
-//! to the normal tier as soon as one normal server is available again. If no
-//! server of either tier is available, [`pick`](Balancer::pick) returns
-//! `None` and the caller refuses (or queues) the client.
+//! down, drained or avoided) do they come from the backup tier, and they go
+//! back to the normal tier as soon as one normal server is available again.
+//! If no server of either tier is available, [`pick`](Balancer::pick)
+//! returns `None` and the caller refuses (or queues) the client.
 //!
 //! # The algorithms
 //!
@@ -127,11 +133,11 @@
 //! round where one of weight 1 takes one (with weight 1 for everyone, this is
 //! exactly the paper's algorithm). The table covers the servers *in
 //! rotation* (up, weight above 0) and is rebuilt only when that set changes
-//! ([`Balancer::set_up`]). A server that is merely full at its maxconn stays
-//! in the table, since fullness comes and goes with every connection;
-//! instead, a client whose slot points at a full server walks on to the next
-//! slots until one points at an available server. Each tier (normal, backup)
-//! has its own table.
+//! ([`Balancer::set_up`]). A server that a pick merely avoids (full at its
+//! maxconn, or already tried) stays in the table, since that comes and goes
+//! with every connection; instead, a client whose slot points at an avoided
+//! server walks on to the next slots until one points at an available
+//! server. Each tier (normal, backup) has its own table.
 //!
 //! The hash is FNV-1a 64 (a byte at a time: `h ^= byte; h *= prime`),
 //! followed by MurmurHash3's 64-bit finalizer, which mixes every input bit
@@ -194,8 +200,6 @@ struct State {
     down: bool,
     /// Connections opened to it and not yet closed.
     active: u32,
-    /// Its maxconn, if any.
-    max: Option<u32>,
     /// Its smooth round-robin score.
     current: i64,
 }
@@ -340,12 +344,6 @@ impl Balancer {
         state.active = state.active.saturating_sub(1);
     }
 
-    /// Sets server `index`'s maxconn: at `max` active connections it is
-    /// skipped. `None` removes the limit.
-    pub fn set_max_connections(&mut self, index: usize, max: Option<u32>) {
-        self.state[index].max = max;
-    }
-
     /// Server `index`'s active connections.
     pub fn active(&self, index: usize) -> u32 {
         self.state[index].active
@@ -358,14 +356,8 @@ impl Balancer {
         !self.state[index].down && self.servers[index].weight > 0
     }
 
-    /// At its maxconn.
-    fn full(&self, index: usize) -> bool {
-        let state = &self.state[index];
-        state.max.is_some_and(|max| state.active >= max)
-    }
-
     fn available(&self, index: usize) -> bool {
-        self.in_rotation(index) && !self.full(index) && !self.avoid.contains(&index)
+        self.in_rotation(index) && !self.avoid.contains(&index)
     }
 
     /// May be picked now from the tier `backup`.
@@ -456,7 +448,7 @@ impl Balancer {
             .nth(nth)
     }
 
-    /// Maglev lookup; if the slot's server is full, the next slots in turn.
+    /// Maglev lookup; if the slot's server is avoided, the next slots in turn.
     fn pick_source(&self, backup: bool, client: IpAddr) -> Option<usize> {
         let table = &self.tables[usize::from(backup)];
         if table.is_empty() {
@@ -754,16 +746,6 @@ mod tests {
     }
 
     #[test]
-    fn a_full_normal_server_also_sends_clients_to_the_backup() {
-        let mut b = Balancer::new(vec![server(1, 1), backup(2)], Algorithm::RoundRobin);
-        b.set_max_connections(0, Some(1));
-        b.connection_opened(0);
-        assert_eq!(b.pick(CLIENT), Some(1));
-        b.connection_closed(0);
-        assert_eq!(b.pick(CLIENT), Some(0));
-    }
-
-    #[test]
     fn avoided_servers_are_passed_over_by_every_algorithm() {
         for algorithm in [
             Algorithm::RoundRobin,
@@ -1029,39 +1011,17 @@ mod tests {
     }
 
     #[test]
-    fn source_walks_past_a_full_server() {
+    fn source_walks_past_an_avoided_server() {
         let mut b = ten_servers();
         let home = b.pick(CLIENT).expect("a server");
-        b.set_max_connections(home, Some(0));
-        let other = b.pick(CLIENT).expect("a server");
+        let other = b.pick_avoiding(CLIENT, &[home]).expect("a server");
         assert_ne!(other, home);
-        assert_eq!(b.pick(CLIENT), Some(other), "and consistently so");
-        b.set_max_connections(home, None);
+        assert_eq!(
+            b.pick_avoiding(CLIENT, &[home]),
+            Some(other),
+            "and consistently so"
+        );
         assert_eq!(b.pick(CLIENT), Some(home));
-    }
-
-    // ---- maxconn ----
-
-    #[test]
-    fn a_full_server_is_skipped_and_all_full_is_none() {
-        for algorithm in [
-            Algorithm::RoundRobin,
-            Algorithm::LeastConn,
-            Algorithm::Random,
-            Algorithm::Source,
-        ] {
-            let mut b = Balancer::new(vec![server(1, 1), server(2, 1)], algorithm);
-            b.seed(5);
-            b.set_max_connections(0, Some(2));
-            b.set_max_connections(1, Some(1));
-            b.connection_opened(1);
-            assert_eq!(letters(&mut b, 3), "aaa", "{algorithm:?}: b is full");
-            b.connection_opened(0);
-            b.connection_opened(0);
-            assert_eq!(b.pick(CLIENT), None, "{algorithm:?}: both full");
-            b.connection_closed(1);
-            assert_eq!(b.pick(CLIENT), Some(1), "{algorithm:?}: b has room again");
-        }
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //!   pool), run by `proxy --config FILE`, checked by `--check-config FILE`.
 //! - [`picker`]: round-robin over the backends, and the race of milestone 3.
 //! - [`balance`]: the `balance` algorithms (smooth weighted round-robin,
-//!   leastconn, power of two choices, Maglev) with weights, backups, maxconn.
+//!   leastconn, power of two choices, Maglev) with weights and backups.
 //! - [`health`]: which backends are up: active checks (`check inter fall
 //!   rise`) and clients' failed connects, on a board the event loops share.
 //! - [`acl`]: who may connect: `allow` / `deny` address ranges, and a
