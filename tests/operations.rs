@@ -39,7 +39,8 @@ use std::time::{Duration, Instant};
 use backend::bench::child::{ChildProcess, free_port};
 use backend::bench::peers::{self, Installed};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
-use proxy::access_log::{ParsedLine, parse_tcplog};
+use proxy::access_log::json::{self, Value};
+use proxy::access_log::{JSON_KEYS, ParsedLine, parse_tcplog};
 use proxy::metrics::prometheus_text::{self, Exposition};
 use proxy::proxy_protocol::{self, Addresses, MAX_HEADER, Version};
 
@@ -757,203 +758,6 @@ fn value(exposition: &Exposition, name: &str, labels: &[(&str, &str)]) -> u64 {
 }
 
 // ---------------------------------------------------------------------------
-// A flat JSON object reader, for the access log's JSON lines
-// ---------------------------------------------------------------------------
-
-#[derive(Debug, Clone, PartialEq)]
-enum Json {
-    Null,
-    Bool(bool),
-    Number(f64),
-    Text(String),
-}
-
-/// Reads one JSON object whose values are all scalars (what the access
-/// log writes), strictly: JSON's grammar for strings and numbers, no
-/// duplicate keys, nothing after the closing brace.
-fn json_object(text: &str) -> Result<Vec<(String, Json)>, String> {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    let skip_space = |i: &mut usize| {
-        while bytes
-            .get(*i)
-            .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-        {
-            *i += 1;
-        }
-    };
-    let expect = |i: &mut usize, b: u8| -> Result<(), String> {
-        if bytes.get(*i) == Some(&b) {
-            *i += 1;
-            Ok(())
-        } else {
-            Err(format!("expected {:?} at byte {i}", char::from(b)))
-        }
-    };
-    let string = |i: &mut usize| -> Result<String, String> {
-        expect(i, b'"')?;
-        let mut out = String::new();
-        loop {
-            let c = text[*i..].chars().next().ok_or("unterminated string")?;
-            *i += c.len_utf8();
-            match c {
-                '"' => return Ok(out),
-                '\\' => {
-                    let e = *bytes.get(*i).ok_or("unterminated escape")?;
-                    *i += 1;
-                    match e {
-                        b'"' => out.push('"'),
-                        b'\\' => out.push('\\'),
-                        b'/' => out.push('/'),
-                        b'b' => out.push('\u{8}'),
-                        b'f' => out.push('\u{c}'),
-                        b'n' => out.push('\n'),
-                        b'r' => out.push('\r'),
-                        b't' => out.push('\t'),
-                        b'u' => {
-                            let hex = text.get(*i..*i + 4).ok_or("short \\u escape")?;
-                            let code = u32::from_str_radix(hex, 16).map_err(|e| e.to_string())?;
-                            *i += 4;
-                            out.push(char::from_u32(code).ok_or("a surrogate escape")?);
-                        }
-                        other => return Err(format!("bad escape \\{}", char::from(other))),
-                    }
-                }
-                c if u32::from(c) < 0x20 => return Err("a raw control character".into()),
-                c => out.push(c),
-            }
-        }
-    };
-    let mut fields: Vec<(String, Json)> = Vec::new();
-    skip_space(&mut i);
-    expect(&mut i, b'{')?;
-    skip_space(&mut i);
-    if bytes.get(i) == Some(&b'}') {
-        i += 1;
-    } else {
-        loop {
-            skip_space(&mut i);
-            let key = string(&mut i)?;
-            if fields.iter().any(|(k, _)| *k == key) {
-                return Err(format!("key {key:?} twice"));
-            }
-            skip_space(&mut i);
-            expect(&mut i, b':')?;
-            skip_space(&mut i);
-            let value = match bytes.get(i) {
-                Some(b'"') => Json::Text(string(&mut i)?),
-                Some(b'n') if text[i..].starts_with("null") => {
-                    i += 4;
-                    Json::Null
-                }
-                Some(b't') if text[i..].starts_with("true") => {
-                    i += 4;
-                    Json::Bool(true)
-                }
-                Some(b'f') if text[i..].starts_with("false") => {
-                    i += 5;
-                    Json::Bool(false)
-                }
-                Some(b'-' | b'0'..=b'9') => {
-                    let start = i;
-                    if bytes[i] == b'-' {
-                        i += 1;
-                    }
-                    let digits = |i: &mut usize| {
-                        let from = *i;
-                        while bytes.get(*i).is_some_and(u8::is_ascii_digit) {
-                            *i += 1;
-                        }
-                        *i - from
-                    };
-                    let int_start = i;
-                    let n = digits(&mut i);
-                    if n == 0 || (n > 1 && bytes[int_start] == b'0') {
-                        return Err(format!("bad number at byte {start}"));
-                    }
-                    if bytes.get(i) == Some(&b'.') {
-                        i += 1;
-                        if digits(&mut i) == 0 {
-                            return Err(format!("bad fraction at byte {start}"));
-                        }
-                    }
-                    if matches!(bytes.get(i), Some(b'e' | b'E')) {
-                        i += 1;
-                        if matches!(bytes.get(i), Some(b'+' | b'-')) {
-                            i += 1;
-                        }
-                        if digits(&mut i) == 0 {
-                            return Err(format!("bad exponent at byte {start}"));
-                        }
-                    }
-                    Json::Number(text[start..i].parse().map_err(|e| format!("{e}"))?)
-                }
-                _ => return Err(format!("no value at byte {i}")),
-            };
-            fields.push((key, value));
-            skip_space(&mut i);
-            match bytes.get(i) {
-                Some(b',') => i += 1,
-                Some(b'}') => {
-                    i += 1;
-                    break;
-                }
-                _ => return Err(format!("expected ',' or '}}' at byte {i}")),
-            }
-        }
-    }
-    skip_space(&mut i);
-    if i != bytes.len() {
-        return Err(format!("trailing bytes at {i}"));
-    }
-    Ok(fields)
-}
-
-/// Every key of a JSON access-log line (access_log.rs, "JSON").
-const JSON_KEYS: [&str; 20] = [
-    "time",
-    "client_ip",
-    "client_port",
-    "frontend",
-    "backend",
-    "server",
-    "wait_ms",
-    "connect_ms",
-    "total_ms",
-    "bytes_down",
-    "bytes_up",
-    "termination",
-    "retries",
-    "redispatched",
-    "active_process",
-    "active_frontend",
-    "active_backend",
-    "active_server",
-    "server_queue",
-    "backend_queue",
-];
-
-#[test]
-fn the_json_reader_is_strict() {
-    let ok = json_object(r#"{"a":1,"b":"x\"y\u0041","c":null,"d":true,"e":-1.5e3}"#).unwrap();
-    assert_eq!(ok.len(), 5);
-    assert_eq!(ok[1].1, Json::Text("x\"yA".into()));
-    assert_eq!(ok[4].1, Json::Number(-1500.0));
-    for bad in [
-        r#"{"a":1,"a":2}"#,
-        r#"{"a":01}"#,
-        r#"{"a":1,}"#,
-        r#"{"a":1} x"#,
-        r#"{"a":"tab	"}"#,
-        r#"{"a":nul}"#,
-        r#"{"a" 1}"#,
-        r#"{"a":1"#,
-    ] {
-        assert!(json_object(bad).is_err(), "{bad} was accepted");
-    }
-}
-
-// ---------------------------------------------------------------------------
 // 1. The access log: every connection exactly once, with the right code
 // ---------------------------------------------------------------------------
 
@@ -1338,16 +1142,16 @@ fn json_access_log_lines_are_objects_with_every_key() {
     );
     let mut actual = Vec::new();
     for line in lines.iter().filter(|l| l.starts_with('{')) {
-        let fields = json_object(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        let fields = json::read_object(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
         let keys: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, JSON_KEYS, "{line}");
         let get = |key: &str| &fields.iter().find(|(k, _)| k == key).unwrap().1;
         let number = |key: &str| match get(key) {
-            Json::Number(n) if n.fract() == 0.0 => *n as i64,
+            Value::Number(n) if n.fract() == 0.0 => *n as i64,
             other => panic!("{key} is {other:?}, not an integer: {line}"),
         };
         let text = |key: &str| match get(key) {
-            Json::Text(s) => s.clone(),
+            Value::Text(s) => s.clone(),
             other => panic!("{key} is {other:?}, not a string: {line}"),
         };
         let time = text("time");
@@ -1357,11 +1161,11 @@ fn json_access_log_lines_are_objects_with_every_key() {
         );
         assert_eq!(text("client_ip"), "127.0.0.1", "{line}");
         assert_eq!(text("backend"), text("frontend"), "{line}");
-        assert_eq!(get("redispatched"), &Json::Bool(false), "{line}");
+        assert_eq!(get("redispatched"), &Value::Bool(false), "{line}");
         assert_eq!(number("retries"), 0, "{line}");
         let server = match get("server") {
-            Json::Null => None,
-            Json::Text(s) => Some(s.clone()),
+            Value::Null => None,
+            Value::Text(s) => Some(s.clone()),
             other => panic!("server is {other:?}: {line}"),
         };
         actual.push(Expected {

@@ -134,7 +134,10 @@
 //! ```
 //!
 //! (on one line). `server` is `null` where tcplog says `<NOSRV>`; times that
-//! tcplog prints as `-1` are `-1` here too.
+//! tcplog prints as `-1` are `-1` here too. For tests and tools,
+//! [`json::read_object`] reads such a line back strictly and [`JSON_KEYS`]
+//! lists its keys in order, so that they check our lines with one reader
+//! and without a JSON dependency.
 
 use std::fmt::{self, Write as _};
 use std::fs::{File, OpenOptions};
@@ -915,8 +918,230 @@ fn numbers<T: std::str::FromStr + Copy + Default, const N: usize>(
     parts.next().is_none().then_some(out)
 }
 
+/// The keys of a JSON line, in the order [`Record::write_json`] writes them
+/// (for tests and tools; a unit test holds the two together).
+pub const JSON_KEYS: [&str; 20] = [
+    "time",
+    "client_ip",
+    "client_port",
+    "frontend",
+    "backend",
+    "server",
+    "wait_ms",
+    "connect_ms",
+    "total_ms",
+    "bytes_down",
+    "bytes_up",
+    "termination",
+    "retries",
+    "redispatched",
+    "active_process",
+    "active_frontend",
+    "active_backend",
+    "active_server",
+    "server_queue",
+    "backend_queue",
+];
+
+/// A strict reader of one flat JSON object, such as a JSON access-log line
+/// (for tests and tools).
+pub mod json {
+    /// A JSON scalar: the values an access-log line holds.
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum Value {
+        /// `null`.
+        Null,
+        /// `true` or `false`.
+        Bool(bool),
+        /// Any JSON number (exact for integers up to 2^53).
+        Number(f64),
+        /// A string, its escapes undone.
+        Text(String),
+    }
+
+    /// Reads one JSON object whose values are all scalars (what the access
+    /// log writes), strictly: JSON's grammar for strings and numbers,
+    /// whitespace only between tokens, no duplicate key, nothing after the
+    /// closing brace. The fields come in the order written. A `\u` escape
+    /// of a surrogate is refused, even as a valid pair (our lines write
+    /// such characters unescaped). `Err` says what is wrong, and where.
+    pub fn read_object(text: &str) -> Result<Vec<(String, Value)>, String> {
+        let mut r = Reader { text, i: 0 };
+        let mut fields: Vec<(String, Value)> = Vec::new();
+        r.skip_space();
+        r.expect(b'{')?;
+        r.skip_space();
+        if !r.eat(b'}') {
+            loop {
+                r.skip_space();
+                let at = r.i;
+                let key = r.string()?;
+                if fields.iter().any(|(k, _)| *k == key) {
+                    return Err(format!("key {key:?} twice, at byte {at}"));
+                }
+                r.skip_space();
+                r.expect(b':')?;
+                r.skip_space();
+                let value = r.value()?;
+                fields.push((key, value));
+                r.skip_space();
+                if r.eat(b'}') {
+                    break;
+                }
+                if !r.eat(b',') {
+                    return Err(format!("expected ',' or '}}' at byte {}", r.i));
+                }
+            }
+        }
+        r.skip_space();
+        if r.i != text.len() {
+            return Err(format!("trailing bytes at {}", r.i));
+        }
+        Ok(fields)
+    }
+
+    /// The text and a byte position in it, always on a character boundary.
+    struct Reader<'a> {
+        text: &'a str,
+        i: usize,
+    }
+
+    impl Reader<'_> {
+        fn peek(&self) -> Option<u8> {
+            self.text.as_bytes().get(self.i).copied()
+        }
+
+        fn next_char(&mut self) -> Option<char> {
+            let c = self.text.get(self.i..)?.chars().next()?;
+            self.i += c.len_utf8();
+            Some(c)
+        }
+
+        /// Steps over `b` if it is next.
+        fn eat(&mut self, b: u8) -> bool {
+            let here = self.peek() == Some(b);
+            if here {
+                self.i += 1;
+            }
+            here
+        }
+
+        fn expect(&mut self, b: u8) -> Result<(), String> {
+            if self.eat(b) {
+                Ok(())
+            } else {
+                Err(format!("expected {:?} at byte {}", char::from(b), self.i))
+            }
+        }
+
+        fn skip_space(&mut self) {
+            while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+                self.i += 1;
+            }
+        }
+
+        /// Steps over a run of ASCII digits; how many.
+        fn digits(&mut self) -> usize {
+            let from = self.i;
+            while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+                self.i += 1;
+            }
+            self.i - from
+        }
+
+        fn value(&mut self) -> Result<Value, String> {
+            match self.peek() {
+                Some(b'"') => Ok(Value::Text(self.string()?)),
+                Some(b'n') => self.word("null", Value::Null),
+                Some(b't') => self.word("true", Value::Bool(true)),
+                Some(b'f') => self.word("false", Value::Bool(false)),
+                Some(b'-' | b'0'..=b'9') => self.number(),
+                _ => Err(format!("no value at byte {}", self.i)),
+            }
+        }
+
+        fn word(&mut self, word: &str, value: Value) -> Result<Value, String> {
+            let rest = self.text.as_bytes().get(self.i..).unwrap_or_default();
+            if rest.starts_with(word.as_bytes()) {
+                self.i += word.len();
+                Ok(value)
+            } else {
+                Err(format!("no value at byte {}", self.i))
+            }
+        }
+
+        /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+        fn number(&mut self) -> Result<Value, String> {
+            let start = self.i;
+            self.eat(b'-');
+            let int_start = self.i;
+            let n = self.digits();
+            if n == 0 || (n > 1 && self.text.as_bytes().get(int_start) == Some(&b'0')) {
+                return Err(format!("bad number at byte {start}"));
+            }
+            if self.eat(b'.') && self.digits() == 0 {
+                return Err(format!("bad fraction at byte {start}"));
+            }
+            if self.eat(b'e') || self.eat(b'E') {
+                if !self.eat(b'+') {
+                    self.eat(b'-');
+                }
+                if self.digits() == 0 {
+                    return Err(format!("bad exponent at byte {start}"));
+                }
+            }
+            let number = self.text.get(start..self.i).unwrap_or_default();
+            number
+                .parse()
+                .map(Value::Number)
+                .map_err(|e| format!("{e} at byte {start}"))
+        }
+
+        fn string(&mut self) -> Result<String, String> {
+            self.expect(b'"')?;
+            let mut out = String::new();
+            loop {
+                let at = self.i;
+                match self.next_char().ok_or("unterminated string")? {
+                    '"' => return Ok(out),
+                    '\\' => match self.next_char().ok_or("unterminated escape")? {
+                        '"' => out.push('"'),
+                        '\\' => out.push('\\'),
+                        '/' => out.push('/'),
+                        'b' => out.push('\u{8}'),
+                        'f' => out.push('\u{c}'),
+                        'n' => out.push('\n'),
+                        'r' => out.push('\r'),
+                        't' => out.push('\t'),
+                        'u' => {
+                            // Exactly four hex digits (`from_str_radix` alone
+                            // would take a sign).
+                            let hex = self
+                                .text
+                                .get(self.i..self.i + 4)
+                                .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+                                .ok_or_else(|| format!("bad \\u escape at byte {at}"))?;
+                            let code = u32::from_str_radix(hex, 16).map_err(|e| e.to_string())?;
+                            self.i += 4;
+                            let c = char::from_u32(code)
+                                .ok_or_else(|| format!("a surrogate escape at byte {at}"))?;
+                            out.push(c);
+                        }
+                        other => return Err(format!("bad escape \\{other} at byte {at}")),
+                    },
+                    c if u32::from(c) < 0x20 => {
+                        return Err(format!("a raw control character at byte {at}"));
+                    }
+                    c => out.push(c),
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::json::{Value, read_object};
     use super::*;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -1349,114 +1574,7 @@ mod tests {
         }
     }
 
-    /// A JSON value, as far as our lines need.
-    #[derive(Debug, Clone, PartialEq)]
-    enum Json {
-        Null,
-        Bool(bool),
-        Number(i64),
-        Text(String),
-    }
-
-    /// A tiny strict reader for one flat JSON object (no serde): every
-    /// brace, quote and escape must balance, and nothing may follow.
-    fn read_object(text: &str) -> Option<Vec<(String, Json)>> {
-        let mut chars = text.chars().peekable();
-        let mut fields = Vec::new();
-        if chars.next()? != '{' {
-            return None;
-        }
-        fn string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Option<String> {
-            if chars.next()? != '"' {
-                return None;
-            }
-            let mut out = String::new();
-            loop {
-                match chars.next()? {
-                    '"' => return Some(out),
-                    '\\' => match chars.next()? {
-                        '"' => out.push('"'),
-                        '\\' => out.push('\\'),
-                        '/' => out.push('/'),
-                        'n' => out.push('\n'),
-                        'r' => out.push('\r'),
-                        't' => out.push('\t'),
-                        'u' => {
-                            let hex: String = (0..4).filter_map(|_| chars.next()).collect();
-                            let code = u32::from_str_radix(&hex, 16).ok()?;
-                            out.push(char::from_u32(code)?);
-                        }
-                        _ => return None,
-                    },
-                    c if u32::from(c) < 0x20 => return None,
-                    c => out.push(c),
-                }
-            }
-        }
-        loop {
-            let key = string(&mut chars)?;
-            if chars.next()? != ':' {
-                return None;
-            }
-            let value = match chars.peek()? {
-                '"' => Json::Text(string(&mut chars)?),
-                'n' | 't' | 'f' => {
-                    let mut word = String::new();
-                    while chars.peek().is_some_and(|c| c.is_ascii_alphabetic()) {
-                        word.extend(chars.next());
-                    }
-                    match word.as_str() {
-                        "null" => Json::Null,
-                        "true" => Json::Bool(true),
-                        "false" => Json::Bool(false),
-                        _ => return None,
-                    }
-                }
-                _ => {
-                    let mut number = String::new();
-                    while chars
-                        .peek()
-                        .is_some_and(|c| *c == '-' || c.is_ascii_digit())
-                    {
-                        number.extend(chars.next());
-                    }
-                    Json::Number(number.parse().ok()?)
-                }
-            };
-            fields.push((key, value));
-            match chars.next()? {
-                ',' => continue,
-                '}' => break,
-                _ => return None,
-            }
-        }
-        chars.next().is_none().then_some(fields)
-    }
-
-    const JSON_KEYS: [&str; 20] = [
-        "time",
-        "client_ip",
-        "client_port",
-        "frontend",
-        "backend",
-        "server",
-        "wait_ms",
-        "connect_ms",
-        "total_ms",
-        "bytes_down",
-        "bytes_up",
-        "termination",
-        "retries",
-        "redispatched",
-        "active_process",
-        "active_frontend",
-        "active_backend",
-        "active_server",
-        "server_queue",
-        "backend_queue",
-    ];
-
-    fn field<'a>(fields: &'a [(String, Json)], key: &str) -> &'a Json {
+    fn field<'a>(fields: &'a [(String, Value)], key: &str) -> &'a Value {
         fields
             .iter()
             .find(|(k, _)| k == key)
@@ -1476,15 +1594,19 @@ mod tests {
              \"redispatched\":false,\"active_process\":1,\"active_frontend\":1,\
              \"active_backend\":1,\"active_server\":1,\"server_queue\":0,\"backend_queue\":0}"
         );
-        let fields = read_object(&line).expect("valid JSON");
-        let keys: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, JSON_KEYS);
+        // The writer and JSON_KEYS cannot drift apart: same keys, same order,
+        // with a server and without.
+        for line in [line, json(&refused())] {
+            let fields = read_object(&line).expect("valid JSON");
+            let keys: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(keys, JSON_KEYS, "{line}");
+        }
 
         let fields = read_object(&json(&refused())).expect("valid JSON");
-        assert_eq!(field(&fields, "server"), &Json::Null);
-        assert_eq!(field(&fields, "wait_ms"), &Json::Number(-1));
-        assert_eq!(field(&fields, "connect_ms"), &Json::Number(-1));
-        assert_eq!(field(&fields, "termination"), &Json::Text("SC".into()));
+        assert_eq!(field(&fields, "server"), &Value::Null);
+        assert_eq!(field(&fields, "wait_ms"), &Value::Number(-1.0));
+        assert_eq!(field(&fields, "connect_ms"), &Value::Number(-1.0));
+        assert_eq!(field(&fields, "termination"), &Value::Text("SC".into()));
     }
 
     #[test]
@@ -1501,23 +1623,61 @@ mod tests {
         };
         let line = json(&r);
         assert!(!line.contains('\n') && !line.contains('\u{1}'), "{line:?}");
-        let fields = read_object(&line).unwrap_or_else(|| panic!("invalid JSON: {line}"));
-        assert_eq!(field(&fields, "frontend"), &Json::Text(name.into()));
-        assert_eq!(field(&fields, "backend"), &Json::Text(name.into()));
-        assert_eq!(field(&fields, "client_ip"), &Json::Text("::1".into()));
-        assert_eq!(field(&fields, "client_port"), &Json::Number(5));
-        assert_eq!(field(&fields, "server"), &Json::Text("[::1]:9001".into()));
-        assert_eq!(field(&fields, "termination"), &Json::Text("cL".into()));
-        assert_eq!(field(&fields, "redispatched"), &Json::Bool(true));
-        // The checker itself refuses broken objects.
-        for broken in [
-            &line[..line.len() - 1],
-            "{\"a\":1,}",
+        let fields = read_object(&line).unwrap_or_else(|e| panic!("invalid JSON ({e}): {line}"));
+        assert_eq!(field(&fields, "frontend"), &Value::Text(name.into()));
+        assert_eq!(field(&fields, "backend"), &Value::Text(name.into()));
+        assert_eq!(field(&fields, "client_ip"), &Value::Text("::1".into()));
+        assert_eq!(field(&fields, "client_port"), &Value::Number(5.0));
+        assert_eq!(field(&fields, "server"), &Value::Text("[::1]:9001".into()));
+        assert_eq!(field(&fields, "termination"), &Value::Text("cL".into()));
+        assert_eq!(field(&fields, "redispatched"), &Value::Bool(true));
+        assert!(
+            read_object(&line[..line.len() - 1]).is_err(),
+            "a cut line read"
+        );
+    }
+
+    #[test]
+    fn the_json_reader_is_strict() {
+        let ok = read_object(r#"{"a":1,"b":"x\"y\u0041","c":null,"d":true,"e":-1.5e3}"#)
+            .expect("valid JSON");
+        assert_eq!(ok.len(), 5);
+        assert_eq!(ok[1].1, Value::Text("x\"yA".into()));
+        assert_eq!(ok[4].1, Value::Number(-1500.0));
+        assert_eq!(read_object(" { } "), Ok(Vec::new()));
+        assert_eq!(
+            read_object("{ \"a\" : false ,\"b\":0.5E+1}"),
+            Ok(vec![
+                ("a".into(), Value::Bool(false)),
+                ("b".into(), Value::Number(5.0))
+            ])
+        );
+        for bad in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":01}"#,
+            r#"{"a":1,}"#,
+            r#"{"a":1} x"#,
+            r#"{"a":1}}"#,
+            "{\"a\":\"tab\t\"}",
             "{\"a\":\"\n\"}",
-            "{\"a\":1}}",
-            "{\"a\" 1}",
+            r#"{"a":nul}"#,
+            r#"{"a" 1}"#,
+            r#"{"a":1"#,
+            r#"{"a":-}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":.5}"#,
+            r#"{"a":1e}"#,
+            r#"{"a":+1}"#,
+            r#"{"a":"\x"}"#,
+            r#"{"a":"\u41"}"#,
+            r#"{"a":"\u+041"}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":"é"#,
+            r#"{"a":[1]}"#,
+            r#"{a:1}"#,
+            "",
         ] {
-            assert_eq!(read_object(broken), None, "{broken:?}");
+            assert!(read_object(bad).is_err(), "{bad:?} was accepted");
         }
     }
 
@@ -1719,8 +1879,9 @@ mod tests {
         let lines = path.lines();
         assert_eq!(lines.len(), 2);
         for line in &lines {
-            let fields = read_object(line).unwrap_or_else(|| panic!("not JSON: {line}"));
-            assert_eq!(fields.len(), JSON_KEYS.len());
+            let fields = read_object(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            let keys: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(keys, JSON_KEYS);
         }
     }
 
