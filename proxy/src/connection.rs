@@ -20,7 +20,7 @@
 //! verdict (`--` for both FINs passed on, `CD` for a client reset...).
 //!
 //! Everything here runs on one worker's event loop. The state it reads is
-//! either the worker's own ([`Local`]: the balancer, the access-log buffer)
+//! either the worker's own (`Local`: the balancer, the access-log buffer)
 //! or shared through atomics (limits, health): no lock on this path.
 
 use std::cell::{Cell, RefCell};

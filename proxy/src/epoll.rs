@@ -123,7 +123,7 @@ struct Assignment {
 }
 
 /// Runs the epoll mode until a stop signal has been handled (see
-/// [`shutdown`](crate::shutdown)); returns when the process should exit.
+/// [`crate::shutdown`]); returns when the process should exit.
 pub fn run(plan: &Plan) -> io::Result<()> {
     let workers = plan.workers.max(1);
     let mut control = Control {

@@ -38,7 +38,7 @@
 //! reading, which makes the blocked `accept(2)` fail (EINVAL on Linux) and
 //! the kernel refuse new clients; the accept loop sees the stop flag and
 //! ends, and the main thread drains the jobs still running
-//! ([`shutdown::drain`]).
+//! ([`lifecycle::drain`](crate::shutdown::drain)).
 
 #![forbid(unsafe_code)]
 
