@@ -746,6 +746,41 @@ fn a_broken_file_on_reload_keeps_the_running_configuration() {
     stop_cleanly(proxy);
 }
 
+// A reload changes the grace period, and says which global options it
+// cannot change (read at startup only) instead of ignoring them silently.
+#[test]
+fn a_reload_changes_grace_and_names_what_needs_a_restart() {
+    let echo = fixture(1, FixtureMode::Echo);
+    let web = frontend("web", "127.0.0.1:0", echo.addrs());
+    let config = ConfigFile::new("grace", &format!("global\n    grace 30s\n{web}"));
+    let mut proxy = start_with_config(&config, &[]);
+    let addr = proxy.frontend_addr("web").expect("frontend web");
+
+    config.write(&format!(
+        "global\n    grace 500ms\n    log-format json\n{web}"
+    ));
+    proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+    expect_log(&proxy, "reload: grace is now 500ms");
+    let warned = expect_log(
+        &proxy,
+        "log-format changed in the file; read at startup only",
+    );
+    assert!(!warned.contains("workers"), "{warned:?}");
+    expect_log(&proxy, "reloaded");
+
+    // The new grace period holds: an idle connection is cut after 500 ms,
+    // not 30 s.
+    let mut stream = client(addr).expect("connect");
+    echo_line(&mut stream, "hello").unwrap_or_else(|e| panic!("{e}; stderr:\n{}", said(&proxy)));
+    proxy.signal(Signal::SIGTERM).expect("SIGTERM");
+    expect_exit_0(
+        &mut proxy,
+        Duration::from_millis(500) + SOON,
+        "after the new grace",
+    );
+    expect_log(&proxy, "grace period of 500ms over");
+}
+
 // Reload adds frontend b (announced, serving) and removes a (its port refuses, while a
 // connection it had open goes on).
 #[test]

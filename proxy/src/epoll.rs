@@ -59,7 +59,7 @@ use crate::accept::AcceptErrors;
 use crate::access_log::{AccessLog, Format};
 use crate::acl::SourceLimits;
 use crate::admin;
-use crate::config::{self, AccessLogTarget, Config, Frontend};
+use crate::config::{self, AccessLogTarget, Config, Frontend, Global};
 use crate::connection::{self, KillSwitch, Local, Places, WorkerContext};
 use crate::health::{self, HealthBoard};
 use crate::limit::Limit;
@@ -81,6 +81,11 @@ pub struct Plan {
     pub backlog: u32,
     /// On SIGTERM, how long open connections may take to finish.
     pub grace: Duration,
+    /// Whether `--grace` set it (then a reload does not change it).
+    pub grace_from_flag: bool,
+    /// The file's `global` section as it was read at startup, before the
+    /// flags' overrides: what a reload compares the new file with.
+    pub started_with: Global,
 }
 
 /// One frontend's state shared by every worker.
@@ -134,6 +139,9 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         senders: Vec::new(),
         running: Vec::new(),
         published: Published::new(Registry::from_counters(Vec::new())),
+        grace: plan.grace,
+        grace_from_flag: plan.grace_from_flag,
+        started_with: plan.started_with.clone(),
     };
     // Every listener is bound before any worker starts, so a port in use is
     // an error at startup, and every address is announced.
@@ -169,7 +177,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         crate::info!("admin listening on {addr} (GET /metrics, GET /health)");
     }
     let rt = runtime::Runtime::new()?;
-    rt.block_on(control.until_stopped(plan.grace))
+    rt.block_on(control.until_stopped())
 }
 
 /// The main thread's side: the running frontends, and how to change them.
@@ -184,6 +192,11 @@ struct Control {
     running: Vec<Arc<Shared>>,
     /// What the admin endpoint shows, republished after each reload.
     published: Arc<Published>,
+    /// How long a graceful stop waits (a reload may change it).
+    grace: Duration,
+    grace_from_flag: bool,
+    /// The file's `global` section at startup.
+    started_with: Global,
 }
 
 /// Per frontend, per worker: a listener for a frontend that needs new ones.
@@ -191,8 +204,8 @@ type Listeners = Vec<Option<Vec<std::net::TcpListener>>>;
 
 impl Control {
     /// Reads signals until a stop: SIGHUP reloads; SIGTERM or SIGINT stops
-    /// accepting, then drains for at most `grace`.
-    async fn until_stopped(mut self, grace: Duration) -> io::Result<()> {
+    /// accepting, then drains for at most the grace period.
+    async fn until_stopped(mut self) -> io::Result<()> {
         let signals = Signals::new(&shutdown::HANDLED)?;
         let first = loop {
             let signal = signals.recv().await?;
@@ -209,7 +222,7 @@ impl Control {
         // accept to its end: the count of those places is the count to drain.
         let global = self.global.clone();
         let open = move || global.open() as usize;
-        let cut = shutdown::drain(&signals, open, grace, first).await == Drained::Cut;
+        let cut = shutdown::drain(&signals, open, self.grace, first).await == Drained::Cut;
         self.finish(cut).await;
         Ok(())
     }
@@ -351,17 +364,47 @@ impl Control {
                 return;
             }
         };
-        if config
-            .global
-            .workers
-            .is_some_and(|w| w as usize != self.workers)
-        {
-            crate::warn!("reload: a new 'workers' takes effect at the next start");
-        }
+        self.note_global_changes(&config.global);
         self.global.set_max(config.global.maxconn);
         let summary = describe_changes(&self.running, &shared);
         self.apply(shared, listeners);
         crate::info!("reloaded {}: {summary}", path.display());
+    }
+}
+
+impl Control {
+    /// The `global` options a reload can change (`maxconn`, `grace`) are
+    /// changed by the caller and here; the others are read at startup
+    /// only, and a change to them is logged rather than ignored silently.
+    fn note_global_changes(&mut self, new: &Global) {
+        if !self.grace_from_flag {
+            let grace = new.grace.unwrap_or(shutdown::DEFAULT_GRACE);
+            if grace != self.grace {
+                crate::info!("reload: grace is now {grace:?}");
+                self.grace = grace;
+            }
+        }
+        let old = &self.started_with;
+        let mut fixed = Vec::new();
+        if new.workers != old.workers {
+            fixed.push("workers");
+        }
+        if new.admin != old.admin {
+            fixed.push("admin");
+        }
+        if new.access_log != old.access_log {
+            fixed.push("access-log");
+        }
+        if new.log_format != old.log_format {
+            fixed.push("log-format");
+        }
+        if !fixed.is_empty() {
+            crate::warn!(
+                "reload: {} changed in the file; read at startup only, it takes effect at the next \
+                 start",
+                fixed.join(", ")
+            );
+        }
     }
 }
 

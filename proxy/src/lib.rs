@@ -152,6 +152,7 @@ fn plan(settings: &cli::Settings) -> Result<epoll::Plan, i32> {
         None => settings.to_config(),
     };
     // Flags given beside --config win over the file's global options.
+    let started_with = config.global.clone();
     let mut config = config;
     if let Some(admin) = settings.admin {
         config.global.admin = Some(admin);
@@ -176,6 +177,8 @@ fn plan(settings: &cli::Settings) -> Result<epoll::Plan, i32> {
         workers,
         backlog: settings.backlog,
         grace,
+        grace_from_flag: settings.grace.is_some(),
+        started_with,
     })
 }
 
