@@ -819,7 +819,8 @@ fn reload_adds_and_removes_frontends() {
     stop_cleanly(proxy);
 }
 
-/// SIGHUP in a mode or a run without a file: logged, ignored, still serving.
+/// SIGHUP in a mode or a run without a file, and SIGUSR1 without a log file:
+/// logged, ignored, still serving.
 fn sighup_without_config(mode: Mode) {
     let reply = fixture(1, FixtureMode::Reply);
     let mut proxy = start_proxy(mode, reply.addrs(), &[]);
@@ -828,6 +829,15 @@ fn sighup_without_config(mode: Mode) {
     let line = expect_log(&proxy, "nothing to reload");
     assert!(line.contains("ignored"), "{mode:?}: {line:?}");
     assert_running(&mut proxy, "after SIGHUP");
+    // SIGUSR1 (reopen the logs) must not kill a mode that has none to reopen.
+    proxy.signal(Signal::SIGUSR1).expect("SIGUSR1");
+    let reopen = if mode.is_epoll() {
+        "SIGUSR1: the access log goes to stderr; nothing to reopen"
+    } else {
+        "SIGUSR1: the"
+    };
+    expect_log(&proxy, reopen);
+    assert_running(&mut proxy, "after SIGUSR1");
     for i in 0..4 {
         let served = request(proxy.addr(), &format!("after {i}"))
             .unwrap_or_else(|e| panic!("{mode:?} after SIGHUP: {e}; stderr:\n{}", said(&proxy)));
@@ -852,4 +862,52 @@ fn pool_sighup_is_logged_and_ignored() {
 #[test]
 fn single_sighup_is_logged_and_ignored() {
     sighup_without_config(Mode::Single);
+}
+
+// SIGUSR1 reopens the access-log file (nginx's meaning), so that a rotation
+// by renaming works: lines before it stay in the renamed file, lines after
+// it go to a new file of the configured name; every connection once.
+#[test]
+fn sigusr1_reopens_the_access_log_after_a_rotation() {
+    let echo = fixture(1, FixtureMode::Echo);
+    let dir = ConfigFile::new("rotate", &frontend("web", "127.0.0.1:0", echo.addrs()));
+    let log = dir.path().with_file_name("access.log");
+    let rotated = dir.path().with_file_name("access.log.1");
+    let mut proxy = start_with_config(&dir, &["--access-log", &log.display().to_string()]);
+    let addr = proxy.frontend_addr("web").expect("frontend web");
+    let connect_and_close = |n: usize| {
+        let mut stream = client(addr).expect("connect");
+        echo_line(&mut stream, &format!("line {n}")).expect("echoed");
+        stream.shutdown(Shutdown::Write).expect("FIN");
+        assert_eq!(read_all(&stream).expect("to EOF"), b"");
+        stream.local_addr().expect("local address").port()
+    };
+    let lines_of = |path: &Path, ports: &[u16]| {
+        let text = fs::read_to_string(path).unwrap_or_default();
+        ports
+            .iter()
+            .all(|port| text.contains(&format!("127.0.0.1:{port} ")))
+    };
+    let before: Vec<u16> = (0..3).map(connect_and_close).collect();
+    // Written within the 200 ms flush period.
+    let flushed = wait_until(SOON, || lines_of(&log, &before));
+    assert!(flushed, "the first lines never reached {}", log.display());
+    fs::rename(&log, &rotated).expect("rotate");
+    proxy.signal(Signal::SIGUSR1).expect("SIGUSR1");
+    expect_log(&proxy, "SIGUSR1: access log reopened");
+    let after: Vec<u16> = (0..3).map(connect_and_close).collect();
+    let flushed = wait_until(SOON, || lines_of(&log, &after));
+    assert!(
+        flushed,
+        "the later lines never reached the new {}",
+        log.display()
+    );
+    assert!(
+        lines_of(&rotated, &before),
+        "the rotated file lost its lines"
+    );
+    let new_text = fs::read_to_string(&log).expect("the new log");
+    assert_eq!(new_text.lines().count(), after.len(), "{new_text}");
+    assert_running(&mut proxy, "after SIGUSR1");
+    stop_cleanly(proxy);
 }

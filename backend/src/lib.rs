@@ -100,7 +100,7 @@ async fn serve_until_signal(settings: &Settings) -> io::Result<()> {
     // The signal first: select is biased, so stopping is never starved.
     match select(signals.recv(), failed_rx.recv()).await {
         Either::Left(Ok(signal)) => {
-            eprintln!("backend: {}, stopping", signal_name(signal));
+            eprintln!("backend: {}, stopping", signal.name());
             Ok(())
         }
         Either::Left(Err(e)) => Err(e),
@@ -121,12 +121,4 @@ fn listen(addr: SocketAddr, options: &FixtureOptions) -> io::Result<TcpListener>
         options.delay.as_millis()
     );
     Ok(listener)
-}
-
-fn signal_name(signal: Signal) -> &'static str {
-    match signal {
-        Signal::Interrupt => "SIGINT",
-        Signal::Terminate => "SIGTERM",
-        Signal::Hangup => "SIGHUP",
-    }
 }

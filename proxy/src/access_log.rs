@@ -145,8 +145,8 @@ use std::io::{self, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::log::{Civil, civil};
@@ -648,7 +648,12 @@ fn json_string(s: &str, out: &mut String) {
 #[derive(Debug)]
 enum Output {
     Stderr,
-    File { file: File, path: PathBuf },
+    /// The file behind a lock so that SIGUSR1 can swap in a new one
+    /// ([`AccessLog::reopen`]); taken once per flush, not per line.
+    File {
+        file: RwLock<File>,
+        path: PathBuf,
+    },
 }
 
 /// An access log's destination and format, shared by every event loop;
@@ -674,25 +679,31 @@ impl AccessLog {
     /// A log appended to the file at `path`, created (mode 0640, less the
     /// umask) if missing.
     pub fn file(path: &Path, format: Format) -> io::Result<Arc<AccessLog>> {
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o640)
-            .open(path)
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("cannot open the access log {}: {e}", path.display()),
-                )
-            })?;
+        let file = open_for_append(path)?;
         Ok(Arc::new(AccessLog {
             format,
             output: Output::File {
-                file,
+                file: RwLock::new(file),
                 path: path.to_path_buf(),
             },
             lost: AtomicU64::new(0),
         }))
+    }
+
+    /// Opens the file again by its path, so that after a rotation renamed
+    /// it (logrotate, `mv`), new lines go to a new file of the old name;
+    /// what was written before stays in the renamed one. Returns the path,
+    /// or `None` for standard error (nothing to reopen). If the path cannot
+    /// be opened, lines go on to the file already open.
+    pub fn reopen(&self) -> io::Result<Option<&Path>> {
+        match &self.output {
+            Output::Stderr => Ok(None),
+            Output::File { file, path } => {
+                let fresh = open_for_append(path)?;
+                *file.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+                Ok(Some(path))
+            }
+        }
     }
 
     /// A buffer for one event loop.
@@ -727,11 +738,28 @@ impl AccessLog {
         match &self.output {
             Output::Stderr => io::stderr().lock().write_all(bytes),
             Output::File { file, .. } => {
-                let mut file: &File = file;
+                let file = file.read().unwrap_or_else(PoisonError::into_inner);
+                let mut file: &File = &file;
                 file.write_all(bytes)
             }
         }
     }
+}
+
+/// Opens `path` for appending, created (mode 0640, less the umask) if
+/// missing.
+fn open_for_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o640)
+        .open(path)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot open the access log {}: {e}", path.display()),
+            )
+        })
 }
 
 /// One event loop's buffer of lines for an [`AccessLog`]. Lines reach the
@@ -1786,6 +1814,31 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0], tcplog(&record()));
         assert_eq!(lines[1], json(&refused()));
+    }
+
+    #[test]
+    fn reopen_after_a_rename_starts_a_new_file_of_the_old_name() {
+        let path = TempPath::new("reopen");
+        let rotated = TempPath::new("reopen-rotated");
+        let log = AccessLog::file(&path.0, Format::Tcplog).expect("a new log file");
+        let mut sink = log.sink();
+        sink.record(&record());
+        sink.flush().expect("flush");
+        // logrotate's way: rename, then tell the process.
+        std::fs::rename(&path.0, &rotated.0).expect("rename");
+        sink.record(&refused());
+        sink.flush().expect("flush");
+        assert_eq!(log.reopen().expect("reopen"), Some(path.0.as_path()));
+        sink.record(&record());
+        sink.flush().expect("flush");
+        // Before the reopen, lines follow the renamed file; after, the new one.
+        assert_eq!(rotated.lines(), [tcplog(&record()), tcplog(&refused())]);
+        assert_eq!(path.lines(), [tcplog(&record())]);
+        // Standard error has nothing to reopen.
+        assert_eq!(
+            AccessLog::stderr(Format::Json).reopen().expect("stderr"),
+            None
+        );
     }
 
     #[test]

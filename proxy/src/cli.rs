@@ -292,6 +292,12 @@ OPTIONS
 
 DUR is a number with a unit: 500ms, 2s, 1m, 1h.
 
+SIGNALS
+    SIGTERM, SIGINT   stop accepting, let open connections finish for --grace, exit 0;
+                      a second one exits at once (the single mode exits at once)
+    SIGHUP            epoll with --config: reload the file (a bad file keeps the old one)
+    SIGUSR1           epoll: reopen the --access-log file (after a rotation renamed it)
+
 EXAMPLES
     proxy --listen 127.0.0.1:8080 --backend 127.0.0.1:9001 --backend 127.0.0.1:9002
     proxy --mode pool --threads 16 --picker atomic --listen 127.0.0.1:8080 --backend 127.0.0.1:9001

@@ -52,7 +52,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use runtime::net::{ListenOptions, TcpListener, bind_std};
-use runtime::signal::Signals;
+use runtime::signal::{Signal, Signals};
 use runtime::{JoinHandle, mpsc, oneshot, spawn, time};
 
 use crate::accept::AcceptErrors;
@@ -139,6 +139,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         senders: Vec::new(),
         running: Vec::new(),
         published: Published::new(Registry::from_counters(Vec::new())),
+        access_log: open_access_log(&plan.config)?,
         grace: plan.grace,
         grace_from_flag: plan.grace_from_flag,
         started_with: plan.started_with.clone(),
@@ -154,7 +155,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     }
     let receivers = Arc::new(Mutex::new(receivers));
     let global = control.global.clone();
-    let access_log = open_access_log(&plan.config)?;
+    let access_log = control.access_log.clone();
     // Detached: the workers run until the process exits.
     let _workers = runtime::threads::spawn_runtimes(workers, "epoll-worker", move |index| {
         let commands = receivers
@@ -192,6 +193,8 @@ struct Control {
     running: Vec<Arc<Shared>>,
     /// What the admin endpoint shows, republished after each reload.
     published: Arc<Published>,
+    /// The access log, for SIGUSR1 (`None`: off).
+    access_log: Option<Arc<AccessLog>>,
     /// How long a graceful stop waits (a reload may change it).
     grace: Duration,
     grace_from_flag: bool,
@@ -209,10 +212,11 @@ impl Control {
         let signals = Signals::new(&shutdown::HANDLED)?;
         let first = loop {
             let signal = signals.recv().await?;
-            if shutdown::is_stop(signal) {
-                break signal;
+            match signal {
+                Signal::Hangup => self.reload(),
+                Signal::User1 => self.reopen_access_log(),
+                Signal::Interrupt | Signal::Terminate => break signal,
             }
-            self.reload();
         };
         for tx in &self.senders {
             let _ = tx.send(Command::StopAccepting);
@@ -225,6 +229,22 @@ impl Control {
         let cut = shutdown::drain(&signals, open, self.grace, first).await == Drained::Cut;
         self.finish(cut).await;
         Ok(())
+    }
+
+    /// SIGUSR1: opens the access-log file again by its path (nginx's
+    /// meaning), so that a rotation that renamed it gets a new file; lines
+    /// go on to the old one if the new one cannot be opened.
+    fn reopen_access_log(&self) {
+        match &self.access_log {
+            Some(log) => match log.reopen() {
+                Ok(Some(path)) => crate::info!("SIGUSR1: access log reopened: {}", path.display()),
+                Ok(None) => {
+                    crate::info!("SIGUSR1: the access log goes to stderr; nothing to reopen")
+                }
+                Err(e) => crate::error!("SIGUSR1: {e}; lines go on to the old file"),
+            },
+            None => crate::info!("SIGUSR1: access-log off; nothing to reopen"),
+        }
     }
 
     /// The last word to every worker before the process exits: cut what is

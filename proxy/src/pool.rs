@@ -124,7 +124,11 @@ pub fn run(settings: &Settings) -> io::Result<()> {
             if lifecycle::is_stop(signal) {
                 break signal;
             }
-            crate::warn!("SIGHUP: the pool mode takes flags only, nothing to reload; ignored");
+            crate::warn!(
+                "{}: the pool mode takes flags only and has no access log, nothing to reload or \
+                 reopen; ignored",
+                signal.name()
+            );
         };
         stopping.store(true, Ordering::SeqCst);
         // Wakes the blocked accept(2) and makes the kernel refuse new clients.

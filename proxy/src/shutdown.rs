@@ -8,6 +8,7 @@
 //!
 //! ```text
 //!   running ──SIGHUP──▶ reload the file (epoll mode), keep running
+//!      │    ──SIGUSR1─▶ reopen the access-log file (epoll mode), keep running
 //!      │
 //!   SIGTERM / SIGINT
 //!      ▼
@@ -46,24 +47,37 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 const DRAIN_POLL: Duration = Duration::from_millis(100);
 
 /// The signals the proxy acts on.
-pub const HANDLED: [Signal; 3] = [Signal::Interrupt, Signal::Terminate, Signal::Hangup];
+pub const HANDLED: [Signal; 4] = [
+    Signal::Interrupt,
+    Signal::Terminate,
+    Signal::Hangup,
+    Signal::User1,
+];
 
-/// Blocks SIGINT, SIGTERM and SIGHUP in this thread and in every thread it
+/// The same, as nix names them, for blocking them and for `sigwait`.
+const HANDLED_NIX: [NixSignal; 4] = [
+    NixSignal::SIGINT,
+    NixSignal::SIGTERM,
+    NixSignal::SIGHUP,
+    NixSignal::SIGUSR1,
+];
+
+/// Blocks SIGINT, SIGTERM, SIGHUP and SIGUSR1 in this thread and in every thread it
 /// starts afterwards. Call it first thing, before any thread exists.
 pub fn block_signals() -> io::Result<()> {
     let mut set = SigSet::empty();
-    for signal in [NixSignal::SIGINT, NixSignal::SIGTERM, NixSignal::SIGHUP] {
+    for signal in HANDLED_NIX {
         set.add(signal);
     }
     set.thread_block().map_err(io::Error::from)
 }
 
 /// The single mode's way: a thread that ends the process with status 0 at
-/// the first SIGTERM or SIGINT. SIGHUP is logged and ignored.
+/// the first SIGTERM or SIGINT. SIGHUP and SIGUSR1 are logged and ignored.
 pub fn exit_on_signals() -> io::Result<()> {
     block_signals()?;
     let mut set = SigSet::empty();
-    for signal in [NixSignal::SIGINT, NixSignal::SIGTERM, NixSignal::SIGHUP] {
+    for signal in HANDLED_NIX {
         set.add(signal);
     }
     thread::Builder::new()
@@ -71,9 +85,9 @@ pub fn exit_on_signals() -> io::Result<()> {
         .spawn(move || {
             loop {
                 match set.wait() {
-                    Ok(NixSignal::SIGHUP) => {
-                        crate::warn!("SIGHUP: the single mode has nothing to reload; ignored")
-                    }
+                    Ok(signal @ (NixSignal::SIGHUP | NixSignal::SIGUSR1)) => crate::warn!(
+                        "{signal}: the single mode has nothing to reload or reopen; ignored"
+                    ),
                     Ok(signal) => {
                         crate::info!("{signal}: exiting");
                         std::process::exit(0);
@@ -153,7 +167,7 @@ pub async fn drain(
     crate::info!(
         "{}: stopping: no new connections; {} open may take up to {grace:?} to finish \
          (send it again to exit at once)",
-        name(first),
+        first.name(),
         open()
     );
     loop {
@@ -171,11 +185,11 @@ pub async fn drain(
             Ok(Ok(signal)) if is_stop(signal) => {
                 crate::warn!(
                     "{} again: closing {open} connections; exiting",
-                    name(signal)
+                    signal.name()
                 );
                 return Drained::Cut;
             }
-            Ok(Ok(_)) => crate::warn!("SIGHUP while stopping: ignored"),
+            Ok(Ok(signal)) => crate::warn!("{} while stopping: ignored", signal.name()),
             Ok(Err(e)) => {
                 // Signals can no longer be read: keep draining on the clock.
                 crate::error!("reading signals failed: {e}");
@@ -183,14 +197,5 @@ pub async fn drain(
             }
             Err(_) => {} // the poll interval: look at the count again
         }
-    }
-}
-
-/// The conventional name (`SIGTERM`) of a signal.
-pub fn name(signal: Signal) -> &'static str {
-    match signal {
-        Signal::Interrupt => "SIGINT",
-        Signal::Terminate => "SIGTERM",
-        Signal::Hangup => "SIGHUP",
     }
 }

@@ -1,4 +1,5 @@
-//! Signals as a stream: SIGINT, SIGTERM and SIGHUP read from a `signalfd`.
+//! Signals as a stream: SIGINT, SIGTERM, SIGHUP and SIGUSR1 read from a
+//! `signalfd`.
 //!
 //! A classic signal handler runs in the middle of whatever the thread was
 //! doing and may call almost nothing safely. A `signalfd` turns signals
@@ -38,6 +39,9 @@ pub enum Signal {
     Terminate,
     /// SIGHUP: by convention, reload the configuration.
     Hangup,
+    /// SIGUSR1: by nginx's convention, reopen the log files (after a
+    /// rotation renamed them).
+    User1,
 }
 
 impl Signal {
@@ -47,13 +51,29 @@ impl Signal {
             Signal::Interrupt => libc::SIGINT,
             Signal::Terminate => libc::SIGTERM,
             Signal::Hangup => libc::SIGHUP,
+            Signal::User1 => libc::SIGUSR1,
+        }
+    }
+
+    /// Its conventional name, for logs: `SIGTERM`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Interrupt => "SIGINT",
+            Signal::Terminate => "SIGTERM",
+            Signal::Hangup => "SIGHUP",
+            Signal::User1 => "SIGUSR1",
         }
     }
 
     fn from_number(n: i32) -> Option<Signal> {
-        [Signal::Interrupt, Signal::Terminate, Signal::Hangup]
-            .into_iter()
-            .find(|s| s.number() == n)
+        [
+            Signal::Interrupt,
+            Signal::Terminate,
+            Signal::Hangup,
+            Signal::User1,
+        ]
+        .into_iter()
+        .find(|s| s.number() == n)
     }
 }
 

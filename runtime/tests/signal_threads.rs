@@ -77,6 +77,12 @@ fn sighup_is_received() {
     one_signal_round_trip(Signal::Hangup);
 }
 
+// A SIGUSR1 raised on this thread is delivered by Signals::recv as Signal::User1.
+#[test]
+fn sigusr1_is_received() {
+    one_signal_round_trip(Signal::User1);
+}
+
 // A SIGTERM raised on this thread is delivered by Signals::recv as Signal::Terminate (not the default kill).
 #[test]
 fn sigterm_is_received() {
