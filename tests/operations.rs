@@ -1761,6 +1761,55 @@ fn accept_proxy_trusts_valid_headers_and_refuses_the_rest() {
 // 5. Access control
 // ---------------------------------------------------------------------------
 
+// accept-proxy with ranges: only the balancer in front may speak for a
+// client. Anyone else is refused before a byte of it is read (a forged
+// header would otherwise get past allow/deny), and never reaches a backend.
+#[test]
+fn accept_proxy_trusts_only_the_listed_peers() {
+    let dir = TestDir::new("accept-proxy-from");
+    let end = HeaderBackend::start("127.0.0.1:0");
+    let config = format!(
+        "frontend pin\n    listen 127.0.0.1:0\n    accept-proxy 127.0.0.9/32\n    \
+         backend {} send-proxy\n",
+        end.addr()
+    );
+    let mut daemon = Daemon::start(&dir, &config, &[]);
+    let addr = daemon.frontend_addr("pin");
+    let claimed: SocketAddr = "203.0.113.7:40000".parse().unwrap();
+    let destination: SocketAddr = "198.51.100.1:443".parse().unwrap();
+    let mut bytes = proxy_protocol::encode(Version::V1, claimed, destination);
+    bytes.extend_from_slice(b"hello\n");
+
+    // From the trusted peer: served, and its claim passed on.
+    let mut trusted = connect_from(Ipv4Addr::new(127, 0, 0, 9), addr);
+    trusted.write_all(&bytes).expect("send");
+    trusted.shutdown(Shutdown::Write).expect("FIN");
+    let got = String::from_utf8(read_all(&trusted).expect("receive")).expect("UTF-8");
+    assert_eq!(got, format!("v1 {claimed} {destination}\nhello\n"));
+    assert_eq!(
+        wait_for_access_line(&daemon, "pin", claimed)
+            .termination
+            .to_string(),
+        "--"
+    );
+
+    // From 127.0.0.1, not trusted: refused at once, whatever it would send.
+    let port = refused(
+        Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        addr,
+        "untrusted",
+        &daemon,
+    );
+    let line = wait_for_access_line(&daemon, "pin", SocketAddr::from(([127, 0, 0, 1], port)));
+    assert_eq!(line.termination.to_string(), "PR", "{line:?}");
+    assert_eq!(line.server, None, "{line:?}");
+    assert_eq!(
+        end.accepted(),
+        1,
+        "only the trusted client reached the backend"
+    );
+}
+
 // deny 127.0.0.2/32: closed at once, never at the backend, counted; allow 127.0.0.3/32 alone:
 // 127.0.0.1 refused, 127.0.0.3 served; deny ::1/128 on a [::1] frontend.
 #[test]

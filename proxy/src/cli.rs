@@ -193,6 +193,7 @@ impl Settings {
                 access: AccessList::default(),
                 maxconn_per_source: None,
                 accept_proxy: false,
+                proxy_from: Vec::new(),
             }],
         }
     }

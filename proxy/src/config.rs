@@ -212,6 +212,11 @@ pub struct Frontend {
     /// `accept-proxy`: clients start with a PROXY protocol header (v1 or v2)
     /// giving the real client's address (behind another load balancer).
     pub accept_proxy: bool,
+    /// `accept-proxy CIDR...`: the peers trusted to send that header (the
+    /// load balancers in front); anyone else is refused before a byte is
+    /// read. Empty: any peer, which lets anyone who reaches the listener
+    /// claim any client address.
+    pub proxy_from: Vec<Cidr>,
 }
 
 /// One `backend` line of a frontend.
@@ -436,6 +441,7 @@ struct FrontendDraft {
     access: AccessList,
     maxconn_per_source: Option<u32>,
     accept_proxy: bool,
+    proxy_from: Vec<Cidr>,
     /// `backend` lines, good or bad (a bad one is reported on its own).
     backend_lines: usize,
     /// Options given once per frontend, with the line where each was first seen.
@@ -638,6 +644,7 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
                     access: AccessList::default(),
                     maxconn_per_source: None,
                     accept_proxy: false,
+                    proxy_from: Vec::new(),
                     backend_lines: 0,
                     seen: Vec::new(),
                 });
@@ -724,6 +731,7 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
             access: draft.access,
             maxconn_per_source: draft.maxconn_per_source,
             accept_proxy: draft.accept_proxy,
+            proxy_from: draft.proxy_from,
         });
     }
     if p.errors.is_empty() && frontends.is_empty() {
@@ -1012,9 +1020,15 @@ fn frontend_option(p: &mut Parser<'_>, words: &[Word<'_>], f: &mut FrontendDraft
             }
         }
         "accept-proxy" => {
-            p.no_more(words, 1);
-            if once(p, &mut f.seen, "accept-proxy", first.column) {
-                f.accept_proxy = true;
+            if !once(p, &mut f.seen, "accept-proxy", first.column) {
+                return;
+            }
+            f.accept_proxy = true;
+            for w in &words[1..] {
+                match Cidr::parse(w.text) {
+                    Ok(cidr) => f.proxy_from.push(cidr),
+                    Err(why) => p.error(w.column, format!("accept-proxy: {why}")),
+                }
             }
         }
         "backend" => {
@@ -1323,6 +1337,8 @@ mod tests {
             }
         );
         assert_eq!(db.timeouts.idle(), Duration::from_secs(3600));
+        assert!(db.accept_proxy);
+        assert_eq!(db.proxy_from, vec![cidr("10.0.0.0/8"), cidr("::1")]);
         assert_eq!(web.timeouts.queue(), Duration::from_secs(10));
     }
 
@@ -1455,7 +1471,8 @@ mod tests {
             ),
             (
                 &fe("  accept-proxy v2\n"),
-                "lb.conf:4:16: unexpected 'v2' after 'accept-proxy'; put one option per line",
+                "lb.conf:4:16: accept-proxy: 'v2' is not an IP address; write an address \
+                 (10.0.0.1, 2001:db8::1) or a range (10.0.0.0/8, 2001:db8::/32)",
             ),
             (
                 &fe("  maxconn-per-source 0\n"),

@@ -323,6 +323,17 @@ impl Local {
         let mut destination = None;
         let mut early = Vec::new();
         if frontend.accept_proxy {
+            // Only a trusted peer (the balancer in front) may speak for a
+            // client: anyone else could claim any address, and with it get
+            // past allow/deny and the per-source limit.
+            let peer = trace.client.ip();
+            if !frontend.proxy_from.is_empty()
+                && !frontend.proxy_from.iter().any(|c| c.contains(peer))
+            {
+                return Err(Refusal::denied(
+                    "not among the peers trusted to send a PROXY header (accept-proxy)",
+                ));
+            }
             let (addresses, rest) = self.read_proxy_header(client).await?;
             if let Addresses::Proxied {
                 source,
