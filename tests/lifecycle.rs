@@ -911,3 +911,71 @@ fn sigusr1_reopens_the_access_log_after_a_rotation() {
     assert_running(&mut proxy, "after SIGUSR1");
     stop_cleanly(proxy);
 }
+
+// A connection cut by the end of a graceful stop before its relay began is
+// logged with the phase it was in: here `KC`, still connecting to a backend
+// that never answers (HAProxy's K codes; a cut relay is `KD`).
+#[test]
+fn a_connection_cut_while_connecting_is_logged_kc() {
+    let (hole, _fillers) = unanswering_backend();
+    let backend = hole.local_addr().expect("the backend's address");
+    let mut proxy = start_proxy(
+        Mode::Epoll1,
+        &[backend],
+        &[
+            "--grace",
+            "500ms",
+            "--connect-timeout",
+            "30s",
+            "--retries",
+            "0",
+            "--admin",
+            "127.0.0.1:0",
+        ],
+    );
+    let admin_line = expect_log(&proxy, "admin listening on ");
+    let admin = proxy::process::listening_addr(&admin_line).expect("the admin address");
+    let mut stream = client(proxy.addr()).expect("connect");
+    stream.write_all(b"hello\n").expect("send");
+    // Counted as active once the proxy has it (and is connecting for it).
+    let active = wait_until(SOON, || {
+        metrics_text(admin).contains("proxy_frontend_active_connections{frontend=\"default\"} 1")
+    });
+    assert!(
+        active,
+        "the connection never showed as active; stderr:\n{}",
+        said(&proxy)
+    );
+    proxy.signal(Signal::SIGTERM).expect("SIGTERM");
+    expect_exit_0(
+        &mut proxy,
+        Duration::from_millis(500) + SOON,
+        "after the grace",
+    );
+    let port = stream.local_addr().expect("local address").port();
+    let line = expect_log(&proxy, &format!("127.0.0.1:{port} "));
+    assert!(
+        line.contains(" KC "),
+        "not logged as cut while connecting: {line:?}"
+    );
+    set_timeouts(&stream, SOON);
+    let mut buf = [0u8; 16];
+    assert_eq!(describe(&stream.read(&mut buf)), "reset");
+}
+
+/// The admin endpoint's /metrics, or nothing if it cannot be read.
+fn metrics_text(admin: SocketAddr) -> String {
+    let Ok(mut stream) = TcpStream::connect_timeout(&admin, SOON) else {
+        return String::new();
+    };
+    set_timeouts(&stream, SOON);
+    if stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
+        .is_err()
+    {
+        return String::new();
+    }
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text
+}

@@ -64,7 +64,7 @@
 //! | denied by an access rule or the per-source limit | `PR` | `<NOSRV>` | `-1` | `-1` |
 //! | a malformed PROXY header | `PR` | `<NOSRV>` | `-1` | `-1` |
 //! | no complete PROXY header within its timeout / the client closed first | `cR` / `CR` | `<NOSRV>` | `-1` | `-1` |
-//! | cut at the end of the shutdown grace period | `KD` | server | wait | connect |
+//! | cut at the end of the shutdown grace period | `KD` (`KC`, `KQ`, `KR` before the relay) | server | wait | connect |
 //! | cut because its server was marked down | `DD` | server | wait | connect |
 //!
 //! Choices where HAProxy leaves room:
@@ -325,7 +325,9 @@ impl Termination {
     /// `CR`: the client closed before its PROXY header was complete.
     pub const CLIENT_ABORT_IN_REQUEST: Termination =
         Termination::new(Cause::ClientAbort, Phase::Request);
-    /// `KD`: cut at the end of the shutdown grace period.
+    /// `KD`: cut at the end of the shutdown grace period while relaying
+    /// (cut earlier, `Termination::new(Cause::Killed, phase)`: `KC`, `KQ`,
+    /// `KR`).
     pub const KILLED: Termination = Termination::new(Cause::Killed, Phase::Data);
     /// `DD`: cut because its server was marked down.
     pub const SERVER_DOWN: Termination = Termination::new(Cause::ServerDown, Phase::Data);

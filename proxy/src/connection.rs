@@ -37,7 +37,7 @@ use runtime::combinator::{Either, select};
 use runtime::net::{TcpStream, is_fd_exhaustion};
 use runtime::time;
 
-use crate::access_log::{Phase, Record, Side, Sink, Termination};
+use crate::access_log::{Cause, Phase, Record, Side, Sink, Termination};
 use crate::balance::{Algorithm, Balancer, Server};
 use crate::config::{Balance, ProxyVersion};
 use crate::epoll::Shared;
@@ -64,7 +64,8 @@ pub(crate) struct WorkerContext {
 /// "Cut every connection now", once per worker: fired when a graceful
 /// stop runs out of time, waited on by every connection task. A connection
 /// that sees it resets its sockets (a cut stream must not look complete)
-/// and logs `KD`, instead of vanishing silently in the process exit.
+/// and logs `KD` (`KC`, `KQ`, `KR` if cut before its relay), instead of
+/// vanishing silently in the process exit.
 ///
 /// Each waiting future has a slot for its waker, reused after it is
 /// dropped, so a long relay that polls it often costs no allocation.
@@ -220,6 +221,9 @@ struct Trace {
     /// The backend's open connections at the end of the relay, this one
     /// included (`%sc`).
     server_open: u32,
+    /// Where the connection is in its life, for the second letter of its
+    /// termination code if a graceful stop cuts it (`KR`, `KQ`, `KC`).
+    phase: Phase,
 }
 
 /// One connection's whole life (module docs). `_places` are its places
@@ -238,6 +242,7 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
         bytes_down: 0,
         termination: Termination::COMPLETE,
         server_open: 0,
+        phase: Phase::Request,
     };
     let counters = local.counters.clone();
     metrics::inc(&counters.connections);
@@ -246,8 +251,11 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
     let result = match ran {
         Either::Left(result) => result,
         // Cut before its relay began (the relay reacts to the switch on
-        // its own): still connecting, say.
-        Either::Right(()) => Err(Refusal::new("cut by the stop", Termination::KILLED)),
+        // its own): the phase says where it was, as HAProxy's `K` codes do.
+        Either::Right(()) => Err(Refusal::new(
+            "cut by the stop",
+            Termination::new(Cause::Killed, trace.phase),
+        )),
     };
     if let Err(refusal) = result {
         count_refusal(&counters, &refusal);
@@ -394,6 +402,7 @@ impl Local {
             }
         }
         // 5. The relay.
+        trace.phase = Phase::Data;
         self.balancer.borrow_mut().connection_opened(index);
         let stop = self.worker.kill.fired();
         let mut outcome =
@@ -474,7 +483,10 @@ impl Local {
         let mut failure: Option<Refusal> = None;
         let mut connecting: Option<Instant> = None;
         for attempt in 0..=frontend.retries {
+            // Waiting here means waiting for a backend below its maxconn.
+            trace.phase = Phase::Queue;
             let picked = self.pick(peer.ip(), &tried, deadline).await;
+            trace.phase = Phase::Connect;
             let (index, place) = match picked {
                 Ok(picked) => picked,
                 Err(NoBackend::Full) => {
