@@ -27,7 +27,7 @@ use std::fs;
 use std::io::{self, ErrorKind, Read, Write};
 use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -238,7 +238,7 @@ fn wait_for_access_line(daemon: &Daemon, frontend: &str, client: SocketAddr) -> 
 
 /// A client connection with bounded reads and writes; it must not fail.
 fn client(addr: SocketAddr) -> TcpStream {
-    open(None, addr)
+    open_from(None, addr, CLIENT_TIMEOUT)
         .1
         .unwrap_or_else(|e| panic!("connect to {addr}: {e}"))
 }
@@ -246,122 +246,9 @@ fn client(addr: SocketAddr) -> TcpStream {
 /// A client connection from `source` (any address of 127.0.0.0/8: all of
 /// it is loopback on Linux); it must not fail.
 fn connect_from(source: Ipv4Addr, to: SocketAddr) -> TcpStream {
-    open(Some(source.into()), to)
+    open_from(Some(source.into()), to, CLIENT_TIMEOUT)
         .1
         .unwrap_or_else(|e| panic!("connect from {source} to {to}: {e}"))
-}
-
-/// Opens a client connection to `to`, from `source` if given, and returns
-/// its local port with the outcome.
-///
-/// Why not `TcpStream::connect_timeout`: std's `TcpStream` cannot bind
-/// before it connects, and its connect reads the socket's error after the
-/// handshake, so a proxy that accepts and resets at once (a denied client)
-/// makes the connect itself fail with `ConnectionReset`, and the port the
-/// access log names is lost. Here the port is read as soon as connect(2)
-/// has picked it, before the handshake completes; an `Err` of kind
-/// `ConnectionReset` means "connected, then reset before we looked".
-fn open(source: Option<IpAddr>, to: SocketAddr) -> (u16, io::Result<TcpStream>) {
-    let mut port = 0;
-    let stream = (|| {
-        let family = if to.is_ipv4() {
-            libc::AF_INET
-        } else {
-            libc::AF_INET6
-        };
-        let kind = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
-        // SAFETY: socket(2) takes no pointers; the result is checked below.
-        let raw = unsafe { libc::socket(family, kind, 0) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is the descriptor socket(2) just returned, owned by
-        // nobody else: the OwnedFd closes it exactly once.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        if let Some(source) = source {
-            let (from, len) = sockaddr(SocketAddr::new(source, 0));
-            // SAFETY: `from` holds a valid address of `len` bytes for the call.
-            if unsafe { libc::bind(fd.as_raw_fd(), (&raw const from).cast(), len) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        let (dest, len) = sockaddr(to);
-        // SAFETY: `dest` holds a valid address of `len` bytes for the call.
-        if unsafe { libc::connect(fd.as_raw_fd(), (&raw const dest).cast(), len) } != 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINPROGRESS) {
-                return Err(e);
-            }
-        }
-        let stream = TcpStream::from(fd);
-        // The port is chosen by connect(2), before the handshake.
-        port = stream.local_addr()?.port();
-        let mut fds = [libc::pollfd {
-            fd: stream.as_raw_fd(),
-            events: libc::POLLOUT,
-            revents: 0,
-        }];
-        let deadline = Instant::now() + CLIENT_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
-            // SAFETY: `fds` is a valid array of one pollfd for the call.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-            if n > 0 {
-                break;
-            }
-            if n < 0 && io::Error::last_os_error().kind() != ErrorKind::Interrupted {
-                return Err(io::Error::last_os_error());
-            }
-            if left.is_zero() {
-                return Err(io::Error::new(ErrorKind::TimedOut, "connect timed out"));
-            }
-        }
-        if let Some(e) = stream.take_error()? {
-            return Err(e);
-        }
-        stream.set_nonblocking(false)?;
-        set_timeouts(&stream, CLIENT_TIMEOUT);
-        Ok(stream)
-    })();
-    (port, stream)
-}
-
-/// `addr` as a C socket address and its length.
-fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all zeros is a valid sockaddr_storage (an AF_UNSPEC address).
-    let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*a.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than sockaddr_in and
-            // aligned for any socket address.
-            unsafe { (&raw mut storage).cast::<libc::sockaddr_in>().write(sin) };
-            mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { (&raw mut storage).cast::<libc::sockaddr_in6>().write(sin6) };
-            mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
 }
 
 /// Closes `stream` with a reset (SO_LINGER 0), the way a client aborts.
@@ -415,7 +302,7 @@ fn assert_refused(stream: &TcpStream, what: &str, daemon: &Daemon) {
 /// and the proxy closes the connection at once, with a reset or a FIN
 /// (perhaps before the connect has returned). Returns the client's port.
 fn refused(source: Option<IpAddr>, addr: SocketAddr, what: &str, daemon: &Daemon) -> u16 {
-    let (port, connected) = open(source, addr);
+    let (port, connected) = open_from(source, addr, CLIENT_TIMEOUT);
     match connected {
         Ok(stream) => assert_refused(&stream, what, daemon),
         Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
@@ -932,7 +819,7 @@ impl Mix {
 /// answered as it should, and returns (its port, bytes it received, bytes
 /// it had delivered to the backend).
 fn play(fate: Fate, addr: SocketAddr, i: usize) -> Result<(u16, u64, u64), String> {
-    let (port, connected) = open(None, addr);
+    let (port, connected) = open_from(None, addr, CLIENT_TIMEOUT);
     let fail = |what: String| format!("{fate:?} {i} (port {port}): {what}");
     let mut stream = match connected {
         Ok(stream) => stream,
@@ -1980,7 +1867,7 @@ fn five_hundred_from_one_source_with_a_limit_of_20() {
     let mut refused_at_once = 0;
     let mut streams: Vec<TcpStream> = Vec::new();
     for i in 0..CLIENTS {
-        match open(None, addr).1 {
+        match open_from(None, addr, CLIENT_TIMEOUT).1 {
             Ok(stream) => streams.push(stream),
             Err(e) if e.kind() == ErrorKind::ConnectionReset => refused_at_once += 1,
             Err(e) => panic!("client {i}: connect: {e}"),

@@ -36,9 +36,7 @@
 mod common;
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::mem;
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -1145,50 +1143,10 @@ fn config_with_listen_is_refused_with_status_2() {
 // 11. balance source
 // ---------------------------------------------------------------------------
 
-/// A connection to `to` from the address `from` (port chosen by the
-/// kernel), with bounded reads and writes: a client at another address.
-fn connect_from(from: Ipv4Addr, to: SocketAddrV4) -> io::Result<TcpStream> {
-    // SAFETY: socket(2) takes no pointers; the result is checked below.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is the descriptor socket(2) just returned, owned by
-    // nobody else: the stream closes it exactly once.
-    let stream = TcpStream::from(unsafe { OwnedFd::from_raw_fd(raw) });
-    // SO_SNDTIMEO bounds a blocking connect(2) too.
-    set_timeouts(&stream, IO_TIMEOUT);
-    let len = mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    let local = sockaddr(SocketAddrV4::new(from, 0));
-    // SAFETY: `local` is a valid sockaddr_in of `len` bytes for the call.
-    if unsafe { libc::bind(stream.as_raw_fd(), (&raw const local).cast(), len) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let remote = sockaddr(to);
-    // SAFETY: `remote` is a valid sockaddr_in of `len` bytes for the call.
-    if unsafe { libc::connect(stream.as_raw_fd(), (&raw const remote).cast(), len) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(stream)
-}
-
-fn sockaddr(addr: SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: addr.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*addr.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
-    }
-}
-
 /// [`which_backend`] for a client at address `from`.
 fn which_backend_from(from: Ipv4Addr, proxy: SocketAddr) -> u16 {
-    let SocketAddr::V4(to) = proxy else {
-        panic!("an IPv4 frontend expected, not {proxy}")
-    };
-    connect_from(from, to)
+    open_from(Some(from.into()), proxy, IO_TIMEOUT)
+        .1
         .map_err(|e| format!("connect from {from}: {e}"))
         .and_then(ask_on)
         .unwrap_or_else(|e| panic!("client {from}: {e}"))
