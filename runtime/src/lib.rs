@@ -86,6 +86,7 @@ pub mod waker;
 // What tasks use.
 pub mod async_fd;
 pub mod combinator;
+pub mod fd_limit;
 pub mod mpsc;
 pub mod net;
 pub mod oneshot;

@@ -445,6 +445,35 @@ pub(crate) fn signalfd(set: &libc::sigset_t) -> io::Result<OwnedFd> {
 /// The size of one record read from a signalfd.
 pub(crate) const SIGNALFD_RECORD: usize = mem::size_of::<libc::signalfd_siginfo>();
 
+// ---------------------------------------------------------------------------
+// the descriptor limit
+// ---------------------------------------------------------------------------
+
+/// RLIMIT_NOFILE: the soft limit (what `open`, `socket` and `accept` are held
+/// to now) and the hard limit (how far an unprivileged process may raise it).
+pub(crate) fn nofile_limits() -> io::Result<(u64, u64)> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit for the whole call.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) })?;
+    Ok((limit.rlim_cur, limit.rlim_max))
+}
+
+/// Sets RLIMIT_NOFILE's soft limit, keeping the hard one.
+pub(crate) fn set_nofile_soft_limit(soft: u64) -> io::Result<()> {
+    let (_, hard) = nofile_limits()?;
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: `limit` is a valid rlimit, only read by the call; the kernel
+    // refuses (EINVAL, EPERM) a soft limit above the hard one.
+    cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) })?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,46 @@
+//! How many descriptors this process may hold: `RLIMIT_NOFILE`.
+//!
+//! Every connection costs a proxy two descriptors (the client's socket and
+//! the backend's), so the soft limit, often 1,024 by default, caps a server
+//! long before memory does. The hard limit is the most an unprivileged
+//! process may raise it to; servers (nginx's `worker_rlimit_nofile`, HAProxy
+//! at startup) raise the soft limit to it, and so do our load clients and
+//! tests, whose children inherit the raised limit.
+
+use std::io;
+
+use crate::sys;
+
+/// The soft and the hard limit, in that order.
+pub fn nofile_limits() -> io::Result<(u64, u64)> {
+    sys::nofile_limits()
+}
+
+/// Raises the soft limit to the hard limit; returns the new soft limit.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    let (soft, hard) = sys::nofile_limits()?;
+    if soft < hard {
+        sys::set_nofile_soft_limit(hard)?;
+    }
+    Ok(sys::nofile_limits()?.0)
+}
+
+/// Sets the soft limit (at most the hard one): a test that wants to run out
+/// of descriptors lowers it for itself, or for a child before it starts.
+pub fn set_nofile_soft_limit(soft: u64) -> io::Result<()> {
+    sys::set_nofile_soft_limit(soft)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raising_reaches_the_hard_limit_and_never_lowers() {
+        let (soft, hard) = nofile_limits().expect("getrlimit");
+        assert!(soft <= hard);
+        let raised = raise_nofile_limit().expect("setrlimit");
+        assert_eq!(raised, hard);
+        assert!(raised >= soft);
+    }
+}
