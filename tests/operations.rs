@@ -39,10 +39,10 @@ use std::time::{Duration, Instant};
 use backend::bench::child::{ChildProcess, free_port};
 use backend::bench::peers::{self, Installed};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
-use proxy::access_log::json::{self, Value};
-use proxy::access_log::{JSON_KEYS, ParsedLine, parse_tcplog};
-use proxy::metrics::prometheus_text::{self, Exposition};
-use proxy::proxy_protocol::{self, Addresses, MAX_HEADER, Version};
+use proxy::conn::proxy_protocol::{self, Addresses, MAX_HEADER, Version};
+use proxy::ops::access_log::json::{self, Value};
+use proxy::ops::access_log::{JSON_KEYS, ParsedLine, parse_tcplog};
+use proxy::ops::metrics::prometheus_text::{self, Exposition};
 
 use common::*;
 

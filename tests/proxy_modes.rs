@@ -193,7 +193,7 @@ fn backend_reset_mid_reply(mode: Mode) {
         for _ in 0..REPLY / chunk.len() {
             stream.write_all(&chunk)?;
         }
-        proxy::blocking::reset(stream);
+        proxy::blocking::relay::reset(stream);
         Ok(())
     });
     let proxy = start_proxy(mode, &[backend.addr()], &[]);
@@ -238,7 +238,7 @@ fn client_reset(mode: Mode) {
     let mut echoed = [0u8; 6];
     stream.read_exact(&mut echoed).expect("relayed both ways");
     // SO_LINGER 0, then close: our side sends RST.
-    proxy::blocking::reset(stream);
+    proxy::blocking::relay::reset(stream);
     let seen = wait_report(&reports, "its read after our reset");
     assert_eq!(seen, "reset", "{mode:?}: the backend's read saw {seen}");
     stop_cleanly(proxy);
@@ -270,7 +270,7 @@ fn client_reset_after_fin(mode: Mode) {
     stream.shutdown(Shutdown::Write).expect("FIN");
     assert_eq!(wait_report(&reports, "the client's FIN"), "eof");
     // The client goes away for good: SO_LINGER 0, then close.
-    proxy::blocking::reset(stream);
+    proxy::blocking::relay::reset(stream);
     let seen = wait_report(&reports, "whether it was reset");
     assert_eq!(
         seen, "reset",

@@ -54,29 +54,20 @@
 
 pub mod log;
 
-pub mod accept;
-pub mod access_log;
-pub mod acl;
-pub mod admin;
-pub mod balance;
 pub mod blocking;
-pub mod cli;
-pub mod config;
-pub mod connection;
-pub mod demo;
+pub mod conn;
 pub mod epoll;
-pub mod health;
-pub mod limit;
-pub mod metrics;
-pub mod picker;
-pub mod pool;
-pub mod process;
-pub mod proxy_protocol;
-pub mod relay;
-pub mod shutdown;
-pub mod single;
+pub mod ops;
+pub mod policy;
+pub mod settings;
 
-use cli::{Command, Mode};
+pub mod demo;
+pub mod process;
+
+use blocking::{pool, single};
+use ops::shutdown;
+use settings::cli::{self, Command, Mode};
+use settings::config;
 
 /// The whole program: parses `args` (without the program name), runs what
 /// they ask for, and returns the process exit status (0 ok, 1 runtime

@@ -19,7 +19,7 @@
 //!   admin thread: Registry::render()  ->  proxy_frontend_connections_total{frontend="web"} 12
 //! ```
 //!
-//! The admin endpoint ([`admin`](crate::admin)) reads every worker's values
+//! The admin endpoint ([`admin`](crate::ops::admin)) reads every worker's values
 //! and adds them up. Why `Relaxed` is enough: a scrape wants each number,
 //! not a relation between numbers; a counter read a moment early is simply
 //! the value of a moment earlier. The numbers of one scrape are therefore
@@ -50,7 +50,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::health::HealthBoard;
+use crate::policy::health::HealthBoard;
 
 /// One frontend's counters, as one worker counts them (module docs). Add
 /// with [`inc`] and [`add`]; hold an [`Active`] while a connection is open.
@@ -136,7 +136,7 @@ pub fn add(counter: &AtomicU64, n: u64) {
 
 /// One unit of a gauge held for a while: +1 when made, -1 when dropped, so
 /// a connection cannot forget to leave the `active` count (like a
-/// [`Permit`](crate::limit::Permit) and its limit).
+/// [`Permit`](crate::policy::limit::Permit) and its limit).
 #[derive(Debug)]
 #[must_use = "the gauge goes back down when this is dropped"]
 pub struct Active<'a> {
@@ -782,7 +782,7 @@ pub mod prometheus_text {
     //! `{}`, and a counter is never negative.
     //!
     //! ```
-    //! use proxy::metrics::prometheus_text::{parse, Kind};
+    //! use proxy::ops::metrics::prometheus_text::{parse, Kind};
     //! let text = "# TYPE up gauge\nup{job=\"proxy\"} 1\n";
     //! let exposition = parse(text).expect("valid");
     //! assert_eq!(exposition.value("up", &[("job", "proxy")]), Some(1.0));
@@ -1137,7 +1137,7 @@ pub mod prometheus_text {
 mod tests {
     use super::prometheus_text::{Kind as TextKind, parse};
     use super::*;
-    use crate::config::Check;
+    use crate::settings::config::Check;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     fn addr(port: u16) -> SocketAddr {

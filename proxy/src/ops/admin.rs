@@ -9,7 +9,7 @@
 //!
 //! The listener runs on a thread named `admin` with a runtime of its own,
 //! like the health checker. A scrape reads every worker's counters (relaxed
-//! loads, [`metrics`](crate::metrics)), reads `/proc` and formats a page of
+//! loads, [`metrics`](crate::ops::metrics)), reads `/proc` and formats a page of
 //! text: none of that happens on an event loop, and a flood of admin
 //! connections waits on the admin thread's epoll, not the workers'.
 //!
@@ -60,9 +60,9 @@ use std::time::Duration;
 use runtime::net::{ListenOptions, TcpListener, TcpStream, bind_std};
 use runtime::{spawn as spawn_task, time};
 
-use crate::accept::AcceptErrors;
-use crate::limit::Limit;
-use crate::metrics::Published;
+use crate::conn::accept::AcceptErrors;
+use crate::ops::metrics::Published;
+use crate::policy::limit::Limit;
 
 /// How the admin listener may be used; [`AdminOptions::default`] is what
 /// [`spawn`] uses.
@@ -482,8 +482,8 @@ impl Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::HealthBoard;
-    use crate::metrics::{self, prometheus_text};
+    use crate::ops::metrics::{self, prometheus_text};
+    use crate::policy::health::HealthBoard;
     use std::io::{Read, Write};
     use std::net::TcpStream as StdStream;
     use std::time::Instant;

@@ -44,6 +44,8 @@
 //! client alone is reset. An accept that fails for lack of descriptors
 //! (EMFILE) pauses accepting briefly, while open connections keep flowing.
 
+pub mod connection;
+
 use std::cell::RefCell;
 use std::io;
 use std::path::PathBuf;
@@ -55,17 +57,17 @@ use runtime::net::{ListenOptions, TcpListener, bind_std};
 use runtime::signal::{Signal, Signals};
 use runtime::{JoinHandle, mpsc, oneshot, spawn, time};
 
-use crate::accept::AcceptErrors;
-use crate::access_log::{AccessLog, Format};
-use crate::acl::SourceLimits;
-use crate::admin;
-use crate::config::{self, AccessLogTarget, Config, Frontend, Global};
-use crate::connection::{self, KillSwitch, Local, Places, WorkerContext};
-use crate::health::{self, HealthBoard};
-use crate::limit::Limit;
-use crate::metrics::{self, FrontendCounters, Published, Registry};
-use crate::relay::Limits;
-use crate::shutdown::{self, Drained};
+use crate::conn::accept::AcceptErrors;
+use crate::conn::relay::Limits;
+use crate::ops::access_log::{AccessLog, Format};
+use crate::ops::admin;
+use crate::ops::metrics::{self, FrontendCounters, Published, Registry};
+use crate::ops::shutdown::{self, Drained};
+use crate::policy::acl::SourceLimits;
+use crate::policy::health::{self, HealthBoard};
+use crate::policy::limit::Limit;
+use crate::settings::config::{self, AccessLogTarget, Config, Frontend, Global};
+use connection::{KillSwitch, Local, Places, WorkerContext};
 
 /// How the epoll mode runs: the frontends, and the process-wide settings
 /// that are not part of a configuration file.
@@ -128,7 +130,7 @@ struct Assignment {
 }
 
 /// Runs the epoll mode until a stop signal has been handled (see
-/// [`crate::shutdown`]); returns when the process should exit.
+/// [`crate::ops::shutdown`]); returns when the process should exit.
 pub fn run(plan: &Plan) -> io::Result<()> {
     let workers = plan.workers.max(1);
     let mut control = Control {

@@ -28,7 +28,7 @@
 //! reserves it before waiting). And a queued job is worse than a queued
 //! handshake: its client believes it is being served.
 //!
-//! A connection's failure stays with its job: [`blocking::serve`] logs and
+//! A connection's failure stays with its job: [`relay::serve`] logs and
 //! never panics (and the pool would survive a panic anyway, counting it).
 //!
 //! # Stopping
@@ -38,7 +38,7 @@
 //! reading, which makes the blocked `accept(2)` fail (EINVAL on Linux) and
 //! the kernel refuse new clients; the accept loop sees the stop flag and
 //! ends, and the main thread drains the jobs still running
-//! ([`lifecycle::drain`](crate::shutdown::drain)).
+//! ([`lifecycle::drain`](crate::ops::shutdown::drain)).
 
 #![forbid(unsafe_code)]
 
@@ -53,11 +53,11 @@ use nix::sys::socket::{Shutdown, shutdown};
 use runtime::signal::Signals;
 use runtime::thread_pool::ThreadPool;
 
-use crate::accept::AcceptErrors;
-use crate::blocking;
-use crate::cli::Settings;
-use crate::picker::{Picker, new_picker};
-use crate::shutdown::{self as lifecycle, Live};
+use crate::blocking::picker::{Picker, new_picker};
+use crate::blocking::relay;
+use crate::conn::accept::AcceptErrors;
+use crate::ops::shutdown::{self as lifecycle, Live};
+use crate::settings::cli::Settings;
 
 /// What every job needs, shared by the workers.
 #[derive(Debug)]
@@ -72,7 +72,7 @@ impl Shared {
         let backends = &self.settings.backends;
         // The list is immutable, so indexing it needs no lock (picker.rs).
         let backend = backends[self.picker.pick() % backends.len()];
-        blocking::serve(client, peer, backend, &self.settings);
+        relay::serve(client, peer, backend, &self.settings);
     }
 }
 
@@ -85,7 +85,7 @@ pub fn queue_limit(threads: usize) -> usize {
 }
 
 /// Runs the pool mode until a stop signal has been handled (see
-/// [`shutdown`](crate::shutdown)); returns when the process should exit.
+/// [`shutdown`](crate::ops::shutdown)); returns when the process should exit.
 pub fn run(settings: &Settings) -> io::Result<()> {
     if settings.backends.is_empty() {
         return Err(io::Error::new(
@@ -94,7 +94,7 @@ pub fn run(settings: &Settings) -> io::Result<()> {
         ));
     }
     // Shared by the accept thread and the main thread, which stops it.
-    let listener = Arc::new(blocking::listen(settings)?);
+    let listener = Arc::new(relay::listen(settings)?);
     let addr = listener.local_addr()?;
     let pool = ThreadPool::with_queue_limit(settings.threads, queue_limit(settings.threads))?;
     let shared = Arc::new(Shared {

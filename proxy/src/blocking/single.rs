@@ -26,22 +26,22 @@
 use std::io;
 use std::net::SocketAddr;
 
-use crate::accept::AcceptErrors;
-use crate::blocking;
-use crate::cli::Settings;
+use crate::blocking::relay;
+use crate::conn::accept::AcceptErrors;
+use crate::settings::cli::Settings;
 
 /// Runs the single mode until the process is stopped (by a signal: see
-/// [`shutdown`](crate::shutdown)). Returns only if it cannot start.
+/// [`shutdown`](crate::ops::shutdown)). Returns only if it cannot start.
 pub fn run(settings: &Settings) -> io::Result<()> {
     let backend = first_backend(settings)?;
-    let listener = blocking::listen(settings)?;
+    let listener = relay::listen(settings)?;
     let addr = listener.local_addr()?;
     crate::info!("listening on {} (single)", addr);
     crate::info!("relaying one connection at a time to {backend}");
     let mut accept_errors = AcceptErrors::new();
     loop {
         match listener.accept() {
-            Ok((client, peer)) => blocking::serve(client, peer, backend, settings),
+            Ok((client, peer)) => relay::serve(client, peer, backend, settings),
             Err(e) => {
                 if let Some(pause) = accept_errors.note(&e) {
                     std::thread::sleep(pause);

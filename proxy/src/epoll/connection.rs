@@ -37,15 +37,15 @@ use runtime::combinator::{Either, select};
 use runtime::net::{TcpStream, is_fd_exhaustion};
 use runtime::time;
 
-use crate::access_log::{Cause, Phase, Record, Side, Sink, Termination};
-use crate::balance::{Algorithm, Balancer, Server};
-use crate::config::{Balance, ProxyVersion};
+use crate::conn::proxy_protocol::{self, Addresses, Version};
+use crate::conn::relay::{self, Ending, Peer};
 use crate::epoll::Shared;
-use crate::health;
-use crate::limit::{Limit, Permit};
-use crate::metrics::{self, Active, FrontendCounters};
-use crate::proxy_protocol::{self, Addresses, Version};
-use crate::relay::{self, Ending, Peer};
+use crate::ops::access_log::{Cause, Phase, Record, Side, Sink, Termination};
+use crate::ops::metrics::{self, Active, FrontendCounters};
+use crate::policy::balance::{Algorithm, Balancer, Server};
+use crate::policy::health;
+use crate::policy::limit::{Limit, Permit};
+use crate::settings::config::{Balance, ProxyVersion};
 
 /// What every frontend on one worker shares: the process-wide counts, and
 /// the worker's buffer of access-log lines.

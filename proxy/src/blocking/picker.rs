@@ -118,7 +118,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::cli::PickerKind;
+use crate::settings::cli::PickerKind;
 
 /// Chooses the index of the next backend.
 pub trait Picker: Send + Sync + fmt::Debug {

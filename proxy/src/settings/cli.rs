@@ -16,12 +16,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::access_log::Format;
-use crate::acl::AccessList;
-use crate::config::{
+use crate::log::Level;
+use crate::ops::access_log::Format;
+use crate::policy::acl::AccessList;
+use crate::settings::config::{
     AccessLogTarget, BackendServer, Balance, Config, DEFAULT_RETRIES, Frontend, Global, Timeouts,
 };
-use crate::log::Level;
 
 /// Which of the seed's milestones runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -532,7 +532,7 @@ fn unknown_flag(flag: &str) -> String {
     }
 }
 
-/// Levenshtein distance, for "did you mean" hints (here and in [`crate::config`]).
+/// Levenshtein distance, for "did you mean" hints (here and in [`crate::settings::config`]).
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();

@@ -66,7 +66,7 @@
 //! process-wide: every event-loop thread shares one `SourceLimits`, so an
 //! operator's "20 per source" means 20, not 20 per thread.
 //!
-//! It borrows [`limit`](crate::limit)'s idea, a place taken by
+//! It borrows [`limit`](crate::policy::limit)'s idea, a place taken by
 //! `try_acquire` and given back by dropping the permit, so a connection
 //! cannot forget to, but not its atomic counter: here the count lives in a
 //! map entry that must disappear when it reaches 0 (else every address ever
@@ -411,7 +411,7 @@ impl SourceLimits {
 
     /// A panic while a shard was locked leaves counts that are still
     /// whole numbers (every change is one store), so a poisoned lock is
-    /// used as is, as in [`limit`](crate::limit).
+    /// used as is, as in [`limit`](crate::policy::limit).
     fn lock(&self, index: usize) -> MutexGuard<'_, HashMap<IpAddr, u32>> {
         self.shards[index]
             .lock()

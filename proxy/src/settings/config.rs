@@ -16,7 +16,7 @@
 //! file's frontends (the epoll mode, [`crate::epoll`]); `proxy --check-config
 //! FILE` validates it and exits. Without `--config`, the command-line flags
 //! describe one frontend, named `default`
-//! ([`Settings::to_config`](crate::cli::Settings::to_config)).
+//! ([`Settings::to_config`](crate::settings::cli::Settings::to_config)).
 //!
 //! Parsing never stops at the first mistake and never panics: every
 //! problem of the file becomes a [`ConfigError`] that says where
@@ -27,9 +27,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::access_log::Format;
-use crate::acl::{AccessList, Cidr};
-use crate::cli::{edit_distance, parse_duration};
+use crate::ops::access_log::Format;
+use crate::policy::acl::{AccessList, Cidr};
+use crate::settings::cli::{edit_distance, parse_duration};
 
 /// A whole configuration file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -1263,7 +1263,7 @@ mod tests {
         s.parse().unwrap()
     }
 
-    const FULL: &str = include_str!("../examples/full.conf");
+    const FULL: &str = include_str!("../../examples/full.conf");
 
     #[test]
     fn the_full_example_parses_to_what_it_says() {
@@ -1790,7 +1790,7 @@ frontend api
     #[test]
     fn the_documented_example_is_the_full_example() {
         // docs/OPERATIONS.md shows examples/full.conf; they must not drift apart.
-        let doc = include_str!("../../docs/OPERATIONS.md");
+        let doc = include_str!("../../../docs/OPERATIONS.md");
         let body: String = FULL
             .lines()
             .filter(|l| !l.starts_with('#'))

@@ -1,6 +1,6 @@
 //! Health: which backends are up, from active checks and from real traffic.
 //!
-//! [`balance`](crate::balance) picks among the servers that are up; this
+//! [`balance`](crate::policy::balance) picks among the servers that are up; this
 //! module decides which those are, with HAProxy's rules for `check inter
 //! fall rise` and `observe layer4`. Two sources of evidence feed it:
 //!
@@ -45,8 +45,8 @@
 //! only when the board's *generation*, bumped after every change, moved:
 //!
 //! ```
-//! use proxy::balance::{Algorithm, Balancer, Server};
-//! use proxy::health::HealthBoard;
+//! use proxy::policy::balance::{Algorithm, Balancer, Server};
+//! use proxy::policy::health::HealthBoard;
 //! # let addr = "127.0.0.1:9001".parse().unwrap();
 //! let board = HealthBoard::new("web", &[(addr, None)]);
 //! let mut balancer = Balancer::new(vec![Server::new(addr)], Algorithm::RoundRobin);
@@ -99,7 +99,7 @@ use std::time::{Duration, Instant};
 use runtime::net::TcpStream;
 use runtime::time;
 
-use crate::config::Check;
+use crate::settings::config::Check;
 
 /// The shortest interval between two checks: a zero `inter` would be a busy loop.
 const MIN_INTER: Duration = Duration::from_millis(1);

@@ -1,6 +1,6 @@
 //! Choosing a backend: the `balance` algorithms, weights, backups.
 //!
-//! [`picker`](crate::picker) answers "which backend is next?" with a bare
+//! [`picker`](crate::blocking::picker) answers "which backend is next?" with a bare
 //! counter. A real load balancer needs more: backends with different
 //! capacities (weights), backends taken out of rotation (health checks,
 //! draining), spare backends used only in an emergency (backups), servers a

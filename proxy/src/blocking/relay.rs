@@ -1,5 +1,5 @@
-//! What the blocking modes ([`single`](crate::single) and
-//! [`pool`](crate::pool)) share: a listener, one connection's life
+//! What the blocking modes ([`single`](crate::blocking::single) and
+//! [`pool`](crate::blocking::pool)) share: a listener, one connection's life
 //! (connect, relay, abort on failure), and the full-duplex [`relay`] on
 //! `poll(2)`.
 //!
@@ -67,7 +67,7 @@
 //!   until the relay has something to ask of it, so that a hang-up it
 //!   cannot act on yet does not make `poll` return at once, over and over.
 //!
-//! The async relay of the epoll mode ([`relay`](crate::relay)) keeps the
+//! The async relay of the epoll mode ([`relay`](crate::conn::relay)) keeps the
 //! same contract with futures instead of `poll(2)`.
 
 #![forbid(unsafe_code)]
@@ -83,7 +83,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{setsockopt, sockopt};
 use runtime::net::{ListenOptions, bind_std};
 
-use crate::cli::Settings;
+use crate::settings::cli::Settings;
 
 /// Bytes buffered per direction of a relayed connection.
 pub const BUFFER_SIZE: usize = 64 * 1024;

@@ -149,8 +149,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::conn::relay::Ending;
 use crate::log::{Civil, civil};
-use crate::relay::Ending;
 
 /// A [`Sink`] writes its buffer once it holds this many bytes.
 pub const FLUSH_THRESHOLD: usize = 16 * 1024;

@@ -1,0 +1,4 @@
+//! Settings: what the operator asked for.
+
+pub mod cli;
+pub mod config;
