@@ -11,7 +11,7 @@
 //!
 //! The oracles are what the test itself did. The access log's termination
 //! code of each connection must be the one its client provoked (the table
-//! in `proxy/src/access_log.rs`); the metrics must equal the traffic sent,
+//! in `proxy/src/ops/access_log/termination.rs`); the metrics must equal the traffic sent,
 //! counted by the test's own backends; a backend behind `send-proxy` must
 //! learn the address the client knows it has.
 //!
@@ -40,9 +40,10 @@ use backend::bench::child::{ChildProcess, free_port};
 use backend::bench::peers::{self, Installed};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use proxy::conn::proxy_protocol::{self, Addresses, MAX_HEADER, Version};
-use proxy::ops::access_log::json::{self, Value};
-use proxy::ops::access_log::{JSON_KEYS, ParsedLine, parse_tcplog};
-use proxy::ops::metrics::prometheus_text::{self, Exposition};
+use proxy::ops::access_log::record::JSON_KEYS;
+use testkit::json::{self, Json};
+use testkit::prometheus::{self, Exposition};
+use testkit::tcplog::{ParsedLine, parse_tcplog};
 
 use common::*;
 
@@ -603,7 +604,7 @@ fn scrape(admin: SocketAddr) -> (Exposition, String) {
             .contains("content-type: text/plain; version=0.0.4"),
         "GET /metrics: {head}"
     );
-    let exposition = prometheus_text::parse(&body)
+    let exposition = prometheus::parse(&body)
         .unwrap_or_else(|e| panic!("/metrics is not valid Prometheus text: {e}\n{body}"));
     (exposition, body)
 }
@@ -1034,11 +1035,11 @@ fn json_access_log_lines_are_objects_with_every_key() {
         assert_eq!(keys, JSON_KEYS, "{line}");
         let get = |key: &str| &fields.iter().find(|(k, _)| k == key).unwrap().1;
         let number = |key: &str| match get(key) {
-            Value::Number(n) if n.fract() == 0.0 => *n as i64,
+            Json::Number(n) if n.fract() == 0.0 => *n as i64,
             other => panic!("{key} is {other:?}, not an integer: {line}"),
         };
         let text = |key: &str| match get(key) {
-            Value::Text(s) => s.clone(),
+            Json::String(s) => s.clone(),
             other => panic!("{key} is {other:?}, not a string: {line}"),
         };
         let time = text("time");
@@ -1048,11 +1049,11 @@ fn json_access_log_lines_are_objects_with_every_key() {
         );
         assert_eq!(text("client_ip"), "127.0.0.1", "{line}");
         assert_eq!(text("backend"), text("frontend"), "{line}");
-        assert_eq!(get("redispatched"), &Value::Bool(false), "{line}");
+        assert_eq!(get("redispatched"), &Json::Bool(false), "{line}");
         assert_eq!(number("retries"), 0, "{line}");
         let server = match get("server") {
-            Value::Null => None,
-            Value::Text(s) => Some(s.clone()),
+            Json::Null => None,
+            Json::String(s) => Some(s.clone()),
             other => panic!("server is {other:?}: {line}"),
         };
         actual.push(Expected {

@@ -7,7 +7,6 @@
 //! bound many times the slack it needs.
 
 mod common;
-mod json;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener};
@@ -20,7 +19,7 @@ use backend::load::{
     run_closed_loop,
 };
 use common::{raise_nofile_limit, within};
-use json::Json;
+use testkit::json::{self, Json};
 
 fn start(mode: FixtureMode, delay_ms: u64) -> Fixture {
     let options = FixtureOptions {
@@ -366,11 +365,6 @@ fn zero_idle_connections_is_empty() {
 }
 
 // ---- JSON -----------------------------------------------------------------------
-
-#[test]
-fn the_json_reader_is_strict() {
-    json::self_check();
-}
 
 const LOAD_KEYS: [&str; 12] = [
     "requests",

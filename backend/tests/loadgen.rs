@@ -2,7 +2,6 @@
 //! `--json` prints exactly one line of JSON, each run reports what it did.
 
 mod common;
-mod json;
 
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Command, Output, Stdio};
@@ -11,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use backend::load::MIB;
-use json::Json;
+use testkit::json::{self, Json};
 
 fn start(mode: FixtureMode) -> Fixture {
     let options = FixtureOptions {

@@ -83,6 +83,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{setsockopt, sockopt};
 use runtime::net::{ListenOptions, bind_std};
 
+use crate::conn::side::Side;
 use crate::settings::cli::Settings;
 
 /// Bytes buffered per direction of a relayed connection.
@@ -149,33 +150,6 @@ pub fn reset(stream: TcpStream) {
         crate::debug!("SO_LINGER: {e}; closing without a reset");
     }
     drop(stream);
-}
-
-/// Which socket of a relayed connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// The connection accepted from the client.
-    Client,
-    /// The connection to the backend.
-    Backend,
-}
-
-impl Side {
-    fn index(self) -> usize {
-        match self {
-            Side::Client => 0,
-            Side::Backend => 1,
-        }
-    }
-}
-
-impl fmt::Display for Side {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Side::Client => "client",
-            Side::Backend => "backend",
-        })
-    }
 }
 
 /// How a relay ended.
@@ -506,7 +480,7 @@ impl<'a> Relay<'a> {
     /// Does what `poll` said is possible. `Ok(true)` if anything moved.
     fn act(&mut self, ready: [PollFlags; 2]) -> Result<Moved, Stop> {
         let mut moved = false;
-        for side in [Side::Client, Side::Backend] {
+        for side in Side::BOTH {
             let events = ready[side.index()];
             if !events.is_empty() {
                 moved |= self.on_ready(side, events)?;

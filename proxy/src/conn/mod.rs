@@ -3,3 +3,4 @@
 pub mod accept;
 pub mod proxy_protocol;
 pub mod relay;
+pub mod side;

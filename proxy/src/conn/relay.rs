@@ -60,6 +60,8 @@ use std::time::{Duration, Instant};
 use runtime::net::TcpStream;
 use runtime::time::{self, Sleep};
 
+use super::side::Side;
+
 /// Bytes moved per read. Large enough that a bulk transfer costs few system
 /// calls; it is only held while data is in flight.
 pub const BUFFER_SIZE: usize = 64 * 1024;
@@ -143,16 +145,7 @@ pub struct Outcome {
     pub downstream: u64,
     /// The side whose FIN came first, if one came (for the access log: a
     /// fin timeout is the *other* side's silence).
-    pub first_fin: Option<Peer>,
-}
-
-/// One end of a relayed connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Peer {
-    /// The client, which connected to us.
-    Client,
-    /// The backend we connected to.
-    Backend,
+    pub first_fin: Option<Side>,
 }
 
 /// Which socket of a direction failed.
@@ -304,16 +297,14 @@ pub async fn relay_until(
         if down.done && backend.poll_hang_up(cx).is_ready() {
             return Poll::Ready(Ending::BackendReset);
         }
+        // Who has sent its FIN (the other direction is still open).
         let half_closed = match (up.done, down.done) {
-            (true, _) => Some(HalfClosed::ByClient),
-            (_, true) => Some(HalfClosed::ByBackend),
+            (true, _) => Some(Side::Client),
+            (_, true) => Some(Side::Backend),
             _ => None,
         };
         if first_fin.is_none() {
-            first_fin = half_closed.map(|h| match h {
-                HalfClosed::ByClient => Peer::Client,
-                HalfClosed::ByBackend => Peer::Backend,
-            });
+            first_fin = half_closed;
         }
         timer.poll_expired(cx, up.bytes + down.bytes != moved_before, half_closed)
     })
@@ -340,13 +331,6 @@ fn pass_on_reset(ending: Ending, client: &TcpStream, backend: &TcpStream) {
     // connection is over either way, so there is nothing more to do.
     let _ = client.set_reset_on_close();
     let _ = backend.set_reset_on_close();
-}
-
-/// Which side sent its FIN first (the other direction is still open).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HalfClosed {
-    ByClient,
-    ByBackend,
 }
 
 /// The idle and half-closed timeouts, with one timer re-armed lazily.
@@ -376,12 +360,12 @@ impl IdleTimer {
         &mut self,
         cx: &mut Context<'_>,
         moved: bool,
-        half_closed: Option<HalfClosed>,
+        half_closed: Option<Side>,
     ) -> Poll<Ending> {
         let limit = match half_closed {
             // The side still sending is the one waited on.
-            Some(HalfClosed::ByClient) => self.limits.server_fin_timeout,
-            Some(HalfClosed::ByBackend) => self.limits.client_fin_timeout,
+            Some(Side::Client) => self.limits.server_fin_timeout,
+            Some(Side::Backend) => self.limits.client_fin_timeout,
             None => self.limits.idle_timeout,
         }
         .min(self.limits.idle_timeout);

@@ -38,10 +38,12 @@ use runtime::net::{TcpStream, is_fd_exhaustion};
 use runtime::time;
 
 use crate::conn::proxy_protocol::{self, Addresses, Version};
-use crate::conn::relay::{self, Ending, Peer};
+use crate::conn::relay::{self, Ending};
 use crate::epoll::Shared;
-use crate::ops::access_log::{Cause, Phase, Record, Side, Sink, Termination};
-use crate::ops::metrics::{self, Active, FrontendCounters};
+use crate::ops::access_log::record::Record;
+use crate::ops::access_log::sink::Sink;
+use crate::ops::access_log::termination::{Cause, Phase, Termination};
+use crate::ops::metrics::counters::{self, Active, FrontendCounters};
 use crate::policy::balance::{Algorithm, Balancer, Server};
 use crate::policy::health;
 use crate::policy::limit::{Limit, Permit};
@@ -245,7 +247,7 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
         phase: Phase::Request,
     };
     let counters = local.counters.clone();
-    metrics::inc(&counters.connections);
+    counters::inc(&counters.connections);
     let _active = Active::new(&counters.active);
     let ran = select(local.run(&client, &mut trace), local.worker.kill.fired()).await;
     let result = match ran {
@@ -376,7 +378,7 @@ impl Local {
         let _ = backend.set_nodelay(true);
         let server_counters = self.counters.backends.get(index);
         if let Some(c) = server_counters {
-            metrics::inc(&c.connections);
+            counters::inc(&c.connections);
         }
         let _server_active = server_counters.map(|c| Active::new(&c.active));
         // 4. What the backend must hear before the client's bytes. The
@@ -419,25 +421,21 @@ impl Local {
         self.count_outcome(index, &outcome);
         trace.bytes_up = outcome.upstream;
         trace.bytes_down = outcome.downstream;
-        let first_fin = outcome.first_fin.map(|peer| match peer {
-            Peer::Client => Side::Client,
-            Peer::Backend => Side::Server,
-        });
-        trace.termination = Termination::of_relay(outcome.ending, first_fin);
+        trace.termination = Termination::of_relay(outcome.ending, outcome.first_fin);
         Ok(())
     }
 
     /// Adds a finished relay to the frontend's and the backend's counters.
     fn count_outcome(&self, index: usize, outcome: &relay::Outcome) {
         let c = &self.counters;
-        metrics::add(&c.bytes_in, outcome.upstream);
-        metrics::add(&c.bytes_out, outcome.downstream);
+        counters::add(&c.bytes_in, outcome.upstream);
+        counters::add(&c.bytes_out, outcome.downstream);
         if let Some(server) = c.backends.get(index) {
-            metrics::add(&server.bytes_in, outcome.upstream);
-            metrics::add(&server.bytes_out, outcome.downstream);
+            counters::add(&server.bytes_in, outcome.upstream);
+            counters::add(&server.bytes_out, outcome.downstream);
         }
         if matches!(outcome.ending, Ending::IdleTimeout | Ending::FinTimeout) {
-            metrics::inc(&c.timeouts);
+            counters::inc(&c.timeouts);
         }
     }
 
@@ -517,7 +515,7 @@ impl Local {
             trace.backend = Some(index);
             if let Some(last) = &failure {
                 trace.retries = attempt;
-                metrics::inc(&self.counters.retries);
+                counters::inc(&self.counters.retries);
                 crate::warn!(
                     "frontend {}: {peer}: {}; retrying on {addr} (retry {attempt} of {})",
                     frontend.name,
@@ -549,7 +547,7 @@ impl Local {
             };
             self.shared.board.passive_failure(index, &why);
             if let Some(server) = self.counters.backends.get(index) {
-                metrics::inc(&server.connect_errors);
+                counters::inc(&server.connect_errors);
             }
             tried.push(index);
             failure = Some(Refusal::new(
@@ -673,7 +671,7 @@ fn count_refusal(counters: &FrontendCounters, refusal: &Refusal) {
         Phase::Connect => &counters.connect_errors,
         _ => return,
     };
-    metrics::inc(counter);
+    counters::inc(counter);
 }
 
 fn algorithm(balance: Balance) -> Algorithm {

@@ -59,9 +59,11 @@ use runtime::{JoinHandle, mpsc, oneshot, spawn, time};
 
 use crate::conn::accept::AcceptErrors;
 use crate::conn::relay::Limits;
-use crate::ops::access_log::{AccessLog, Format};
+use crate::ops::access_log::record::Format;
+use crate::ops::access_log::sink::AccessLog;
 use crate::ops::admin;
-use crate::ops::metrics::{self, FrontendCounters, Published, Registry};
+use crate::ops::metrics::counters::{self, FrontendCounters};
+use crate::ops::metrics::exposition::{Published, Registry};
 use crate::ops::shutdown::{self, Drained};
 use crate::policy::acl::SourceLimits;
 use crate::policy::health::{self, HealthBoard};
@@ -720,7 +722,7 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
             // queue, and accepting again at once would spin. The pause is a
             // timer, so open connections keep running meanwhile.
             Err(e) => {
-                metrics::inc(&local.counters.accept_errors);
+                counters::inc(&local.counters.accept_errors);
                 if let Some(pause) = errors.note(&e) {
                     time::sleep(pause).await;
                 }

@@ -99,10 +99,32 @@ use std::time::{Duration, Instant};
 use runtime::net::TcpStream;
 use runtime::time;
 
-use crate::settings::config::Check;
-
 /// The shortest interval between two checks: a zero `inter` would be a busy loop.
 const MIN_INTER: Duration = Duration::from_millis(1);
+
+/// Active health-check parameters (`check inter 2s fall 3 rise 2 timeout 1s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Check {
+    /// Time between two checks (default 2s).
+    pub inter: Duration,
+    /// Consecutive failures that mark the backend down (default 3).
+    pub fall: u32,
+    /// Consecutive successes that bring it back (default 2).
+    pub rise: u32,
+    /// How long one check's connect may take (default: `inter`).
+    pub timeout: Duration,
+}
+
+impl Default for Check {
+    fn default() -> Self {
+        Check {
+            inter: Duration::from_secs(2),
+            fall: 3,
+            rise: 2,
+            timeout: Duration::from_secs(2),
+        }
+    }
+}
 
 /// The health of one frontend's servers (module docs).
 #[derive(Debug)]

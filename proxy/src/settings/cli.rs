@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::log::Level;
-use crate::ops::access_log::Format;
+use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::settings::config::{
     AccessLogTarget, BackendServer, Balance, Config, DEFAULT_RETRIES, Frontend, Global, Timeouts,

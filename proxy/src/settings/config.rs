@@ -27,8 +27,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::ops::access_log::Format;
+use crate::ops::access_log::record::Format;
 use crate::policy::acl::{AccessList, Cidr};
+use crate::policy::health::Check;
 use crate::settings::cli::{edit_distance, parse_duration};
 
 /// A whole configuration file.
@@ -235,30 +236,6 @@ pub struct BackendServer {
     /// `send-proxy` / `send-proxy-v2`: start each connection with a PROXY
     /// protocol header carrying the client's address.
     pub send_proxy: Option<ProxyVersion>,
-}
-
-/// Active health-check parameters (`check inter 2s fall 3 rise 2 timeout 1s`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Check {
-    /// Time between two checks (default 2s).
-    pub inter: Duration,
-    /// Consecutive failures that mark the backend down (default 3).
-    pub fall: u32,
-    /// Consecutive successes that bring it back (default 2).
-    pub rise: u32,
-    /// How long one check's connect may take (default: `inter`).
-    pub timeout: Duration,
-}
-
-impl Default for Check {
-    fn default() -> Self {
-        Check {
-            inter: Duration::from_secs(2),
-            fall: 3,
-            rise: 2,
-            timeout: Duration::from_secs(2),
-        }
-    }
 }
 
 /// One mistake in a configuration file.

@@ -1,0 +1,529 @@
+//! One access-log line: a finished connection ([`Record`]) written in
+//! HAProxy's `tcplog` layout (the fields are in the [layer's
+//! docs](super)) or as one JSON object ([`Format`]).
+//!
+//! `--log-format json` writes one object per line with the same fields
+//! under plain names, plus `bytes_up`:
+//!
+//! ```text
+//! {"time":"2026-11-30T12:00:00.123Z","client_ip":"127.0.0.1","client_port":51234,
+//!  "frontend":"web","backend":"web","server":"127.0.0.1:9001","wait_ms":0,"connect_ms":1,
+//!  "total_ms":25,"bytes_down":120,"bytes_up":42,"termination":"--","retries":0,
+//!  "redispatched":false,"active_process":1,"active_frontend":1,"active_backend":1,
+//!  "active_server":1,"server_queue":0,"backend_queue":0}
+//! ```
+//!
+//! (on one line). `server` is `null` where tcplog says `<NOSRV>`; times that
+//! tcplog prints as `-1` are `-1` here too. [`JSON_KEYS`] lists the keys in
+//! the order they are written, for the tools that read the lines back.
+
+use std::fmt::{self, Write as _};
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use crate::log::json;
+use crate::log::utc::{Civil, Utc, civil, since_epoch};
+
+use super::termination::Termination;
+
+/// The layout of the lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// HAProxy's `option tcplog` (the default).
+    Tcplog,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Format {
+    /// Parses `tcplog` or `json` (the `--log-format` flag).
+    pub fn parse(s: &str) -> Option<Format> {
+        match s {
+            "tcplog" => Some(Format::Tcplog),
+            "json" => Some(Format::Json),
+            _ => None,
+        }
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Tcplog => "tcplog",
+            Format::Json => "json",
+        }
+    }
+}
+
+/// One finished connection, as the log shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// When it was accepted (`%t`).
+    pub accepted: SystemTime,
+    /// The client's address (`%ci:%cp`).
+    pub client: SocketAddr,
+    /// The frontend's name (`%ft`, and `%b`).
+    pub frontend: &'a str,
+    /// The last server tried (`%s`); `None` prints `<NOSRV>`.
+    pub backend: Option<SocketAddr>,
+    /// Time spent waiting for a place (`%Tw`); `None` prints `-1`.
+    pub wait: Option<Duration>,
+    /// Time to connect, retries included (`%Tc`); `None`: never connected.
+    pub connect: Option<Duration>,
+    /// From accept to close (`%Tt`).
+    pub total: Duration,
+    /// Bytes from the server to the client (`%B`).
+    pub bytes_down: u64,
+    /// Bytes from the client to the server (JSON only).
+    pub bytes_up: u64,
+    /// Who ended it, and where (`%ts`).
+    pub termination: Termination,
+    /// Connect retries (`%rc`).
+    pub retries: u32,
+    /// Whether a retry went to another server than the first: prints `+`
+    /// before the retries. Always `retries > 0` in our proxy.
+    pub redispatched: bool,
+    /// Connections open in the process (`%ac`).
+    pub active_process: u32,
+    /// Connections open on the frontend (`%fc`).
+    pub active_frontend: u32,
+    /// Connections open to the frontend's backends (`%bc`).
+    pub active_backend: u32,
+    /// Connections open to this server (`%sc`); 0 with `<NOSRV>`.
+    pub active_server: u32,
+}
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// A time in milliseconds, or `-1` for none.
+struct Millis(Option<Duration>);
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(d) => write!(f, "{}", d.as_millis()),
+            None => f.write_str("-1"),
+        }
+    }
+}
+
+impl Record<'_> {
+    fn civil_accepted(&self) -> Civil {
+        civil(since_epoch(self.accepted))
+    }
+
+    /// Appends the tcplog line, without its newline.
+    pub fn write_tcplog(&self, out: &mut String) {
+        let Civil {
+            year,
+            month,
+            day,
+            hour,
+            minute,
+            second,
+            millis,
+        } = self.civil_accepted();
+        let mon = MONTHS
+            .get(month.saturating_sub(1) as usize)
+            .copied()
+            .unwrap_or("???");
+        // Writing to a String cannot fail.
+        let _ = write!(
+            out,
+            "{}:{} [{day:02}/{mon}/{year:04}:{hour:02}:{minute:02}:{second:02}.{millis:03}] ",
+            self.client.ip(),
+            self.client.port(),
+        );
+        escape_name(self.frontend, out);
+        out.push(' ');
+        escape_name(self.frontend, out);
+        out.push('/');
+        match self.backend {
+            Some(server) => {
+                let _ = write!(out, "{server}");
+            }
+            None => out.push_str("<NOSRV>"),
+        }
+        let plus = if self.redispatched { "+" } else { "" };
+        let _ = write!(
+            out,
+            " {}/{}/{} {} {} {}/{}/{}/{}/{plus}{} 0/0",
+            Millis(self.wait),
+            Millis(self.connect),
+            self.total.as_millis(),
+            self.bytes_down,
+            self.termination,
+            self.active_process,
+            self.active_frontend,
+            self.active_backend,
+            self.active_server,
+            self.retries,
+        );
+    }
+
+    /// Appends the JSON object, without its newline.
+    pub fn write_json(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "{{\"time\":\"{}\",\"client_ip\":\"{}\",\"client_port\":{},\"frontend\":",
+            Utc(since_epoch(self.accepted)),
+            self.client.ip(),
+            self.client.port(),
+        );
+        json::push_string(out, self.frontend);
+        out.push_str(",\"backend\":");
+        json::push_string(out, self.frontend);
+        out.push_str(",\"server\":");
+        match self.backend {
+            Some(server) => {
+                let _ = write!(out, "\"{server}\"");
+            }
+            None => out.push_str("null"),
+        }
+        let _ = write!(
+            out,
+            ",\"wait_ms\":{},\"connect_ms\":{},\"total_ms\":{},\"bytes_down\":{},\"bytes_up\":{},\
+             \"termination\":\"{}\",\"retries\":{},\"redispatched\":{},\"active_process\":{},\
+             \"active_frontend\":{},\"active_backend\":{},\"active_server\":{},\
+             \"server_queue\":0,\"backend_queue\":0}}",
+            Millis(self.wait),
+            Millis(self.connect),
+            self.total.as_millis(),
+            self.bytes_down,
+            self.bytes_up,
+            self.termination,
+            self.retries,
+            self.redispatched,
+            self.active_process,
+            self.active_frontend,
+            self.active_backend,
+            self.active_server,
+        );
+    }
+
+    /// Appends the line in `format`, without its newline.
+    pub fn write(&self, format: Format, out: &mut String) {
+        match format {
+            Format::Tcplog => self.write_tcplog(out),
+            Format::Json => self.write_json(out),
+        }
+    }
+}
+
+/// HAProxy's escaping of log fields: `#` and two hex digits for any byte
+/// outside `!`..`~`, and for `#`, `"` and `/`.
+fn escape_name(name: &str, out: &mut String) {
+    for &b in name.as_bytes() {
+        if (b'!'..=b'~').contains(&b) && !matches!(b, b'#' | b'"' | b'/') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "#{b:02X}");
+        }
+    }
+}
+
+/// The keys of a JSON line, in the order [`Record::write_json`] writes them
+/// (for tests and tools; a unit test holds the two together).
+pub const JSON_KEYS: [&str; 20] = [
+    "time",
+    "client_ip",
+    "client_port",
+    "frontend",
+    "backend",
+    "server",
+    "wait_ms",
+    "connect_ms",
+    "total_ms",
+    "bytes_down",
+    "bytes_up",
+    "termination",
+    "retries",
+    "redispatched",
+    "active_process",
+    "active_frontend",
+    "active_backend",
+    "active_server",
+    "server_queue",
+    "backend_queue",
+];
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::ops::access_log::termination::{Cause, Phase};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::time::UNIX_EPOCH;
+
+    /// 2026-11-30T12:00:00.123Z.
+    const NOON: u64 = 1_796_040_000_123;
+
+    fn at(ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(ms)
+    }
+
+    fn v4(a: [u8; 4], port: u16) -> SocketAddr {
+        SocketAddr::from((a, port))
+    }
+
+    fn v6(a: Ipv6Addr, port: u16) -> SocketAddr {
+        SocketAddr::from((a, port))
+    }
+
+    /// A connection relayed to its end, as in the module docs.
+    pub(crate) fn record() -> Record<'static> {
+        Record {
+            accepted: at(NOON),
+            client: v4([127, 0, 0, 1], 51234),
+            frontend: "web",
+            backend: Some(v4([127, 0, 0, 1], 9001)),
+            wait: Some(Duration::ZERO),
+            connect: Some(Duration::from_millis(1)),
+            total: Duration::from_millis(25),
+            bytes_down: 120,
+            bytes_up: 42,
+            termination: Termination::COMPLETE,
+            retries: 0,
+            redispatched: false,
+            active_process: 1,
+            active_frontend: 1,
+            active_backend: 1,
+            active_server: 1,
+        }
+    }
+
+    /// A client refused before any server was tried.
+    pub(crate) fn refused() -> Record<'static> {
+        Record {
+            backend: None,
+            wait: None,
+            connect: None,
+            total: Duration::from_millis(3),
+            bytes_down: 0,
+            bytes_up: 0,
+            termination: Termination::NO_SERVER,
+            active_backend: 0,
+            active_server: 0,
+            ..record()
+        }
+    }
+
+    pub(crate) fn tcplog(r: &Record<'_>) -> String {
+        let mut line = String::new();
+        r.write_tcplog(&mut line);
+        line
+    }
+
+    pub(crate) fn json(r: &Record<'_>) -> String {
+        let mut line = String::new();
+        r.write_json(&mut line);
+        line
+    }
+
+    #[test]
+    fn a_finished_connection_reads_like_haproxy_tcplog() {
+        assert_eq!(
+            tcplog(&record()),
+            "127.0.0.1:51234 [30/Nov/2026:12:00:00.123] web web/127.0.0.1:9001 0/1/25 120 -- \
+             1/1/1/1/0 0/0"
+        );
+    }
+
+    #[test]
+    fn a_connection_without_a_server_prints_nosrv_and_minus_one() {
+        assert_eq!(
+            tcplog(&refused()),
+            "127.0.0.1:51234 [30/Nov/2026:12:00:00.123] web web/<NOSRV> -1/-1/3 0 SC 1/1/0/0/0 0/0"
+        );
+    }
+
+    #[test]
+    fn a_failed_connect_after_retries_names_the_last_server_and_marks_the_redispatch() {
+        let r = Record {
+            backend: Some(v4([10, 0, 0, 3], 5432)),
+            wait: Some(Duration::from_millis(7)),
+            connect: None,
+            total: Duration::from_millis(4012),
+            bytes_down: 0,
+            termination: Termination::CONNECT_TIMEOUT,
+            retries: 3,
+            redispatched: true,
+            ..record()
+        };
+        assert!(
+            tcplog(&r).ends_with(" web/10.0.0.3:5432 7/-1/4012 0 sC 1/1/1/1/+3 0/0"),
+            "{}",
+            tcplog(&r)
+        );
+        let same_server = Record {
+            redispatched: false,
+            ..r
+        };
+        assert!(tcplog(&same_server).ends_with(" 1/1/1/1/3 0/0"));
+    }
+
+    #[test]
+    fn times_are_whole_milliseconds_rounded_down() {
+        let r = Record {
+            wait: Some(Duration::from_micros(1999)),
+            connect: Some(Duration::from_micros(999)),
+            total: Duration::from_secs(3 * 86_400) + Duration::from_micros(500),
+            bytes_down: u64::MAX,
+            ..record()
+        };
+        assert!(
+            tcplog(&r).contains(" 1/0/259200000 18446744073709551615 -- "),
+            "{}",
+            tcplog(&r)
+        );
+    }
+
+    #[test]
+    fn accept_dates_are_haproxy_dates_in_utc() {
+        let cases = [
+            (0, "01/Jan/1970:00:00:00.000"),
+            (951_782_400_250, "29/Feb/2000:00:00:00.250"),
+            (1_735_689_599_999, "31/Dec/2024:23:59:59.999"),
+            (1_735_866_184_000, "03/Jan/2025:01:03:04.000"),
+            (1_738_721_168_000, "05/Feb/2025:02:06:08.000"),
+            (1_741_316_952_000, "07/Mar/2025:03:09:12.000"),
+            (1_744_171_936_000, "09/Apr/2025:04:12:16.000"),
+            (1_746_940_520_000, "11/May/2025:05:15:20.000"),
+            (1_749_795_504_000, "13/Jun/2025:06:18:24.000"),
+            (1_752_564_088_000, "15/Jul/2025:07:21:28.000"),
+            (1_755_419_072_000, "17/Aug/2025:08:24:32.000"),
+            (1_758_274_056_000, "19/Sep/2025:09:27:36.000"),
+            (1_761_042_640_000, "21/Oct/2025:10:30:40.000"),
+            (1_763_897_624_000, "23/Nov/2025:11:33:44.000"),
+            (1_766_666_208_000, "25/Dec/2025:12:36:48.000"),
+        ];
+        for (ms, expected) in cases {
+            let line = tcplog(&Record {
+                accepted: at(ms),
+                ..record()
+            });
+            assert!(line.contains(&format!(" [{expected}] ")), "{line}");
+        }
+        // Before the epoch (a clock gone wrong): printed as the epoch, not a panic.
+        let early = Record {
+            accepted: UNIX_EPOCH - Duration::from_secs(1),
+            ..record()
+        };
+        assert!(tcplog(&early).contains(" [01/Jan/1970:00:00:00.000] "));
+    }
+
+    #[test]
+    fn ipv6_clients_print_bare_as_haproxy_does() {
+        let r = Record {
+            client: v6(Ipv6Addr::LOCALHOST, 51234),
+            backend: Some(v6(Ipv6Addr::LOCALHOST, 9001)),
+            ..record()
+        };
+        let line = tcplog(&r);
+        assert!(
+            line.starts_with("::1:51234 [30/Nov/2026:12:00:00.123] web web/[::1]:9001 "),
+            "{line}"
+        );
+        // An IPv4 client on a dual-stack listener: inet_ntop's mapped form.
+        let mapped = Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped();
+        let line = tcplog(&Record {
+            client: v6(mapped, 4000),
+            ..record()
+        });
+        assert!(line.starts_with("::ffff:10.0.0.1:4000 ["), "{line}");
+    }
+
+    #[test]
+    fn every_termination_code_reaches_the_line_in_its_place() {
+        for cause in Cause::ALL {
+            for phase in Phase::ALL {
+                let t = Termination::new(cause, phase);
+                let line = tcplog(&Record {
+                    termination: t,
+                    ..record()
+                });
+                assert!(line.contains(&format!(" 120 {t} 1/1/")), "{line}");
+                let line = json(&Record {
+                    termination: t,
+                    ..record()
+                });
+                assert!(
+                    line.contains(&format!(",\"termination\":\"{t}\",")),
+                    "{line}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_escaped_as_haproxy_does() {
+        let name = "a b#c/d\"é\t";
+        let line = tcplog(&Record {
+            frontend: name,
+            ..record()
+        });
+        let escaped = "a#20b#23c#2Fd#22#C3#A9#09";
+        assert!(
+            line.contains(&format!("] {escaped} {escaped}/127.0.0.1:9001 ")),
+            "{line}"
+        );
+        // A plain name, as the configuration allows, is left alone.
+        assert!(
+            tcplog(&Record {
+                frontend: "db-1_main.v2",
+                ..record()
+            })
+            .contains("] db-1_main.v2 db-1_main.v2/")
+        );
+    }
+
+    #[test]
+    fn json_lines_have_every_field_under_a_plain_name() {
+        assert_eq!(
+            json(&record()),
+            "{\"time\":\"2026-11-30T12:00:00.123Z\",\"client_ip\":\"127.0.0.1\",\
+             \"client_port\":51234,\"frontend\":\"web\",\"backend\":\"web\",\
+             \"server\":\"127.0.0.1:9001\",\"wait_ms\":0,\"connect_ms\":1,\"total_ms\":25,\
+             \"bytes_down\":120,\"bytes_up\":42,\"termination\":\"--\",\"retries\":0,\
+             \"redispatched\":false,\"active_process\":1,\"active_frontend\":1,\
+             \"active_backend\":1,\"active_server\":1,\"server_queue\":0,\"backend_queue\":0}"
+        );
+        // Without a server: null, and -1 for the times never measured.
+        let line = json(&refused());
+        assert!(
+            line.contains(",\"server\":null,\"wait_ms\":-1,\"connect_ms\":-1,"),
+            "{line}"
+        );
+        assert!(line.contains(",\"termination\":\"SC\","), "{line}");
+        // JSON_KEYS names every key in the order written.
+        let mut at = 0;
+        for key in JSON_KEYS {
+            let quoted = format!("\"{key}\":");
+            let found = line[at..].find(&quoted).map(|i| at + i + quoted.len());
+            at = found.unwrap_or_else(|| panic!("{key} missing or out of order in {line}"));
+        }
+        assert_eq!(line.matches("\":").count(), JSON_KEYS.len(), "{line}");
+    }
+
+    #[test]
+    fn json_lines_stay_one_line_whatever_the_name() {
+        let name = "we\"b\\\n\r\t\u{1}\u{7f}é/";
+        let line = json(&Record {
+            frontend: name,
+            ..record()
+        });
+        assert!(!line.contains('\n') && !line.contains('\u{1}'), "{line:?}");
+        assert!(
+            line.contains(r#""frontend":"we\"b\\\n\r\t\u0001\u007fé/""#),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn formats_parse_by_name() {
+        assert_eq!(Format::parse("tcplog"), Some(Format::Tcplog));
+        assert_eq!(Format::parse("json"), Some(Format::Json));
+        assert_eq!(Format::parse("JSON"), None);
+        assert_eq!(Format::Json.name(), "json");
+    }
+}

@@ -1,0 +1,609 @@
+//! The exposition: every counter of every worker, summed, with each
+//! backend's health, in the Prometheus text exposition format 0.0.4 (what
+//! `GET /metrics` answers).
+//!
+//! Why `Relaxed` loads are enough: a scrape wants each number, not a
+//! relation between numbers; a counter read a moment early is simply the
+//! value of a moment earlier. The numbers of one scrape are therefore not one
+//! instant's snapshot (two counters may be read a few microseconds apart),
+//! which Prometheus expects of any exporter.
+//!
+//! Health (up or down, check results) is not counted in the workers'
+//! counters: it is read from each frontend's [`HealthBoard`] at scrape time.
+//! The process's own figures come from [`Process`].
+//!
+//! The families are tables (name, type, help, where the value comes from),
+//! so a metric is named once and its help text sits beside it.
+
+use std::fmt::{self, Write as _};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::policy::health::HealthBoard;
+
+use super::counters::{BackendCounters, FrontendCounters};
+use super::process::Process;
+
+/// One frontend as [`Registry::from_counters`] takes it: name, backends'
+/// addresses, health board, one set of counters per worker.
+pub type FrontendParts = (
+    String,
+    Vec<SocketAddr>,
+    Arc<HealthBoard>,
+    Vec<Arc<FrontendCounters>>,
+);
+
+/// The registry the admin endpoint renders now: a reload swaps in a new one
+/// (new frontends, new backends) in one step. The lock is taken by scrapes
+/// and reloads only; workers hold their counters directly.
+#[derive(Debug)]
+pub struct Published {
+    current: Mutex<Arc<Registry>>,
+    /// A graceful stop has begun (`/health` then answers 503).
+    draining: AtomicBool,
+}
+
+impl Published {
+    /// Publishes `registry`.
+    pub fn new(registry: Arc<Registry>) -> Arc<Published> {
+        Arc::new(Published {
+            current: Mutex::new(registry),
+            draining: AtomicBool::new(false),
+        })
+    }
+
+    /// Replaces what is published.
+    pub fn set(&self, registry: Arc<Registry>) {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = registry;
+    }
+
+    /// The registry published now.
+    pub fn get(&self) -> Arc<Registry> {
+        self.current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Marks the start of a graceful stop.
+    pub fn set_draining(&self) {
+        self.draining.store(true, Relaxed);
+    }
+
+    /// Whether a graceful stop has begun.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Relaxed)
+    }
+
+    /// What a scrape answers: [`Registry::render`] of the current registry.
+    pub fn render(&self) -> String {
+        self.get().render()
+    }
+}
+
+/// Every counter of the process: the frontends' names, their backends'
+/// addresses and health boards, and each worker's counters.
+#[derive(Debug)]
+pub struct Registry {
+    frontends: Vec<FrontendInfo>,
+    /// `counters[worker][frontend]`.
+    counters: Vec<Vec<Arc<FrontendCounters>>>,
+}
+
+#[derive(Debug)]
+struct FrontendInfo {
+    name: String,
+    backends: Vec<SocketAddr>,
+    board: Arc<HealthBoard>,
+}
+
+impl Registry {
+    /// A registry for `frontends` (each: its name, its backends' addresses
+    /// by index, its health board) and `workers` event loops (at least one
+    /// is counted, as the epoll mode runs at least one).
+    pub fn new(
+        frontends: &[(String, Vec<SocketAddr>, Arc<HealthBoard>)],
+        workers: usize,
+    ) -> Arc<Registry> {
+        let counters = (0..workers.max(1))
+            .map(|_| {
+                frontends
+                    .iter()
+                    .map(|(_, backends, _)| Arc::new(FrontendCounters::new(backends.len())))
+                    .collect()
+            })
+            .collect();
+        let frontends = frontends
+            .iter()
+            .map(|(name, backends, board)| FrontendInfo {
+                name: name.clone(),
+                backends: backends.clone(),
+                board: board.clone(),
+            })
+            .collect();
+        Arc::new(Registry {
+            frontends,
+            counters,
+        })
+    }
+
+    /// A registry over counters that already exist: for each frontend, its
+    /// name, backends, health board and one [`FrontendCounters`] per worker
+    /// (all frontends with the same number of workers). A reload builds one
+    /// this way, so that a frontend it did not change keeps counting on.
+    pub fn from_counters(frontends: Vec<FrontendParts>) -> Arc<Registry> {
+        let workers = frontends
+            .iter()
+            .map(|f| f.3.len())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let mut counters: Vec<Vec<Arc<FrontendCounters>>> = vec![Vec::new(); workers];
+        let mut infos = Vec::new();
+        for (name, backends, board, per_worker) in frontends {
+            for (worker, row) in counters.iter_mut().enumerate() {
+                // A frontend short of counters for a worker reads as zeros.
+                let mine = per_worker
+                    .get(worker)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(FrontendCounters::new(backends.len())));
+                row.push(mine);
+            }
+            infos.push(FrontendInfo {
+                name,
+                backends,
+                board,
+            });
+        }
+        Arc::new(Registry {
+            frontends: infos,
+            counters,
+        })
+    }
+
+    /// How many workers' counters are kept.
+    pub fn workers(&self) -> usize {
+        self.counters.len()
+    }
+
+    /// The counters worker `worker` keeps for frontend `frontend` (by their
+    /// indexes in the configuration): what a worker's state holds, and the
+    /// only thread that writes them.
+    ///
+    /// # Panics
+    ///
+    /// If either index is out of range: a mistake in the caller, not
+    /// something a peer can cause.
+    pub fn worker(&self, worker: usize, frontend: usize) -> Arc<FrontendCounters> {
+        self.counters[worker][frontend].clone()
+    }
+
+    /// Every metric, summed over the workers, in the Prometheus text
+    /// exposition format 0.0.4.
+    pub fn render(&self) -> String {
+        let mut out = Exposition::default();
+        self.render_frontends(&mut out);
+        self.render_backends(&mut out);
+        render_process(&mut out, &Process::read());
+        out.text
+    }
+
+    /// The sum over workers of one counter of frontend `index`.
+    fn frontend_sum(&self, index: usize, counter: FrontendCounter) -> u64 {
+        self.counters
+            .iter()
+            .map(|worker| counter(&worker[index]).load(Relaxed))
+            .fold(0, u64::wrapping_add)
+    }
+
+    /// The sum over workers of one counter of backend `backend` of
+    /// frontend `frontend`.
+    fn backend_sum(&self, frontend: usize, backend: usize, counter: BackendCounter) -> u64 {
+        self.counters
+            .iter()
+            .filter_map(|worker| worker[frontend].backends.get(backend))
+            .map(|counters| counter(counters).load(Relaxed))
+            .fold(0, u64::wrapping_add)
+    }
+
+    fn render_frontends(&self, out: &mut Exposition) {
+        if self.frontends.is_empty() {
+            return;
+        }
+        for &(name, kind, help, counter) in FRONTEND_FAMILIES {
+            out.family(name, kind, help);
+            for (index, frontend) in self.frontends.iter().enumerate() {
+                let labels = [("frontend", frontend.name.as_str())];
+                out.sample(name, &labels, self.frontend_sum(index, counter));
+            }
+        }
+    }
+
+    fn render_backends(&self, out: &mut Exposition) {
+        // (frontend index, backend index, frontend name, backend address)
+        let mut backends = Vec::new();
+        for (f, frontend) in self.frontends.iter().enumerate() {
+            for (b, addr) in frontend.backends.iter().enumerate() {
+                backends.push((f, b, frontend.name.as_str(), addr.to_string()));
+            }
+        }
+        if backends.is_empty() {
+            return;
+        }
+        for &(name, kind, help, counter) in BACKEND_FAMILIES {
+            out.family(name, kind, help);
+            for (f, b, frontend, addr) in &backends {
+                let labels = [("frontend", *frontend), ("backend", addr.as_str())];
+                out.sample(name, &labels, self.backend_sum(*f, *b, counter));
+            }
+        }
+        // Health, read from the boards. A board shorter than the list of
+        // addresses (a caller's mistake) leaves those backends out.
+        for &(name, kind, help, read) in HEALTH_FAMILIES {
+            out.family(name, kind, help);
+            for (f, b, frontend, addr) in &backends {
+                let board = &self.frontends[*f].board;
+                if *b < board.len() {
+                    let labels = [("frontend", *frontend), ("backend", addr.as_str())];
+                    out.sample(name, &labels, read(board, *b));
+                }
+            }
+        }
+    }
+}
+
+/// How a family's samples behave: only ever up (and reset by a restart), or
+/// up and down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+        }
+    }
+}
+
+/// A family: its name, type, help text, and where its values come from.
+type Family<Source> = (&'static str, Kind, &'static str, Source);
+type FrontendCounter = fn(&FrontendCounters) -> &AtomicU64;
+type BackendCounter = fn(&BackendCounters) -> &AtomicU64;
+type HealthReading = fn(&HealthBoard, usize) -> u64;
+
+/// Every per-frontend family: name, type, help, and the counter it sums.
+const FRONTEND_FAMILIES: &[Family<FrontendCounter>] = &[
+    (
+        "proxy_frontend_connections_total",
+        Kind::Counter,
+        "Client connections accepted.",
+        |c| &c.connections,
+    ),
+    (
+        "proxy_frontend_active_connections",
+        Kind::Gauge,
+        "Client connections open now.",
+        |c| &c.active,
+    ),
+    (
+        "proxy_frontend_bytes_in_total",
+        Kind::Counter,
+        "Bytes received from clients (and relayed to backends).",
+        |c| &c.bytes_in,
+    ),
+    (
+        "proxy_frontend_bytes_out_total",
+        Kind::Counter,
+        "Bytes sent to clients (received from backends).",
+        |c| &c.bytes_out,
+    ),
+    (
+        "proxy_frontend_connect_errors_total",
+        Kind::Counter,
+        "Clients refused because no backend could be connected (none up, or every try failed).",
+        |c| &c.connect_errors,
+    ),
+    (
+        "proxy_frontend_retries_total",
+        Kind::Counter,
+        "Backend connects retried on another backend after a failure.",
+        |c| &c.retries,
+    ),
+    (
+        "proxy_frontend_timeouts_total",
+        Kind::Counter,
+        "Connections ended by a relay timeout (idle, or half-closed too long).",
+        |c| &c.timeouts,
+    ),
+    (
+        "proxy_frontend_denied_total",
+        Kind::Counter,
+        "Clients refused by access control (allow/deny lists, per-source limit).",
+        |c| &c.denied,
+    ),
+    (
+        "proxy_frontend_queue_timeouts_total",
+        Kind::Counter,
+        "Clients refused after waiting timeout queue for a backend below its maxconn.",
+        |c| &c.queue_timeouts,
+    ),
+    (
+        "proxy_accept_errors_total",
+        Kind::Counter,
+        "Errors returned by accept on the frontend's listeners (EMFILE and the like).",
+        |c| &c.accept_errors,
+    ),
+];
+
+/// Every per-backend family counted by the workers.
+const BACKEND_FAMILIES: &[Family<BackendCounter>] = &[
+    (
+        "proxy_backend_connections_total",
+        Kind::Counter,
+        "Connections established to the backend.",
+        |c| &c.connections,
+    ),
+    (
+        "proxy_backend_active_connections",
+        Kind::Gauge,
+        "Connections to the backend open now.",
+        |c| &c.active,
+    ),
+    (
+        "proxy_backend_bytes_in_total",
+        Kind::Counter,
+        "Bytes sent to the backend (from clients).",
+        |c| &c.bytes_in,
+    ),
+    (
+        "proxy_backend_bytes_out_total",
+        Kind::Counter,
+        "Bytes received from the backend (sent to clients).",
+        |c| &c.bytes_out,
+    ),
+    (
+        "proxy_backend_connect_errors_total",
+        Kind::Counter,
+        "Connect attempts to the backend that failed (refused, unreachable, timed out).",
+        |c| &c.connect_errors,
+    ),
+];
+
+/// Every per-backend family read from the health boards.
+const HEALTH_FAMILIES: &[Family<HealthReading>] = &[
+    (
+        "proxy_backend_up",
+        Kind::Gauge,
+        "1 if the backend is up (health checks and client connects), 0 if down.",
+        |board, b| u64::from(board.is_up(b)),
+    ),
+    (
+        "proxy_backend_check_successes_total",
+        Kind::Counter,
+        "Active health checks that connected (0 for a backend without check).",
+        |board, b| board.check_counts(b).successes,
+    ),
+    (
+        "proxy_backend_check_failures_total",
+        Kind::Counter,
+        "Active health checks refused, unreachable or unanswered in time.",
+        |board, b| board.check_counts(b).failures,
+    ),
+];
+
+/// The text being written, family by family.
+#[derive(Debug, Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    /// The `# HELP` and `# TYPE` lines that open a family.
+    fn family(&mut self, name: &str, kind: Kind, help: &str) {
+        // Writing to a String cannot fail.
+        let _ = writeln!(self.text, "# HELP {name} {}", escape(help, false));
+        let _ = writeln!(self.text, "# TYPE {name} {}", kind.name());
+    }
+
+    /// One sample: `name{label="value",...} value`.
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl fmt::Display) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (label, value)) in labels.iter().enumerate() {
+                let comma = if i == 0 { "" } else { "," };
+                let _ = write!(self.text, "{comma}{label}=\"{}\"", escape(value, true));
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {value}");
+    }
+}
+
+/// Escapes a label value (backslash, double quote, line feed) or a help
+/// text (backslash and line feed only), as the format requires.
+fn escape(text: &str, quote: bool) -> std::borrow::Cow<'_, str> {
+    if !text.contains(['\\', '\n', '"']) {
+        return text.into();
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '\n' => escaped.push_str("\\n"),
+            '"' if quote => escaped.push_str("\\\""),
+            c => escaped.push(c),
+        }
+    }
+    escaped.into()
+}
+
+/// A float as the format writes it: `+Inf`, `-Inf` and `NaN` by those
+/// names (Rust would write `inf`), anything else in plain decimal.
+#[derive(Debug, Clone, Copy)]
+struct Float(f64);
+
+impl fmt::Display for Float {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            v if v.is_nan() => f.write_str("NaN"),
+            v if v == f64::INFINITY => f.write_str("+Inf"),
+            v if v == f64::NEG_INFINITY => f.write_str("-Inf"),
+            v => write!(f, "{v}"),
+        }
+    }
+}
+
+fn render_process(out: &mut Exposition, process: &Process) {
+    let integers = [
+        (
+            "proxy_process_open_fds",
+            "File descriptors the process has open.",
+            process.open_fds,
+        ),
+        (
+            "proxy_process_max_fds",
+            "The process's limit of open file descriptors (soft RLIMIT_NOFILE).",
+            process.max_fds,
+        ),
+        (
+            "proxy_process_resident_memory_bytes",
+            "Resident memory size (RSS) in bytes.",
+            process.resident_bytes,
+        ),
+    ];
+    for (name, help, value) in integers {
+        if let Some(value) = value {
+            out.family(name, Kind::Gauge, help);
+            out.sample(name, &[], value);
+        }
+    }
+    let floats = [
+        (
+            "proxy_process_start_time_seconds",
+            Kind::Gauge,
+            "When the process started, in seconds since the Unix epoch.",
+            process.start_time,
+        ),
+        (
+            "proxy_process_cpu_seconds_total",
+            Kind::Counter,
+            "CPU time used by the process, user and system, in seconds.",
+            process.cpu_seconds,
+        ),
+    ];
+    for (name, kind, help, value) in floats {
+        if let Some(value) = value {
+            out.family(name, kind, help);
+            out.sample(name, &[], Float(value));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::metrics::counters::{Active, add, inc};
+    use crate::policy::health::Check;
+    use std::time::Duration;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    /// Two frontends of two backends each; the second backend of `db` is
+    /// checked.
+    fn registry(workers: usize) -> (Arc<Registry>, Vec<Arc<HealthBoard>>) {
+        let check = Some(Check {
+            inter: Duration::from_secs(1),
+            fall: 1,
+            rise: 1,
+            timeout: Duration::from_secs(1),
+        });
+        let web = vec![addr(9001), addr(9002)];
+        let db = vec![addr(9101), addr(9102)];
+        let web_board = Arc::new(HealthBoard::new("web", &[(web[0], None), (web[1], None)]));
+        let db_board = Arc::new(HealthBoard::new("db", &[(db[0], None), (db[1], check)]));
+        let frontends = [
+            ("web".to_string(), web, web_board.clone()),
+            ("db".to_string(), db, db_board.clone()),
+        ];
+        (
+            Registry::new(&frontends, workers),
+            vec![web_board, db_board],
+        )
+    }
+
+    #[test]
+    fn render_sums_the_workers_sample_by_sample() {
+        let (registry, boards) = registry(2);
+        assert_eq!(registry.workers(), 2);
+        let w0 = registry.worker(0, 0);
+        add(&w0.connections, 3);
+        let _open = Active::new(&w0.active);
+        add(&w0.backends[1].bytes_out, 2000);
+        let w1 = registry.worker(1, 0);
+        add(&w1.connections, 2);
+        inc(&w1.backends[0].connect_errors);
+        inc(&registry.worker(1, 1).denied);
+        boards[1].check_result(1, Err("connection refused".into()));
+        let text = registry.render();
+        for line in [
+            "# HELP proxy_frontend_connections_total Client connections accepted.\n",
+            "# TYPE proxy_frontend_connections_total counter\n",
+            "proxy_frontend_connections_total{frontend=\"web\"} 5\n",
+            "proxy_frontend_connections_total{frontend=\"db\"} 0\n",
+            "# TYPE proxy_frontend_active_connections gauge\n",
+            "proxy_frontend_active_connections{frontend=\"web\"} 1\n",
+            "proxy_frontend_denied_total{frontend=\"db\"} 1\n",
+            "proxy_backend_bytes_out_total{frontend=\"web\",backend=\"127.0.0.1:9002\"} 2000\n",
+            "proxy_backend_connect_errors_total{frontend=\"web\",backend=\"127.0.0.1:9001\"} 1\n",
+            "proxy_backend_up{frontend=\"web\",backend=\"127.0.0.1:9001\"} 1\n",
+            "proxy_backend_up{frontend=\"db\",backend=\"127.0.0.1:9102\"} 0\n",
+            "proxy_backend_check_failures_total{frontend=\"db\",backend=\"127.0.0.1:9102\"} 1\n",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn label_values_and_help_texts_are_escaped() {
+        let name = "a \"quoted\" \\ name\nwith a line feed";
+        let board = Arc::new(HealthBoard::new(name, &[(addr(1), None)]));
+        let frontends = [(name.to_string(), vec![addr(1)], board)];
+        let text = Registry::new(&frontends, 1).render();
+        assert!(
+            text.contains(r#"{frontend="a \"quoted\" \\ name\nwith a line feed"}"#),
+            "{text}"
+        );
+        assert_eq!(escape("a\\b\nc\"d", false), "a\\\\b\\nc\"d");
+        assert_eq!(escape("a\\b\nc\"d", true), "a\\\\b\\nc\\\"d");
+    }
+
+    #[test]
+    fn an_empty_registry_renders_only_the_process() {
+        let text = Registry::new(&[], 4).render();
+        assert!(!text.is_empty());
+        for line in text.lines() {
+            let name = line
+                .strip_prefix("# HELP ")
+                .or_else(|| line.strip_prefix("# TYPE "))
+                .unwrap_or(line);
+            assert!(name.starts_with("proxy_process_"), "{line}");
+        }
+    }
+
+    #[test]
+    fn floats_use_the_formats_names() {
+        assert_eq!(Float(f64::INFINITY).to_string(), "+Inf");
+        assert_eq!(Float(f64::NEG_INFINITY).to_string(), "-Inf");
+        assert_eq!(Float(f64::NAN).to_string(), "NaN");
+        assert_eq!(Float(1.5).to_string(), "1.5");
+        assert_eq!(Float(1e21).to_string(), "1000000000000000000000");
+    }
+}

@@ -1,0 +1,21 @@
+//! # testkit: reading back what the proxy writes
+//!
+//! The proxy writes three kinds of text for machines: access-log lines in
+//! HAProxy's `tcplog` layout, the same lines as JSON, and the Prometheus text
+//! of `GET /metrics`. It never reads any of them back, so their readers are
+//! not part of it: they live here, for the end-to-end tests (`tests/`) and
+//! the backend's tests, and each is strict, so that a test that reads a line
+//! also checks that the line is well formed.
+//!
+//! - [`tcplog`]: one tcplog line into its fields (ours, or HAProxy's with its
+//!   syslog header);
+//! - [`json`]: the workspace's one JSON reader, for the JSON access log and
+//!   the load client's reports;
+//! - [`prometheus`]: the text exposition format 0.0.4, as `/metrics` writes it.
+
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+#![forbid(unsafe_code)]
+
+pub mod json;
+pub mod prometheus;
+pub mod tcplog;
