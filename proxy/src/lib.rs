@@ -65,13 +65,15 @@ pub mod demo;
 pub mod process;
 
 use blocking::{pool, single};
+use epoll::control;
+use epoll::plan::Plan;
 use ops::shutdown;
+use settings::check;
 use settings::cli::{self, Command, Mode};
-use settings::config;
 
 /// The whole program: parses `args` (without the program name), runs what
 /// they ask for, and returns the process exit status (0 ok, 1 runtime
-/// failure, 2 bad command line).
+/// failure, 2 bad command line or configuration).
 pub fn main_with_args(args: &[String]) -> i32 {
     let command = match cli::parse(args) {
         Ok(command) => command,
@@ -89,108 +91,52 @@ pub fn main_with_args(args: &[String]) -> i32 {
             println!("proxy {}", env!("CARGO_PKG_VERSION"));
             return 0;
         }
-        Command::CheckConfig(path) => return check_config(&path),
-        Command::Demo { quick } => demo::run(quick),
-        Command::Run(settings) => {
-            log::set_level(settings.log_level);
-            let plan = match settings.mode {
-                Mode::Epoll => match plan(&settings) {
-                    Ok(plan) => Some(plan),
-                    Err(status) => return status,
-                },
-                Mode::Single | Mode::Pool => None,
-            };
-            // Before any other thread starts, so every thread inherits the mask.
-            let signals = match settings.mode {
-                Mode::Single => shutdown::exit_on_signals(),
-                Mode::Pool | Mode::Epoll => shutdown::block_signals(),
-            };
-            match signals {
-                Ok(()) => match (settings.mode, plan) {
-                    (Mode::Single, _) => single::run(&settings),
-                    (Mode::Pool, _) => pool::run(&settings),
-                    (Mode::Epoll, Some(plan)) => epoll::run(&plan),
-                    (Mode::Epoll, None) => Err(std::io::Error::other("no plan for the epoll mode")),
-                },
-                Err(e) => Err(e),
-            }
-        }
+        Command::CheckConfig(path) => return check::check_config(&path),
+        Command::Demo { quick } => demo::run(quick).map_err(Exit::Failed),
+        Command::Run(settings) => run(&settings),
     };
     match result {
         Ok(()) => 0,
-        Err(e) => {
+        Err(Exit::Status(status)) => status,
+        Err(Exit::Failed(e)) => {
             error!("{e}");
             1
         }
     }
 }
 
-/// What the epoll mode runs: the file's frontends with `--config`, else the
-/// one frontend of the flags. A bad file is reported like `--check-config`
-/// does, and the process exits with status 2 before listening anywhere.
-fn plan(settings: &cli::Settings) -> Result<epoll::Plan, i32> {
-    let config = match &settings.config {
-        Some(path) => match config::load(path) {
-            Ok(config) => config,
-            Err(errors) => {
-                for e in &errors {
-                    eprintln!("{e}");
-                }
-                eprintln!("proxy: {} is not valid; nothing started", path.display());
-                return Err(2);
-            }
-        },
-        None => settings.to_config(),
-    };
-    // Flags given beside --config win over the file's global options.
-    let started_with = config.global.clone();
-    let mut config = config;
-    if let Some(admin) = settings.admin {
-        config.global.admin = Some(admin);
-    }
-    if let Some(target) = &settings.access_log {
-        config.global.access_log = Some(target.clone());
-    }
-    if let Some(format) = settings.log_format {
-        config.global.log_format = Some(format);
-    }
-    let workers = match (settings.workers_given, config.global.workers) {
-        (false, Some(n)) => n as usize,
-        _ => settings.workers,
-    };
-    let grace = settings
-        .grace
-        .or(config.global.grace)
-        .unwrap_or(shutdown::DEFAULT_GRACE);
-    Ok(epoll::Plan {
-        config,
-        path: settings.config.clone(),
-        workers,
-        backlog: settings.backlog,
-        grace,
-        grace_from_flag: settings.grace.is_some(),
-        started_with,
-    })
+/// How a run ends early: a configuration refused before anything started
+/// (its errors already printed), or a failure while running.
+enum Exit {
+    Status(i32),
+    Failed(std::io::Error),
 }
 
-/// `proxy --check-config FILE`: 0 and one line on stdout for a good file,
-/// 2 and every error on stderr for a bad one (like `haproxy -c`, `nginx -t`).
-fn check_config(path: &std::path::Path) -> i32 {
-    match config::load(path) {
-        Ok(config) => {
-            let n = config.frontends.len();
-            let plural = if n == 1 { "" } else { "s" };
-            println!("{}: ok ({n} frontend{plural})", path.display());
-            0
-        }
-        Err(errors) => {
-            for e in &errors {
-                eprintln!("{e}");
-            }
-            let n = errors.len();
-            let plural = if n == 1 { "" } else { "s" };
-            eprintln!("{}: {n} error{plural}", path.display());
-            2
-        }
+/// Runs the mode `settings` asks for until it is stopped.
+fn run(settings: &cli::Settings) -> Result<(), Exit> {
+    log::set_level(settings.log_level);
+    let plan = match settings.mode {
+        Mode::Epoll => Some(Plan::new(settings).map_err(|errors| {
+            check::print_errors(&errors);
+            let path = settings
+                .config
+                .as_deref()
+                .unwrap_or(std::path::Path::new("-"));
+            eprintln!("proxy: {} is not valid; nothing started", path.display());
+            Exit::Status(2)
+        })?),
+        Mode::Single | Mode::Pool => None,
+    };
+    // Before any other thread starts, so every thread inherits the mask.
+    match settings.mode {
+        Mode::Single => shutdown::exit_on_signals(),
+        Mode::Pool | Mode::Epoll => shutdown::block_signals(),
     }
+    .map_err(Exit::Failed)?;
+    match plan {
+        Some(plan) => control::run(&plan),
+        None if settings.mode == Mode::Single => single::run(settings),
+        None => pool::run(settings),
+    }
+    .map_err(Exit::Failed)
 }

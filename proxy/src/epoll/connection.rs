@@ -27,127 +27,26 @@ use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
 use runtime::combinator::{Either, select};
 use runtime::net::{TcpStream, is_fd_exhaustion};
 use runtime::time;
 
+use super::frontend::Shared;
+use super::worker_context::WorkerContext;
 use crate::conn::proxy_protocol::{self, Addresses, Version};
 use crate::conn::relay::{self, Ending};
-use crate::epoll::Shared;
 use crate::ops::access_log::record::Record;
-use crate::ops::access_log::sink::Sink;
 use crate::ops::access_log::termination::{Cause, Phase, Termination};
 use crate::ops::metrics::counters::{self, Active, FrontendCounters};
 use crate::policy::balance::{Algorithm, Balancer, Server};
 use crate::policy::health;
-use crate::policy::limit::{Limit, Permit};
+use crate::policy::limit::Permit;
 use crate::settings::config::{Balance, ProxyVersion};
-
-/// What every frontend on one worker shares: the process-wide counts, and
-/// the worker's buffer of access-log lines.
-#[derive(Debug)]
-pub(crate) struct WorkerContext {
-    /// Which worker (its counters' index in each frontend's `counters`).
-    pub index: usize,
-    /// The global `maxconn`.
-    pub global: Arc<Limit>,
-    /// This worker's access-log buffer (`None`: `access-log off`).
-    pub sink: Option<RefCell<Sink>>,
-    /// Fired when a graceful stop's grace period is over.
-    pub kill: KillSwitch,
-}
-
-/// "Cut every connection now", once per worker: fired when a graceful
-/// stop runs out of time, waited on by every connection task. A connection
-/// that sees it resets its sockets (a cut stream must not look complete)
-/// and logs `KD` (`KC`, `KQ`, `KR` if cut before its relay), instead of
-/// vanishing silently in the process exit.
-///
-/// Each waiting future has a slot for its waker, reused after it is
-/// dropped, so a long relay that polls it often costs no allocation.
-#[derive(Debug, Default)]
-pub(crate) struct KillSwitch {
-    fired: Cell<bool>,
-    wakers: RefCell<Vec<Option<Waker>>>,
-    free: RefCell<Vec<usize>>,
-}
-
-impl KillSwitch {
-    /// Fires the switch: every future from [`KillSwitch::fired`] completes.
-    pub fn fire(&self) {
-        self.fired.set(true);
-        let wakers: Vec<Waker> = self
-            .wakers
-            .borrow_mut()
-            .iter_mut()
-            .flat_map(Option::take)
-            .collect();
-        // Woken outside the borrow: a wake may run code of its own.
-        for waker in wakers {
-            waker.wake();
-        }
-    }
-
-    /// A future that completes once the switch is fired.
-    pub fn fired(&self) -> Fired<'_> {
-        Fired {
-            switch: self,
-            slot: None,
-        }
-    }
-}
-
-/// The future of [`KillSwitch::fired`].
-#[derive(Debug)]
-pub(crate) struct Fired<'a> {
-    switch: &'a KillSwitch,
-    slot: Option<usize>,
-}
-
-impl Future for Fired<'_> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.switch.fired.get() {
-            return Poll::Ready(());
-        }
-        let mut wakers = self.switch.wakers.borrow_mut();
-        let slot = match self.slot {
-            Some(slot) => slot,
-            None => {
-                let slot = self.switch.free.borrow_mut().pop().unwrap_or_else(|| {
-                    wakers.push(None);
-                    wakers.len() - 1
-                });
-                self.slot = Some(slot);
-                slot
-            }
-        };
-        if let Some(entry) = wakers.get_mut(slot) {
-            if !entry.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *entry = Some(cx.waker().clone());
-            }
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for Fired<'_> {
-    fn drop(&mut self) {
-        if let Some(slot) = self.slot {
-            if let Some(entry) = self.switch.wakers.borrow_mut().get_mut(slot) {
-                *entry = None;
-            }
-            self.switch.free.borrow_mut().push(slot);
-        }
-    }
-}
 
 /// One frontend as one worker sees it: the shared state plus the worker's
 /// own balancer.

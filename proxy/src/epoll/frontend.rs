@@ -1,0 +1,121 @@
+//! One frontend as every worker shares it ([`Shared`]): its configuration,
+//! its health board, its limits and its counters, built anew by a reload
+//! that changes the frontend ([`share`]), with the limits carried over; and
+//! its listening sockets, one per worker ([`bind_listeners`]).
+
+use std::io;
+use std::sync::Arc;
+
+use runtime::net::{ListenOptions, bind_std};
+
+use crate::conn::relay::Limits;
+use crate::ops::metrics::counters::FrontendCounters;
+use crate::policy::acl::SourceLimits;
+use crate::policy::health::HealthBoard;
+use crate::policy::limit::Limit;
+use crate::settings::config::Frontend;
+
+/// One frontend's state shared by every worker.
+#[derive(Debug)]
+pub struct Shared {
+    /// Its configuration, as the file (or the flags) gave it.
+    pub frontend: Frontend,
+    /// Which of its backends are up.
+    pub board: Arc<HealthBoard>,
+    /// The frontend's `maxconn`.
+    pub limit: Arc<Limit>,
+    /// Each backend's `maxconn`, by index.
+    pub backend_limits: Vec<Arc<Limit>>,
+    /// `maxconn-per-source`, if set.
+    pub sources: Option<Arc<SourceLimits>>,
+    /// The relay's timeouts, from the frontend's.
+    pub relay_limits: Limits,
+    /// Its counters, one set per worker (metrics.rs: each written by one
+    /// thread only).
+    pub counters: Vec<Arc<FrontendCounters>>,
+}
+
+/// The shared state of one frontend; `old` is the state it replaces, whose
+/// limits carry over (their counts include the connections still open
+/// under the old configuration).
+pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<Shared> {
+    let servers: Vec<_> = frontend
+        .backends
+        .iter()
+        .map(|b| (b.addr, b.check))
+        .collect();
+    let t = &frontend.timeouts;
+    let limit = match old {
+        Some(old) => {
+            old.limit.set_max(frontend.maxconn);
+            old.limit.clone()
+        }
+        None => Limit::new(frontend.maxconn),
+    };
+    let backend_limits = frontend
+        .backends
+        .iter()
+        .map(|b| {
+            let before = old.and_then(|old| {
+                let i = old
+                    .frontend
+                    .backends
+                    .iter()
+                    .position(|o| o.addr == b.addr)?;
+                old.backend_limits.get(i).cloned()
+            });
+            match before {
+                Some(limit) => {
+                    limit.set_max(b.maxconn);
+                    limit
+                }
+                None => Limit::new(b.maxconn),
+            }
+        })
+        .collect();
+    Arc::new(Shared {
+        board: Arc::new(HealthBoard::new(&frontend.name, &servers)),
+        limit,
+        backend_limits,
+        sources: frontend.maxconn_per_source.map(SourceLimits::new),
+        counters: (0..workers)
+            .map(|_| Arc::new(FrontendCounters::new(frontend.backends.len())))
+            .collect(),
+        relay_limits: Limits {
+            idle_timeout: t.idle(),
+            client_fin_timeout: t.client_fin,
+            server_fin_timeout: t.server_fin,
+        },
+        frontend: frontend.clone(),
+    })
+}
+
+/// A frontend's listeners, one per worker, on the same address: the first
+/// binds (and learns the port, if 0 was asked), the others join it with
+/// SO_REUSEPORT.
+pub fn bind_listeners(
+    frontend: &Frontend,
+    workers: usize,
+    backlog: u32,
+) -> io::Result<Vec<std::net::TcpListener>> {
+    let options = ListenOptions {
+        backlog,
+        reuse_port: workers > 1,
+        ..ListenOptions::default()
+    };
+    let first = bind_std(frontend.listen, &options).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "frontend {}: cannot listen on {}: {e}",
+                frontend.name, frontend.listen
+            ),
+        )
+    })?;
+    let addr = first.local_addr()?;
+    let mut listeners = vec![first];
+    for _ in 1..workers {
+        listeners.push(bind_std(addr, &options)?);
+    }
+    Ok(listeners)
+}

@@ -1,0 +1,71 @@
+//! What the epoll mode runs: the configuration (the file's, or the one
+//! frontend of the flags) and the process-wide settings around it, with
+//! the flags given beside `--config` winning over the file's `global`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::ops::shutdown;
+use crate::settings::cli::Settings;
+use crate::settings::config::{self, Config, ConfigError, Global};
+
+/// How the epoll mode runs: the frontends, and the process-wide settings
+/// that are not part of a configuration file.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The frontends and the global `maxconn`.
+    pub config: Config,
+    /// The file `config` came from, read again on SIGHUP (`None`: flags).
+    pub path: Option<PathBuf>,
+    /// Event-loop threads.
+    pub workers: usize,
+    /// The listen queue length of every listener.
+    pub backlog: u32,
+    /// On SIGTERM, how long open connections may take to finish.
+    pub grace: Duration,
+    /// Whether `--grace` set it (then a reload does not change it).
+    pub grace_from_flag: bool,
+    /// The file's `global` section as it was read at startup, before the
+    /// flags' overrides: what a reload compares the new file with.
+    pub started_with: Global,
+}
+
+impl Plan {
+    /// The plan for `settings`: the file's frontends with `--config` (its
+    /// errors, if it has any), else the one frontend of the flags.
+    pub fn new(settings: &Settings) -> Result<Plan, Vec<ConfigError>> {
+        let config = match &settings.config {
+            Some(path) => config::load(path)?,
+            None => settings.to_config(),
+        };
+        // Flags given beside --config win over the file's global options.
+        let started_with = config.global.clone();
+        let mut config = config;
+        if let Some(admin) = settings.admin {
+            config.global.admin = Some(admin);
+        }
+        if let Some(target) = &settings.access_log {
+            config.global.access_log = Some(target.clone());
+        }
+        if let Some(format) = settings.log_format {
+            config.global.log_format = Some(format);
+        }
+        let workers = match (settings.workers_given, config.global.workers) {
+            (false, Some(n)) => n as usize,
+            _ => settings.workers,
+        };
+        let grace = settings
+            .grace
+            .or(config.global.grace)
+            .unwrap_or(shutdown::DEFAULT_GRACE);
+        Ok(Plan {
+            config,
+            path: settings.config.clone(),
+            workers,
+            backlog: settings.backlog,
+            grace,
+            grace_from_flag: settings.grace.is_some(),
+            started_with,
+        })
+    }
+}

@@ -1,0 +1,229 @@
+//! One worker: an event loop that runs what the control thread says
+//! ([`Command`]): one accept loop per frontend, one task per connection,
+//! and the access-log flush timer.
+
+use std::cell::RefCell;
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use runtime::net::TcpListener;
+use runtime::{JoinHandle, mpsc, oneshot, spawn, time};
+
+use crate::conn::accept::AcceptErrors;
+use crate::ops::metrics::counters;
+
+use super::connection::{self, Local, Places};
+use super::frontend::Shared;
+use super::worker_context::WorkerContext;
+
+/// What the main thread tells a worker.
+#[derive(Debug)]
+pub enum Command {
+    /// Run exactly these frontends from now on (at startup, and after each
+    /// reload). A frontend new to the worker comes with its listener; one
+    /// the worker already runs keeps its listener and gets the new state.
+    Apply(Vec<Assignment>),
+    /// Close every listener; open connections go on (a graceful stop).
+    StopAccepting,
+    /// Write the buffered access-log lines now, then answer (before exit).
+    Flush(oneshot::Sender<()>),
+    /// Reset every open connection (the grace period is over), log them,
+    /// write the access log, then answer.
+    Cut(oneshot::Sender<()>),
+}
+
+/// One frontend a worker is to run.
+#[derive(Debug)]
+pub struct Assignment {
+    /// The frontend.
+    pub shared: Arc<Shared>,
+    /// Its listener for this worker, when the frontend is new to it or
+    /// listens somewhere new.
+    pub listener: Option<std::net::TcpListener>,
+}
+
+/// A frontend running on a worker: its accept loop, and the state the loop
+/// hands to each new connection (swapped by a reload).
+#[derive(Debug)]
+struct Running {
+    slot: Rc<RefCell<Rc<Local>>>,
+    accept: JoinHandle<()>,
+}
+
+/// One worker: runs what the main thread says, until the process exits.
+pub async fn worker(
+    commands: Option<mpsc::Receiver<Command>>,
+    context: Rc<WorkerContext>,
+) -> io::Result<()> {
+    let Some(mut commands) = commands else {
+        return Err(io::Error::other("a worker found no command channel"));
+    };
+    if context.sink.is_some() {
+        spawn(flush_every(context.clone(), ACCESS_LOG_FLUSH));
+    }
+    let mut running: Vec<Running> = Vec::new();
+    while let Some(command) = commands.recv().await {
+        match command {
+            Command::Apply(assignments) => {
+                running = apply(std::mem::take(&mut running), assignments, &context);
+            }
+            Command::StopAccepting => {
+                for frontend in running.drain(..) {
+                    frontend.accept.abort();
+                }
+            }
+            Command::Flush(done) => {
+                flush(&context);
+                let _ = done.send(());
+            }
+            Command::Cut(done) => {
+                context.kill.fire();
+                // The connections woken by the switch run before this task
+                // comes back from its yields (a yield goes to the back of
+                // the queue): by then each has reset its sockets and
+                // written its access-log line.
+                for _ in 0..3 {
+                    runtime::yield_now().await;
+                }
+                flush(&context);
+                let _ = done.send(());
+            }
+        }
+    }
+    // The main thread never drops its senders before the process exits.
+    std::future::pending().await
+}
+
+/// How long an access-log line may wait in a worker's buffer: lines are
+/// written in batches, one write(2) per batch, instead of one per connection.
+const ACCESS_LOG_FLUSH: Duration = Duration::from_millis(200);
+
+/// Writes the worker's buffered access-log lines every `period`.
+async fn flush_every(context: Rc<WorkerContext>, period: Duration) {
+    loop {
+        time::sleep(period).await;
+        flush(&context);
+    }
+}
+
+fn flush(context: &WorkerContext) {
+    if let Some(sink) = &context.sink {
+        if let Err(e) = sink.borrow_mut().flush() {
+            crate::error!("access log: {e}; lines lost");
+        }
+    }
+}
+
+/// One worker's side of [`Command::Apply`].
+fn apply(
+    before: Vec<Running>,
+    assignments: Vec<Assignment>,
+    context: &Rc<WorkerContext>,
+) -> Vec<Running> {
+    let mut before: Vec<Option<Running>> = before.into_iter().map(Some).collect();
+    let mut after = Vec::new();
+    for Assignment { shared, listener } in assignments {
+        let name = &shared.frontend.name;
+        let old = before
+            .iter_mut()
+            .find(|r| {
+                r.as_ref()
+                    .is_some_and(|r| r.slot.borrow().shared.frontend.name == *name)
+            })
+            .and_then(Option::take);
+        match (old, listener) {
+            (Some(running), None) => {
+                let unchanged = Arc::ptr_eq(&running.slot.borrow().shared, &shared);
+                if !unchanged {
+                    // New connections get the new pool; open ones keep the
+                    // Local (and backends) they started with.
+                    *running.slot.borrow_mut() = Rc::new(Local::new(shared, context));
+                }
+                after.push(running);
+            }
+            (old, Some(listener)) => {
+                if let Some(old) = old {
+                    old.accept.abort(); // it moved to another address
+                }
+                let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, context))));
+                let accept = spawn(accept_loop(listener, slot.clone()));
+                after.push(Running { slot, accept });
+            }
+            (None, None) => crate::error!("frontend {name}: no listener on this worker"),
+        }
+    }
+    // Frontends the new configuration dropped: their listeners close.
+    for running in before.into_iter().flatten() {
+        running.accept.abort();
+    }
+    after
+}
+
+/// The places under the global and the frontend maxconn for a client the
+/// accept loop just accepted, and the frontend's state of now to serve it
+/// with (a reload may swap it while this waits).
+///
+/// The loop saw room before accepting, so this waits only when another
+/// worker (or, for the global limit, another frontend) took the last place
+/// in between: two loops woken by one freed place both accept. The client
+/// then waits here as long as it would have in the kernel's queue, with no
+/// timeout (`timeout queue` is about a backend's maxconn: resetting a
+/// client for the frontend's would break "the kernel backlog holds new
+/// clients"), and this loop accepts no one else meanwhile.
+async fn admit(slot: &RefCell<Rc<Local>>) -> (Rc<Local>, Places) {
+    loop {
+        let local = slot.borrow().clone();
+        if let Some(places) = local.try_admit() {
+            return (local, places);
+        }
+        // Whichever is full now; room() checks again after registering, so
+        // a place freed meanwhile is not missed.
+        if local.worker.global.has_room() {
+            local.shared.limit.room().await;
+        } else {
+            local.worker.global.room().await;
+        }
+    }
+}
+
+/// Accepts until aborted (a stop, or the frontend removed by a reload),
+/// one task per connection. At the frontend's or the global maxconn it
+/// stops accepting: new clients wait in the kernel's listen queue
+/// (HAProxy's behaviour) instead of being accepted and dropped.
+async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>>>) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(e) => {
+            let name = slot.borrow().shared.frontend.name.clone();
+            crate::error!("frontend {name}: cannot watch its listener: {e}; not accepting here");
+            return;
+        }
+    };
+    let mut errors = AcceptErrors::new();
+    loop {
+        let local = slot.borrow().clone();
+        local.worker.global.room().await;
+        local.shared.limit.room().await;
+        match listener.accept().await {
+            Ok((client, peer)) => {
+                // The state of now, not of before the wait: a reload may
+                // have swapped it meanwhile.
+                // Taken here, before the next look for room, so that one
+                // freed place lets in one client, not the whole queue.
+                let (local, places) = admit(&slot).await;
+                spawn(connection::serve(client, peer, local, places));
+            }
+            // Out of descriptors, say: the connection waits in the kernel's
+            // queue, and accepting again at once would spin. The pause is a
+            // timer, so open connections keep running meanwhile.
+            Err(e) => {
+                counters::inc(&local.counters.accept_errors);
+                if let Some(pause) = errors.note(&e) {
+                    time::sleep(pause).await;
+                }
+            }
+        }
+    }
+}
