@@ -38,7 +38,7 @@ use runtime::time;
 
 use super::frontend::Shared;
 use super::worker_context::WorkerContext;
-use crate::conn::proxy_protocol::{self, Addresses, Version};
+use crate::conn::proxy_protocol::{self, Addresses};
 use crate::conn::relay::{self, Ending};
 use crate::ops::access_log::record::Record;
 use crate::ops::access_log::termination::{Cause, Phase, Termination};
@@ -46,7 +46,6 @@ use crate::ops::metrics::counters::{self, Active, FrontendCounters};
 use crate::policy::balance::{Algorithm, Balancer, Server};
 use crate::policy::health;
 use crate::policy::limit::Permit;
-use crate::settings::config::{Balance, ProxyVersion};
 
 /// One frontend as one worker sees it: the shared state plus the worker's
 /// own balancer.
@@ -194,7 +193,7 @@ impl Local {
                 backup: b.backup,
             })
             .collect();
-        let mut balancer = Balancer::new(servers, algorithm(shared.frontend.balance));
+        let mut balancer = Balancer::new(servers, shared.frontend.balance);
         // Every worker's balancer would start its rotation on the first
         // backend, so a few connections spread over N workers would all
         // land there: each worker starts `index` picks further on.
@@ -288,10 +287,7 @@ impl Local {
             let to = destination
                 .or_else(|| client.local_addr().ok())
                 .unwrap_or(server.addr);
-            early.splice(
-                0..0,
-                proxy_protocol::encode(version_of(version), trace.client, to),
-            );
+            early.splice(0..0, proxy_protocol::encode(version, trace.client, to));
         }
         if !early.is_empty() {
             if let Err(e) = backend.write_all(&early).await {
@@ -571,20 +567,4 @@ fn count_refusal(counters: &FrontendCounters, refusal: &Refusal) {
         _ => return,
     };
     counters::inc(counter);
-}
-
-fn algorithm(balance: Balance) -> Algorithm {
-    match balance {
-        Balance::RoundRobin => Algorithm::RoundRobin,
-        Balance::LeastConn => Algorithm::LeastConn,
-        Balance::Random => Algorithm::Random,
-        Balance::Source => Algorithm::Source,
-    }
-}
-
-fn version_of(version: ProxyVersion) -> Version {
-    match version {
-        ProxyVersion::V1 => Version::V1,
-        ProxyVersion::V2 => Version::V2,
-    }
 }

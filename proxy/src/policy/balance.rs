@@ -193,6 +193,32 @@ pub enum Algorithm {
     Source,
 }
 
+impl Algorithm {
+    /// Every algorithm, in the order the docs list them.
+    pub const ALL: [Algorithm; 4] = [
+        Algorithm::RoundRobin,
+        Algorithm::LeastConn,
+        Algorithm::Random,
+        Algorithm::Source,
+    ];
+
+    /// Its name in a configuration file and on the command line (HAProxy's
+    /// `balance` keywords).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::RoundRobin => "roundrobin",
+            Algorithm::LeastConn => "leastconn",
+            Algorithm::Random => "random",
+            Algorithm::Source => "source",
+        }
+    }
+
+    /// The algorithm named `word`.
+    pub fn parse(word: &str) -> Option<Algorithm> {
+        Algorithm::ALL.into_iter().find(|a| a.name() == word)
+    }
+}
+
 /// What the balancer knows about one server beyond its configuration.
 #[derive(Debug, Clone, Default)]
 struct State {

@@ -19,8 +19,9 @@ use std::time::Duration;
 use crate::log::Level;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
+use crate::policy::balance::Algorithm;
 use crate::settings::config::{
-    AccessLogTarget, BackendServer, Balance, Config, DEFAULT_RETRIES, Frontend, Global, Timeouts,
+    AccessLogTarget, BackendServer, Config, DEFAULT_RETRIES, Frontend, Global, Timeouts,
 };
 
 /// Which of the seed's milestones runs.
@@ -99,7 +100,7 @@ pub struct Settings {
     /// How much to log.
     pub log_level: Level,
     /// Epoll mode: the algorithm choosing a backend (`--balance`).
-    pub balance: Balance,
+    pub balance: Algorithm,
     /// Epoll mode: other backends to try after a failed connect.
     pub retries: u32,
     /// Epoll mode: the most connections open at once (`None`: no limit).
@@ -134,7 +135,7 @@ impl Default for Settings {
             idle_timeout: Duration::from_secs(600),
             fin_timeout: Duration::from_secs(30),
             log_level: Level::Info,
-            balance: Balance::RoundRobin,
+            balance: Algorithm::RoundRobin,
             retries: DEFAULT_RETRIES,
             maxconn: None,
             config: None,
@@ -474,8 +475,8 @@ fn check_config_flags(settings: Settings, given: &[&str]) -> Result<Command, Cli
     Ok(Command::Run(Box::new(settings)))
 }
 
-fn parse_balance(value: &str) -> Result<Balance, CliError> {
-    Balance::parse(value).ok_or_else(|| {
+fn parse_balance(value: &str) -> Result<Algorithm, CliError> {
+    Algorithm::parse(value).ok_or_else(|| {
         CliError(format!(
             "--balance: unknown algorithm '{value}'; use roundrobin, leastconn, random or source"
         ))

@@ -27,8 +27,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::conn::proxy_protocol::Version;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::{AccessList, Cidr};
+use crate::policy::balance::Algorithm;
 use crate::policy::health::Check;
 use crate::settings::cli::{edit_distance, parse_duration};
 
@@ -77,54 +79,6 @@ impl AccessLogTarget {
             "off" => AccessLogTarget::Off,
             "stderr" => AccessLogTarget::Stderr,
             path => AccessLogTarget::File(PathBuf::from(path)),
-        }
-    }
-}
-
-/// A PROXY protocol version (`send-proxy`, `send-proxy-v2`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProxyVersion {
-    /// The text header.
-    V1,
-    /// The binary header.
-    V2,
-}
-
-/// How a frontend picks a backend for a new connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Balance {
-    /// Smooth weighted round-robin (the default).
-    #[default]
-    RoundRobin,
-    /// Fewest active connections, ties by round-robin.
-    LeastConn,
-    /// Power of two choices: pick two, take the less loaded.
-    Random,
-    /// Consistent hashing (Maglev) on the client address.
-    Source,
-}
-
-impl Balance {
-    const NAMES: &'static [&'static str] = &["roundrobin", "leastconn", "random", "source"];
-
-    /// The name used in the file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Balance::RoundRobin => "roundrobin",
-            Balance::LeastConn => "leastconn",
-            Balance::Random => "random",
-            Balance::Source => "source",
-        }
-    }
-
-    /// The algorithm named `word` in a file or on the command line.
-    pub fn parse(word: &str) -> Option<Balance> {
-        match word {
-            "roundrobin" => Some(Balance::RoundRobin),
-            "leastconn" => Some(Balance::LeastConn),
-            "random" => Some(Balance::Random),
-            "source" => Some(Balance::Source),
-            _ => None,
         }
     }
 }
@@ -197,7 +151,7 @@ pub struct Frontend {
     /// `listen ADDR`: where clients connect.
     pub listen: SocketAddr,
     /// `balance`: the algorithm.
-    pub balance: Balance,
+    pub balance: Algorithm,
     /// `maxconn N`: concurrent connections on this frontend.
     pub maxconn: Option<u32>,
     /// `timeout ...`.
@@ -235,7 +189,7 @@ pub struct BackendServer {
     pub check: Option<Check>,
     /// `send-proxy` / `send-proxy-v2`: start each connection with a PROXY
     /// protocol header carrying the client's address.
-    pub send_proxy: Option<ProxyVersion>,
+    pub send_proxy: Option<Version>,
 }
 
 /// One mistake in a configuration file.
@@ -410,7 +364,7 @@ struct FrontendDraft {
     line: usize,
     column: usize,
     listen: Option<(SocketAddr, usize, usize)>,
-    balance: Balance,
+    balance: Algorithm,
     maxconn: Option<u32>,
     timeouts: Timeouts,
     retries: u32,
@@ -613,7 +567,7 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
                     line: p.line,
                     column: first.column,
                     listen: None,
-                    balance: Balance::default(),
+                    balance: Algorithm::default(),
                     maxconn: None,
                     timeouts: Timeouts::default(),
                     retries: DEFAULT_RETRIES,
@@ -878,7 +832,7 @@ fn frontend_option(p: &mut Parser<'_>, words: &[Word<'_>], f: &mut FrontendDraft
             if !once(p, &mut f.seen, "balance", first.column) {
                 return;
             }
-            match Balance::parse(v.text) {
+            match Algorithm::parse(v.text) {
                 Some(b) => f.balance = b,
                 None => p.error(
                     v.column,
@@ -886,7 +840,7 @@ fn frontend_option(p: &mut Parser<'_>, words: &[Word<'_>], f: &mut FrontendDraft
                         "unknown balance algorithm '{}'{}; use roundrobin, leastconn, random \
                          or source",
                         v.text,
-                        did_you_mean(v.text, Balance::NAMES)
+                        did_you_mean(v.text, &Algorithm::ALL.map(Algorithm::name))
                     ),
                 ),
             }
@@ -1142,9 +1096,9 @@ fn backend_params(
                 if !once_on_line(p, &mut seen, "send-proxy", w.column) {
                     ok = false;
                 } else if w.text == "send-proxy" {
-                    server.send_proxy = Some(ProxyVersion::V1);
+                    server.send_proxy = Some(Version::V1);
                 } else {
-                    server.send_proxy = Some(ProxyVersion::V2);
+                    server.send_proxy = Some(Version::V2);
                 }
             }
             other if CHECK_PARAMS.contains(&other) => {
@@ -1260,7 +1214,7 @@ mod tests {
         let web = &c.frontends[0];
         assert_eq!(web.name, "web");
         assert_eq!(web.listen, addr("127.0.0.1:8080"));
-        assert_eq!(web.balance, Balance::RoundRobin);
+        assert_eq!(web.balance, Algorithm::RoundRobin);
         assert_eq!(web.maxconn, Some(5000));
         assert_eq!(
             web.timeouts,
@@ -1299,7 +1253,7 @@ mod tests {
                     backup: true,
                     maxconn: None,
                     check: None,
-                    send_proxy: Some(ProxyVersion::V2),
+                    send_proxy: Some(Version::V2),
                 },
             ]
         );
@@ -1324,7 +1278,7 @@ mod tests {
         let c = ok("frontend a\nlisten 127.0.0.1:1\nbackend 127.0.0.1:2 check\n");
         assert_eq!(c.global, Global::default());
         let f = &c.frontends[0];
-        assert_eq!(f.balance, Balance::RoundRobin);
+        assert_eq!(f.balance, Algorithm::RoundRobin);
         assert_eq!(f.maxconn, None);
         assert_eq!(f.retries, 3);
         assert_eq!(f.timeouts.connect, Duration::from_secs(5));
@@ -1345,7 +1299,7 @@ mod tests {
              timeout tunnel 1h\n    timeout queue 2s\n    retries 0\n    backend [::1]:9 weight 0 check inter 1s fall 5 rise 7 timeout 300ms\n",
         ));
         let f = &c.frontends[0];
-        assert_eq!(f.balance, Balance::Source);
+        assert_eq!(f.balance, Algorithm::Source);
         assert_eq!(
             f.timeouts,
             Timeouts {
@@ -1378,9 +1332,9 @@ mod tests {
             Duration::from_millis(750)
         );
         for (word, balance) in [
-            ("leastconn", Balance::LeastConn),
-            ("random", Balance::Random),
-            ("roundrobin", Balance::RoundRobin),
+            ("leastconn", Algorithm::LeastConn),
+            ("random", Algorithm::Random),
+            ("roundrobin", Algorithm::RoundRobin),
         ] {
             let c = ok(&fe(&format!("balance {word}\n")));
             assert_eq!(c.frontends[0].balance, balance);
