@@ -10,9 +10,9 @@ use runtime::net::{ListenOptions, bind_std};
 
 use crate::conn::relay::Limits;
 use crate::ops::metrics::counters::FrontendCounters;
-use crate::policy::acl::SourceLimits;
 use crate::policy::health::HealthBoard;
 use crate::policy::limit::Limit;
+use crate::policy::source_limit::SourceLimits;
 use crate::settings::config::Frontend;
 
 /// One frontend's state shared by every worker.

@@ -4,5 +4,7 @@
 
 pub mod acl;
 pub mod balance;
+pub mod cidr;
 pub mod health;
 pub mod limit;
+pub mod source_limit;

@@ -29,8 +29,9 @@ use std::time::Duration;
 
 use crate::conn::proxy_protocol::Version;
 use crate::ops::access_log::record::Format;
-use crate::policy::acl::{AccessList, Cidr};
+use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
+use crate::policy::cidr::Cidr;
 use crate::policy::health::Check;
 use crate::settings::cli::{edit_distance, parse_duration};
 
