@@ -90,71 +90,18 @@
 //! generator, seeded differently per balancer (or by [`Balancer::seed`] in
 //! tests); it need not be unpredictable, only well spread.
 //!
-//! ## `source`: consistent hashing with a Maglev table
 //!
-//! The same client address should reach the same server (a cache stays
-//! warm, a session survives a reconnect), and when a server leaves, clients
-//! of *other* servers should not move. `hash(client) % servers` keeps the
-//! first promise and breaks the second: going from 10 to 9 servers changes
-//! the answer for about 9 clients in 10. Maglev (Eisenbud et al., "Maglev: A
-//! Fast and Reliable Software Network Load Balancer", NSDI 2016) keeps both
-//! promises with a lookup table of M slots, M a prime much larger than the
-//! number of servers (65,537 here):
+//! ## `source`: consistent hashing
 //!
-//! 1. Each server gets its own order in which it would like to take the
-//!    slots, a *permutation* of `0..M`, from two hashes of its address:
-//!    `offset = h1 % M`, `skip = h2 % (M - 1) + 1`, and its j-th favourite
-//!    slot is `(offset + j * skip) % M`. Because M is prime and `0 < skip <
-//!    M`, this visits every slot exactly once.
-//! 2. The servers take turns, round-robin: each takes its next favourite
-//!    slot that is still empty, until the table is full.
-//! 3. A client goes to the server in slot `hash(client) % M`.
-//!
-//! With M = 7 and three servers:
-//!
-//! ```text
-//!   preferences    a: 3 0 4 1 5 2 6     b: 0 2 4 6 1 3 5     c: 3 4 5 6 0 1 2
-//!   turn a: 3      turn b: 0            turn c: 3 taken, 4
-//!   turn a: 0 taken, 4 taken, 1         turn b: 2           turn c: 5
-//!   turn a: 5 taken, 2 taken, 6  (full)
-//!
-//!   slot      0  1  2  3  4  5  6
-//!   server    b  a  b  a  c  c  a
-//! ```
-//!
-//! Every server gets almost the same number of slots (turns alternate), and
-//! the table depends only on the set of servers, not on their order. When a
-//! server leaves, the table is rebuilt: each remaining server walks the same
-//! preference list as before, so it mostly takes the same slots again, plus
-//! some of the slots the leaver freed. Clients on the leaver must move;
-//! nearly all others stay (the paper and the tests here measure it).
-//!
-//! Weights make the turns uneven: a server of weight 3 takes three slots per
-//! round where one of weight 1 takes one (with weight 1 for everyone, this is
-//! exactly the paper's algorithm). The table covers the servers *in
-//! rotation* (up, weight above 0) and is rebuilt only when that set changes
-//! ([`Balancer::set_up`]). A server that a pick merely avoids (full at its
-//! maxconn, or already tried) stays in the table, since that comes and goes
-//! with every connection; instead, a client whose slot points at an avoided
-//! server walks on to the next slots until one points at an available
-//! server. Each tier (normal, backup) has its own table.
-//!
-//! The hash is FNV-1a 64 (a byte at a time: `h ^= byte; h *= prime`),
-//! followed by MurmurHash3's 64-bit finalizer, which mixes every input bit
-//! into the low bits that `% M` keeps (FNV-1a alone leaves similar inputs,
-//! like consecutive addresses, with similar low bits). Both are fixed,
-//! published functions, so the table, and so every client's server, is the
-//! same across runs, processes and Rust versions (`std`'s `DefaultHasher`
-//! promises none of that).
+//! A client address always reaches the same server while the set of
+//! servers stays the same, and few clients move when it changes: a Maglev
+//! table per tier, in [`maglev`](super::maglev).
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::net::{IpAddr, SocketAddr};
 
-/// The Maglev table size [`Balancer::new`] uses: a prime, and far more slots
-/// than servers, so that each server's share is close to exact (the paper
-/// uses 65,537 too).
-pub const MAGLEV_TABLE_SIZE: usize = 65_537;
+use super::maglev::{self, Table};
 
 /// One backend, as configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,7 +189,7 @@ pub struct Balancer {
     table_size: usize,
     /// The Maglev tables of the normal tier (`[0]`) and the backup tier
     /// (`[1]`); empty unless the algorithm is `Source`.
-    tables: [Vec<u32>; 2],
+    tables: [Table; 2],
     /// Servers the pick in progress must not return (a retry's earlier
     /// attempts, servers found full); empty between picks, its capacity
     /// kept so that picking does not allocate.
@@ -252,7 +199,7 @@ pub struct Balancer {
 impl Balancer {
     /// A balancer over `servers`, all up, none with a connection limit.
     pub fn new(servers: Vec<Server>, algorithm: Algorithm) -> Balancer {
-        Balancer::with_table_size(servers, algorithm, MAGLEV_TABLE_SIZE)
+        Balancer::with_table_size(servers, algorithm, maglev::TABLE_SIZE)
     }
 
     /// [`Balancer::new`] with a Maglev table of `table_size` slots, for
@@ -268,7 +215,7 @@ impl Balancer {
         table_size: usize,
     ) -> Balancer {
         assert!(
-            is_prime(table_size),
+            maglev::is_prime(table_size),
             "Maglev table size {table_size} is not a prime"
         );
         assert!(
@@ -286,7 +233,7 @@ impl Balancer {
             // random per process and per instance; no I/O is needed here.
             rng: XorShift::new(RandomState::new().hash_one(0u8)),
             table_size,
-            tables: [Vec::new(), Vec::new()],
+            tables: [Table::default(), Table::default()],
             avoid: Vec::new(),
         };
         balancer.rebuild(false);
@@ -476,16 +423,7 @@ impl Balancer {
 
     /// Maglev lookup; if the slot's server is avoided, the next slots in turn.
     fn pick_source(&self, backup: bool, client: IpAddr) -> Option<usize> {
-        let table = &self.tables[usize::from(backup)];
-        if table.is_empty() {
-            return None;
-        }
-        let start = (hash(&ip_bytes(client)) % table.len() as u64) as usize;
-        // Every available server of the tier is in rotation, so it owns at
-        // least one slot and this walk finds one within table.len() steps.
-        (0..table.len())
-            .map(|step| table[(start + step) % table.len()] as usize)
-            .find(|&i| self.available(i))
+        self.tables[usize::from(backup)].lookup(client, |i| self.available(i))
     }
 
     // ---- the Maglev table ----
@@ -495,129 +433,14 @@ impl Balancer {
         if self.algorithm != Algorithm::Source {
             return;
         }
-        let members: Vec<Member> = (0..self.servers.len())
+        let members = (0..self.servers.len())
             .filter(|&i| self.servers[i].backup == backup && self.in_rotation(i))
-            .map(|i| Member::new(i, &self.servers[i], self.table_size))
-            .collect();
-        self.tables[usize::from(backup)] = maglev_table(members, self.table_size);
+            .map(|i| (i, self.servers[i].addr, self.servers[i].weight));
+        self.tables[usize::from(backup)] = Table::build(members, self.table_size);
     }
 }
 
-/// A server taking part in a Maglev table, and where it is in its own
-/// preference list.
-#[derive(Debug)]
-struct Member {
-    index: u32,
-    weight: u32,
-    offset: u64,
-    skip: u64,
-    /// How many of its preferences it has tried so far.
-    tried: u64,
-}
-
-impl Member {
-    fn new(index: usize, server: &Server, size: usize) -> Member {
-        let size = size as u64;
-        // Two different hashes of the address: the same bytes with a
-        // different last byte. The address, not the index, so that the
-        // table does not depend on the order of the configuration.
-        let key = |salt: u8| {
-            let mut bytes = ip_bytes(server.addr.ip());
-            bytes.extend_from_slice(&server.addr.port().to_be_bytes());
-            bytes.push(salt);
-            hash(&bytes)
-        };
-        Member {
-            index: index as u32, // fits: checked in with_table_size
-            weight: server.weight,
-            offset: key(0) % size,
-            // In 1..size: never 0, which would stay on one slot forever.
-            skip: key(1) % (size - 1) + 1,
-            tried: 0,
-        }
-    }
-
-    /// Its next preferred slot; each slot comes up exactly once in `size`
-    /// calls, because `size` is prime and `skip` is not a multiple of it.
-    fn next_preference(&mut self, size: u64) -> usize {
-        let slot = (self.offset + self.tried * self.skip) % size;
-        self.tried += 1;
-        slot as usize
-    }
-}
-
-/// An empty Maglev slot.
-const EMPTY: u32 = u32::MAX;
-
-/// Fills a table of `size` slots: the members take turns, each taking its
-/// next preferred empty slot, `weight` slots per turn, until it is full.
-/// Empty if there are no members.
-fn maglev_table(mut members: Vec<Member>, size: usize) -> Vec<u32> {
-    if members.is_empty() {
-        return Vec::new();
-    }
-    let mut table = vec![EMPTY; size];
-    let mut filled = 0;
-    loop {
-        for member in &mut members {
-            for _ in 0..member.weight {
-                take_next_empty(member, &mut table);
-                filled += 1;
-                if filled == size {
-                    return table;
-                }
-            }
-        }
-    }
-}
-
-/// `member` claims the first slot in its preference order still empty. One
-/// exists: the caller stops as soon as the table is full.
-fn take_next_empty(member: &mut Member, table: &mut [u32]) {
-    loop {
-        let slot = member.next_preference(table.len() as u64);
-        if table[slot] == EMPTY {
-            table[slot] = member.index;
-            return;
-        }
-    }
-}
-
-// ---- hashing and randomness ----
-
-/// The bytes of an address, with IPv4-mapped IPv6 (`::ffff:a.b.c.d`, what a
-/// dual-stack listener reports for an IPv4 client) taken as the IPv4 address
-/// it is, so both spellings of one client hash alike.
-fn ip_bytes(ip: IpAddr) -> Vec<u8> {
-    match ip.to_canonical() {
-        IpAddr::V4(v4) => v4.octets().to_vec(),
-        IpAddr::V6(v6) => v6.octets().to_vec(),
-    }
-}
-
-/// FNV-1a 64 followed by MurmurHash3's fmix64 (module docs: why both).
-fn hash(bytes: &[u8]) -> u64 {
-    fmix64(fnv1a64(bytes))
-}
-
-/// FNV-1a, 64 bits: for each byte, xor it in, then multiply by the FNV prime.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes
-        .iter()
-        .fold(OFFSET_BASIS, |h, &b| (h ^ u64::from(b)).wrapping_mul(PRIME))
-}
-
-/// MurmurHash3's 64-bit finalizer: every input bit affects every output bit.
-fn fmix64(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    k ^= k >> 33;
-    k
-}
+// ---- randomness ----
 
 /// Marsaglia's xorshift64, with the multiply of xorshift64* on the output:
 /// three shifts and a multiply per number, plenty for picking servers.
@@ -628,7 +451,7 @@ impl XorShift {
     fn new(seed: u64) -> XorShift {
         // The state must never be 0 (xorshift would stay at 0 forever);
         // fmix64 is a bijection taking only 0 to 0, hence the `| 1`.
-        XorShift(fmix64(seed) | 1)
+        XorShift(maglev::fmix64(seed) | 1)
     }
 
     fn next(&mut self) -> u64 {
@@ -646,10 +469,6 @@ impl XorShift {
     fn below(&mut self, n: usize) -> usize {
         ((u128::from(self.next()) * n as u128) >> 64) as usize
     }
-}
-
-fn is_prime(n: usize) -> bool {
-    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
 }
 
 #[cfg(test)]
@@ -920,28 +739,6 @@ mod tests {
     // ---- source: Maglev ----
 
     #[test]
-    fn maglev_example_of_the_docs_fills_every_slot_evenly() {
-        let members = (0..3)
-            .map(|i| Member::new(i, &server(i as u8 + 1, 1), 7))
-            .collect();
-        let table = maglev_table(members, 7);
-        let mut counts = [0; 3];
-        for &slot in &table {
-            counts[slot as usize] += 1;
-        }
-        assert_eq!(counts.iter().sum::<usize>(), 7);
-        assert!(counts.iter().all(|&c| (2..=3).contains(&c)), "{counts:?}");
-    }
-
-    #[test]
-    fn a_preference_list_visits_every_slot_once() {
-        let mut member = Member::new(0, &server(1, 1), 13);
-        let mut slots: Vec<usize> = (0..13).map(|_| member.next_preference(13)).collect();
-        slots.sort_unstable();
-        assert!(slots.into_iter().eq(0..13));
-    }
-
-    #[test]
     fn source_keeps_a_client_on_one_server() {
         let mut b = Balancer::new((1..=5).map(|i| server(i, 1)).collect(), Algorithm::Source);
         for n in 0..100 {
@@ -1058,20 +855,6 @@ mod tests {
     }
 
     // ---- the pieces ----
-
-    #[test]
-    fn fnv1a64_matches_the_published_test_vectors() {
-        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
-    }
-
-    #[test]
-    fn primes() {
-        let small: Vec<usize> = (0..30).filter(|&n| is_prime(n)).collect();
-        assert_eq!(small, [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]);
-        assert!(is_prime(MAGLEV_TABLE_SIZE));
-    }
 
     #[test]
     #[should_panic(expected = "not a prime")]

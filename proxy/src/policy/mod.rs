@@ -7,4 +7,5 @@ pub mod balance;
 pub mod cidr;
 pub mod health;
 pub mod limit;
+pub mod maglev;
 pub mod source_limit;
