@@ -19,7 +19,8 @@ use crate::ops::admin;
 use crate::ops::metrics::exposition::{Published, Registry};
 use crate::ops::shutdown::{self, Drained};
 use crate::policy::limit::Limit;
-use crate::settings::config::{self, AccessLogTarget, Config, Global};
+use crate::settings::config::{AccessLogTarget, Config, Global};
+use crate::settings::file;
 
 use super::checker;
 use super::frontend::{Shared, bind_listeners, share};
@@ -263,7 +264,7 @@ impl Control {
             crate::warn!("SIGHUP: started without --config, nothing to reload; ignored");
             return;
         };
-        let config = match config::load(&path) {
+        let config = match file::load(&path) {
             Ok(config) => config,
             Err(errors) => {
                 for e in &errors {

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::ops::shutdown;
 use crate::settings::cli::Settings;
-use crate::settings::config::{self, Config, ConfigError, Global};
+use crate::settings::config::{Config, ConfigError, Global};
+use crate::settings::file;
 
 /// How the epoll mode runs: the frontends, and the process-wide settings
 /// that are not part of a configuration file.
@@ -35,7 +36,7 @@ impl Plan {
     /// errors, if it has any), else the one frontend of the flags.
     pub fn new(settings: &Settings) -> Result<Plan, Vec<ConfigError>> {
         let config = match &settings.config {
-            Some(path) => config::load(path)?,
+            Some(path) => file::load(path)?,
             None => settings.to_config(),
         };
         // Flags given beside --config win over the file's global options.

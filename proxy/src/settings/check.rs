@@ -4,11 +4,12 @@
 
 use std::path::Path;
 
-use super::config::{self, ConfigError};
+use super::config::ConfigError;
+use super::file;
 
 /// Checks the file at `path`; returns the exit status.
 pub fn check_config(path: &Path) -> i32 {
-    match config::load(path) {
+    match file::load(path) {
         Ok(config) => {
             let n = config.frontends.len();
             println!("{}: ok ({n} frontend{})", path.display(), plural(n));

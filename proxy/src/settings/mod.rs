@@ -3,3 +3,7 @@
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod file;
+pub mod reader;
+pub mod sections;
+pub mod words;

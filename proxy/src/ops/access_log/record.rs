@@ -36,13 +36,12 @@ pub enum Format {
 }
 
 impl Format {
-    /// Parses `tcplog` or `json` (the `--log-format` flag).
-    pub fn parse(s: &str) -> Option<Format> {
-        match s {
-            "tcplog" => Some(Format::Tcplog),
-            "json" => Some(Format::Json),
-            _ => None,
-        }
+    /// Every format, the default first.
+    pub const ALL: [Format; 2] = [Format::Tcplog, Format::Json];
+
+    /// The format named `word` (`log-format`, `--log-format`).
+    pub fn parse(word: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.name() == word)
     }
 
     /// Its name on the command line.

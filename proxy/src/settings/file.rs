@@ -1,0 +1,895 @@
+//! Reading a configuration file: its lines into sections, each section's
+//! lines through its table of options (`sections.rs`), then what can only be
+//! checked once a frontend is complete (a `listen`, a backend, addresses
+//! that do not clash).
+//!
+//! ```text
+//!   line ──▶ words ──▶ "global" / "frontend NAME"?  ──▶ open that section
+//!                      an option of the open section? ──▶ its setter
+//!                      anything else                  ──▶ an error, with a hint
+//! ```
+//!
+//! Parsing never stops at the first mistake and never panics: every
+//! problem of the file becomes a [`ConfigError`] that says where
+//! (`file:line:column` of the offending word), what was wrong, and what to do.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use super::config::{Config, ConfigError, Frontend};
+use super::reader::Reader;
+use super::sections::{
+    FRONTEND, FrontendDraft, GLOBAL, GlobalDraft, SECTIONS, names, unknown_in_frontend,
+    unknown_in_global,
+};
+use super::words::{Word, did_you_mean, words};
+
+/// Reads and parses a file. Unreadable or non-UTF-8 files are errors too.
+pub fn load(path: &Path) -> Result<Config, Vec<ConfigError>> {
+    let name = path.display().to_string();
+    let whole_file = |message: String| ConfigError {
+        path: name.clone(),
+        line: 0,
+        column: 0,
+        message,
+    };
+    let bytes =
+        std::fs::read(path).map_err(|e| vec![whole_file(format!("cannot read the file: {e}"))])?;
+    match std::str::from_utf8(&bytes) {
+        Ok(text) => parse(&name, text),
+        Err(e) => {
+            // Everything before the bad byte is valid UTF-8.
+            let valid = String::from_utf8_lossy(&bytes[..e.valid_up_to()]);
+            let line = valid.matches('\n').count() + 1;
+            let column = valid.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            Err(vec![ConfigError {
+                line,
+                column,
+                ..whole_file("the file is not UTF-8 text; save it as UTF-8".to_string())
+            }])
+        }
+    }
+}
+
+/// Where the reader is in the file.
+enum Section {
+    /// Before the first section.
+    None,
+    Global,
+    /// The index into the drafts of the open frontend.
+    Frontend(usize),
+    /// After a bad section header: its lines are skipped, not reported.
+    Skip,
+}
+
+/// The file as it is read: the sections so far, and which one is open.
+struct File<'p> {
+    r: Reader<'p>,
+    global: GlobalDraft,
+    frontends: Vec<FrontendDraft>,
+    section: Section,
+}
+
+/// Parses the text of a configuration file; `path` only names it in errors.
+/// Returns every error of the file, in order, or the configuration.
+pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
+    let mut file = File {
+        r: Reader::new(path),
+        global: GlobalDraft::default(),
+        frontends: Vec::new(),
+        section: Section::None,
+    };
+    for (index, line) in text.lines().enumerate() {
+        file.r.line = index + 1;
+        file.line(&words(line));
+    }
+    file.finish()
+}
+
+impl File<'_> {
+    fn line(&mut self, words: &[Word<'_>]) {
+        let Some(&first) = words.first() else {
+            return;
+        };
+        match first.text {
+            "global" => return self.open_global(words),
+            "frontend" => return self.open_frontend(words),
+            _ => {}
+        }
+        let known = match self.section {
+            Section::Skip => true,
+            Section::None => {
+                self.outside_sections(first);
+                true
+            }
+            Section::Global => self.r.dispatch(GLOBAL, &mut self.global, words),
+            Section::Frontend(i) => match self.frontends.get_mut(i) {
+                Some(draft) => self.r.dispatch(FRONTEND, draft, words),
+                None => true,
+            },
+        };
+        if !known {
+            match self.section {
+                Section::Global => unknown_in_global(&mut self.r, first),
+                _ => unknown_in_frontend(&mut self.r, first),
+            }
+        }
+    }
+
+    fn open_global(&mut self, words: &[Word<'_>]) {
+        if let Some(earlier) = self.global.line {
+            let message = format!(
+                "a second 'global' section (the first is at line {earlier}); merge them into one"
+            );
+            self.r.error(words[0].column, message);
+            self.section = Section::Skip;
+            return;
+        }
+        self.global.line = Some(self.r.line);
+        self.section = Section::Global;
+        self.r.no_more(words, 1);
+    }
+
+    fn open_frontend(&mut self, words: &[Word<'_>]) {
+        self.section = Section::Skip;
+        let Some(name) = self.r.value(words, 0, "a name, like 'frontend web'") else {
+            return;
+        };
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+        if !name.text.chars().all(allowed) {
+            let message = format!(
+                "frontend name '{}': use only letters, digits, '-', '_' and '.'",
+                name.text
+            );
+            return self.r.error(name.column, message);
+        }
+        self.r.no_more(words, 2);
+        if let Some(other) = self.frontends.iter().find(|d| d.name == name.text) {
+            let message = format!(
+                "duplicate frontend '{}' (the first is at line {}); give each frontend its own name",
+                name.text, other.line
+            );
+            return self.r.error(name.column, message);
+        }
+        let draft = FrontendDraft::new(name.text, self.r.line, words[0].column);
+        self.frontends.push(draft);
+        self.section = Section::Frontend(self.frontends.len() - 1);
+    }
+
+    /// A line before any section: HAProxy's and nginx's section names get
+    /// what to write instead.
+    fn outside_sections(&mut self, first: Word<'_>) {
+        let word = first.text;
+        let is_option =
+            |name: &str| names(GLOBAL).contains(&name) || names(FRONTEND).contains(&name);
+        let message = if let Some(hint) = foreign_section(word) {
+            format!("unknown section '{word}': {hint}")
+        } else if is_option(word) {
+            format!(
+                "'{word}' outside any section; start one with 'global' or 'frontend NAME' above it"
+            )
+        } else {
+            format!(
+                "unknown section '{word}'{}; a file has 'global' and 'frontend NAME' sections",
+                did_you_mean(word, SECTIONS)
+            )
+        };
+        self.r.error(first.column, message);
+        self.section = Section::Skip;
+    }
+
+    /// What can only be checked once every section is read.
+    fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
+        let mut frontends = Vec::new();
+        // Where each address is listened on; port 0 asks the kernel for a
+        // free port, so two such frontends never clash.
+        let mut listening: HashMap<SocketAddr, String> = HashMap::new();
+        for draft in std::mem::take(&mut self.frontends) {
+            if let Some(frontend) = self.complete(draft, &mut listening) {
+                frontends.push(frontend);
+            }
+        }
+        let r = &mut self.r;
+        if r.errors.is_empty() && frontends.is_empty() {
+            r.line = 0;
+            r.error(
+                0,
+                "no frontend; add a 'frontend NAME' section with a 'listen' and a 'backend' \
+                 (see docs/OPERATIONS.md)",
+            );
+        }
+        r.errors.sort_by_key(|e| (e.line, e.column));
+        if r.errors.is_empty() {
+            let global = self.global.global;
+            Ok(Config { global, frontends })
+        } else {
+            Err(self.r.errors)
+        }
+    }
+
+    /// A frontend whose lines are all read: it needs a `listen` and a
+    /// backend, and an address of its own.
+    fn complete(
+        &mut self,
+        draft: FrontendDraft,
+        listening: &mut HashMap<SocketAddr, String>,
+    ) -> Option<Frontend> {
+        let r = &mut self.r;
+        r.line = draft.line;
+        let name = &draft.name;
+        let Some((listen, listen_line, listen_column)) = draft.listen else {
+            let message = format!(
+                "frontend '{name}' has no 'listen'; add a line like 'listen 127.0.0.1:8080'"
+            );
+            r.error(draft.column, message);
+            return None;
+        };
+        if draft.backend_lines == 0 {
+            let message = format!(
+                "frontend '{name}' has no backend; add a line like 'backend 127.0.0.1:9001'"
+            );
+            r.error(draft.column, message);
+        }
+        if listen.port() != 0 {
+            if let Some(other) = listening.get(&listen) {
+                r.line = listen_line;
+                let message = format!(
+                    "frontend '{name}' listens on {listen}, as frontend '{other}' does; give \
+                     each frontend its own address"
+                );
+                r.error(listen_column, message);
+            } else {
+                listening.insert(listen, name.clone());
+            }
+        }
+        Some(Frontend {
+            name: draft.name,
+            listen,
+            balance: draft.balance,
+            maxconn: draft.maxconn,
+            timeouts: draft.timeouts,
+            retries: draft.retries,
+            backends: draft.backends.into_iter().map(|(b, _)| b).collect(),
+            access: draft.access,
+            maxconn_per_source: draft.maxconn_per_source,
+            accept_proxy: draft.accept_proxy,
+            proxy_from: draft.proxy_from,
+        })
+    }
+}
+
+/// Section names of HAProxy and nginx, and what to write instead.
+fn foreign_section(word: &str) -> Option<&'static str> {
+    match word {
+        "defaults" => Some("there are no defaults sections; set each option in its frontend"),
+        "listen" => Some("write 'frontend NAME' and put 'listen ADDR' inside it"),
+        "backend" | "upstream" => {
+            Some("backends are listed inside their frontend, one 'backend ADDR ...' line each")
+        }
+        "stream" | "server" => Some("write 'frontend NAME' sections (see docs/OPERATIONS.md)"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::proxy_protocol::Version;
+    use crate::ops::access_log::record::Format;
+    use crate::policy::balance::Algorithm;
+    use crate::policy::cidr::Cidr;
+    use crate::policy::health::Check;
+    use crate::settings::config::{AccessLogTarget, BackendServer, Global, Timeouts};
+    use std::time::Duration;
+
+    fn ok(text: &str) -> Config {
+        match parse("lb.conf", text) {
+            Ok(config) => config,
+            Err(errors) => panic!("expected a config, got {errors:#?}"),
+        }
+    }
+
+    /// Every error of `text`, displayed.
+    fn errors(text: &str) -> Vec<String> {
+        match parse("lb.conf", text) {
+            Ok(config) => panic!("expected errors, got {config:#?}"),
+            Err(errors) => errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// The one error of `text`, displayed.
+    fn error(text: &str) -> String {
+        let all = errors(text);
+        assert_eq!(all.len(), 1, "expected one error, got {all:#?}");
+        all[0].clone()
+    }
+
+    /// A frontend around `lines`, which start at line 4.
+    fn fe(lines: &str) -> String {
+        format!("frontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001\n{lines}")
+    }
+
+    fn cidr(s: &str) -> Cidr {
+        Cidr::parse(s).expect("a range")
+    }
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    const FULL: &str = include_str!("../../examples/full.conf");
+
+    #[test]
+    fn the_full_example_parses_to_what_it_says() {
+        let c = ok(FULL);
+        assert_eq!(
+            c.global,
+            Global {
+                maxconn: Some(20000),
+                workers: Some(2),
+                grace: Some(Duration::from_secs(30)),
+                admin: Some(addr("127.0.0.1:9100")),
+                access_log: Some(AccessLogTarget::Stderr),
+                log_format: Some(Format::Tcplog),
+            }
+        );
+        assert_eq!(c.frontends.len(), 2);
+        let web = &c.frontends[0];
+        assert_eq!(web.name, "web");
+        assert_eq!(web.listen, addr("127.0.0.1:8080"));
+        assert_eq!(web.balance, Algorithm::RoundRobin);
+        assert_eq!(web.maxconn, Some(5000));
+        assert_eq!(
+            web.timeouts,
+            Timeouts {
+                queue: Some(Duration::from_secs(10)),
+                ..Timeouts::default()
+            }
+        );
+        assert_eq!(web.retries, 3);
+        assert_eq!(web.maxconn_per_source, Some(100));
+        assert_eq!(
+            web.access.deny,
+            vec![cidr("10.0.0.0/8"), cidr("192.168.0.0/16")]
+        );
+        assert_eq!(web.access.allow, vec![cidr("0.0.0.0/0"), cidr("::/0")]);
+        assert!(!web.accept_proxy);
+        assert_eq!(
+            web.backends,
+            vec![
+                BackendServer {
+                    addr: addr("127.0.0.1:9001"),
+                    weight: 5,
+                    backup: false,
+                    maxconn: Some(100),
+                    check: Some(Check {
+                        inter: Duration::from_secs(2),
+                        fall: 3,
+                        rise: 2,
+                        timeout: Duration::from_secs(1),
+                    }),
+                    send_proxy: None,
+                },
+                BackendServer {
+                    addr: addr("127.0.0.1:9002"),
+                    weight: 1,
+                    backup: true,
+                    maxconn: None,
+                    check: None,
+                    send_proxy: Some(Version::V2),
+                },
+            ]
+        );
+        let db = &c.frontends[1];
+        assert_eq!((db.name.as_str(), db.listen), ("db", addr("[::1]:5433")));
+        assert_eq!(db.backends[0].addr, addr("[::1]:5432"));
+        assert_eq!(
+            db.timeouts,
+            Timeouts {
+                tunnel: Some(Duration::from_secs(3600)),
+                ..Timeouts::default()
+            }
+        );
+        assert_eq!(db.timeouts.idle(), Duration::from_secs(3600));
+        assert!(db.accept_proxy);
+        assert_eq!(db.proxy_from, vec![cidr("10.0.0.0/8"), cidr("::1")]);
+        assert_eq!(web.timeouts.queue(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn defaults_are_haproxy_like() {
+        let c = ok("frontend a\nlisten 127.0.0.1:1\nbackend 127.0.0.1:2 check\n");
+        assert_eq!(c.global, Global::default());
+        let f = &c.frontends[0];
+        assert_eq!(f.balance, Algorithm::RoundRobin);
+        assert_eq!(f.maxconn, None);
+        assert_eq!(f.retries, 3);
+        assert_eq!(f.timeouts.connect, Duration::from_secs(5));
+        assert_eq!(f.timeouts.client, Duration::from_secs(600));
+        assert_eq!(f.timeouts.server, Duration::from_secs(600));
+        assert_eq!(f.timeouts.client_fin, Duration::from_secs(30));
+        assert_eq!(f.timeouts.server_fin, Duration::from_secs(30));
+        let b = &f.backends[0];
+        assert_eq!((b.weight, b.backup, b.maxconn), (1, false, None));
+        assert_eq!(b.check, Some(Check::default()));
+    }
+
+    #[test]
+    fn every_option_is_read() {
+        let c = ok(&fe(
+            "    balance source\n    timeout connect 500ms\n    timeout client 1m\n    \
+             timeout server 2m\n    timeout client-fin 3s\n    timeout server-fin 4s\n    \
+             timeout tunnel 1h\n    timeout queue 2s\n    retries 0\n    backend [::1]:9 weight 0 check inter 1s fall 5 rise 7 timeout 300ms\n",
+        ));
+        let f = &c.frontends[0];
+        assert_eq!(f.balance, Algorithm::Source);
+        assert_eq!(
+            f.timeouts,
+            Timeouts {
+                connect: Duration::from_millis(500),
+                client: Duration::from_secs(60),
+                server: Duration::from_secs(120),
+                client_fin: Duration::from_secs(3),
+                server_fin: Duration::from_secs(4),
+                tunnel: Some(Duration::from_secs(3600)),
+                queue: Some(Duration::from_secs(2)),
+                client_hs: Duration::from_secs(5),
+            }
+        );
+        assert_eq!(f.retries, 0);
+        let b = &f.backends[1];
+        assert_eq!(b.weight, 0);
+        assert_eq!(
+            b.check,
+            Some(Check {
+                inter: Duration::from_secs(1),
+                fall: 5,
+                rise: 7,
+                timeout: Duration::from_millis(300),
+            })
+        );
+        // The check timeout defaults to the interval.
+        let c = ok(&fe("    backend 127.0.0.1:7 check inter 750ms\n"));
+        assert_eq!(
+            c.frontends[0].backends[1].check.unwrap().timeout,
+            Duration::from_millis(750)
+        );
+        for (word, balance) in [
+            ("leastconn", Algorithm::LeastConn),
+            ("random", Algorithm::Random),
+            ("roundrobin", Algorithm::RoundRobin),
+        ] {
+            let c = ok(&fe(&format!("balance {word}\n")));
+            assert_eq!(c.frontends[0].balance, balance);
+            assert_eq!(balance.name(), word);
+        }
+    }
+
+    #[test]
+    fn comments_blank_lines_tabs_and_crlf() {
+        let c = ok(
+            "# top\r\n\r\n\tfrontend a # named a\r\n\t\tlisten 127.0.0.1:1#no space\r\n\
+                    backend 127.0.0.1:2   \r\n",
+        );
+        assert_eq!(c.frontends[0].listen, addr("127.0.0.1:1"));
+    }
+
+    #[test]
+    fn each_mistake_says_where_what_and_what_to_do() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "frontnd web\n",
+                "lb.conf:1:1: unknown section 'frontnd' (did you mean 'frontend'?); a file has \
+                 'global' and 'frontend NAME' sections",
+            ),
+            (
+                "defaults\n",
+                "lb.conf:1:1: unknown section 'defaults': there are no defaults sections; set \
+                 each option in its frontend",
+            ),
+            (
+                "listen 127.0.0.1:1\n",
+                "lb.conf:1:1: unknown section 'listen': write 'frontend NAME' and put \
+                 'listen ADDR' inside it",
+            ),
+            (
+                "maxconn 10\n",
+                "lb.conf:1:1: 'maxconn' outside any section; start one with 'global' or \
+                 'frontend NAME' above it",
+            ),
+            (
+                &fe("    backend 127.0.0.1:9002 wieght 5\n"),
+                "lb.conf:4:28: unknown option 'wieght' (did you mean 'weight'?)",
+            ),
+            (
+                &fe("  balanse leastconn\n"),
+                "lb.conf:4:3: unknown option 'balanse' (did you mean 'balance'?)",
+            ),
+            (
+                &fe("  deny 10.0.0.1/8\n"),
+                "lb.conf:4:8: deny: '10.0.0.1/8' has host bits set; did you mean 10.0.0.0/8?",
+            ),
+            (
+                &fe("  allow\n"),
+                "lb.conf:4:3: 'allow' needs address ranges, like 'allow 10.0.0.0/8 \
+                 2001:db8::/32'",
+            ),
+            (
+                "global\n  admin 0.0.0.0:9100\n",
+                "lb.conf:2:9: admin: 0.0.0.0:9100 is not a loopback address; the admin \
+                 endpoint has no authentication, so it listens on 127.0.0.1 or ::1 only",
+            ),
+            (
+                "global\n  log-format xml\n",
+                "lb.conf:2:14: unknown log format 'xml'; use tcplog or json",
+            ),
+            (
+                &fe("  accept-proxy v2\n"),
+                "lb.conf:4:16: accept-proxy: 'v2' is not an IP address; write an address \
+                 (10.0.0.1, 2001:db8::1) or a range (10.0.0.0/8, 2001:db8::/32)",
+            ),
+            (
+                &fe("  maxconn-per-source 0\n"),
+                "lb.conf:4:22: maxconn-per-source: 0 is out of range; use 1 to 10000000; leave \
+                 it out for no limit",
+            ),
+            (
+                &fe("  bind 127.0.0.1:1\n"),
+                "lb.conf:4:3: unknown option 'bind' (HAProxy's 'bind' is 'listen ADDR' here)",
+            ),
+            (
+                &fe("  weight 5\n"),
+                "lb.conf:4:3: unknown option 'weight'; 'weight' goes on a backend line, like \
+                 'backend ADDR weight ...'",
+            ),
+            (
+                &fe("  workers 4\n"),
+                "lb.conf:4:3: 'workers' belongs in the 'global' section, not in a frontend",
+            ),
+            (
+                "global\n  listen 127.0.0.1:1\n",
+                "lb.conf:2:3: 'listen' belongs in a frontend section, not in 'global'",
+            ),
+            (
+                "global\n  maxconns 10\n",
+                "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
+                 which takes maxconn, workers, grace, admin, access-log and log-format",
+            ),
+            (
+                &fe("  backend localhost:80\n"),
+                "lb.conf:4:11: backend: 'localhost:80' is not an IP address with a port, like \
+                 127.0.0.1:8080 or [::1]:8080 (host names are not resolved)",
+            ),
+            (
+                &fe("  timeout connect 5x\n"),
+                "lb.conf:4:19: timeout connect: '5x': unknown unit 'x'; use us, ms, s, m, h or d",
+            ),
+            (
+                &fe("  timeout client 30\n"),
+                "lb.conf:4:18: timeout client: '30' has no unit: write 30s or 30ms",
+            ),
+            (
+                &fe("  timeout connect 0s\n"),
+                "lb.conf:4:19: timeout connect: 0s would end everything at once; use at least 1ms",
+            ),
+            (
+                &fe("  timeout conect 5s\n"),
+                "lb.conf:4:11: unknown timeout 'conect' (did you mean 'connect'?); use connect, \
+                 client, server, client-fin, server-fin, tunnel, queue or client-hs",
+            ),
+            (
+                &fe("  timeout check 5s\n"),
+                "lb.conf:4:11: 'timeout check' is set per backend: write 'check timeout DUR' on \
+                 the backend line",
+            ),
+            (
+                &fe("  maxconn\n"),
+                "lb.conf:4:3: 'maxconn' needs a number of connections",
+            ),
+            (
+                &fe("  timeout connect\n"),
+                "lb.conf:4:11: 'connect' needs a duration, like 5s",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 weight\n"),
+                "lb.conf:4:23: 'weight' needs a value",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 weight 300\n"),
+                "lb.conf:4:30: weight: 300 is out of range; use 0 to 256 (0 drains the backend)",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 weight -1\n"),
+                "lb.conf:4:30: weight: '-1' is not a whole number",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 maxconn 0\n"),
+                "lb.conf:4:31: maxconn: 0 is out of range; use 1 to 10000000; leave it out for \
+                 no limit",
+            ),
+            (
+                &fe("  balance fastest\n"),
+                "lb.conf:4:11: unknown balance algorithm 'fastest'; use roundrobin, leastconn, \
+                 random or source",
+            ),
+            (
+                &fe("  balance leastcon\n"),
+                "lb.conf:4:11: unknown balance algorithm 'leastcon' (did you mean 'leastconn'?); \
+                 use roundrobin, leastconn, random or source",
+            ),
+            (
+                &fe("  listen 127.0.0.1:9\n"),
+                "lb.conf:4:3: 'listen' is given twice (first at line 2); keep one",
+            ),
+            (
+                &fe("  backend 127.0.0.1:9001 weight 2\n"),
+                "lb.conf:4:11: backend 127.0.0.1:9001 is already in this frontend (line 3); \
+                 list it once and use 'weight' to send it more",
+            ),
+            (
+                &fe("  listen\n"),
+                "lb.conf:4:3: 'listen' needs an address like 127.0.0.1:8080",
+            ),
+            (
+                &fe("  retries 3 4\n"),
+                "lb.conf:4:13: unexpected '4' after 'retries 3'; put one option per line",
+            ),
+            (
+                &fe("frontend web\n  listen 127.0.0.1:2\n  backend 127.0.0.1:3\n"),
+                "lb.conf:4:10: duplicate frontend 'web' (the first is at line 1); give each \
+                 frontend its own name",
+            ),
+            (
+                &fe("frontend web2\n  listen 127.0.0.1:8080\n  backend 127.0.0.1:3\n"),
+                "lb.conf:5:10: frontend 'web2' listens on 127.0.0.1:8080, as frontend 'web' \
+                 does; give each frontend its own address",
+            ),
+            (
+                "frontend empty\n  listen 127.0.0.1:1\n",
+                "lb.conf:1:1: frontend 'empty' has no backend; add a line like \
+                 'backend 127.0.0.1:9001'",
+            ),
+            (
+                "frontend deaf\n  backend 127.0.0.1:1\n",
+                "lb.conf:1:1: frontend 'deaf' has no 'listen'; add a line like \
+                 'listen 127.0.0.1:8080'",
+            ),
+            (
+                "frontend\n",
+                "lb.conf:1:1: 'frontend' needs a name, like 'frontend web'",
+            ),
+            (
+                "# nothing\n",
+                "lb.conf: no frontend; add a 'frontend NAME' section with a 'listen' and a \
+                 'backend' (see docs/OPERATIONS.md)",
+            ),
+            (
+                "global\nglobal\n",
+                "lb.conf:2:1: a second 'global' section (the first is at line 1); merge them \
+                 into one",
+            ),
+            // check parameters: after 'check', known, in range, once.
+            (
+                &fe("  backend 127.0.0.1:2 inter 2s check\n"),
+                "lb.conf:4:23: 'inter' is a health-check parameter: write it after 'check', \
+                 like 'check inter ...'",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 check intre 2s\n"),
+                "lb.conf:4:29: unknown option 'intre' (did you mean 'inter'?)",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 check inter 2s fall 0\n"),
+                "lb.conf:4:43: check fall: 0 is out of range; use 1 to 100",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 check inter 2s inter 3s\n"),
+                "lb.conf:4:38: 'check inter' is given twice on this line; keep one",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 check rise\n"),
+                "lb.conf:4:29: 'rise' needs a value",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(&error(text), expected, "for:\n{text}");
+        }
+    }
+
+    #[test]
+    fn all_errors_of_a_file_are_reported_in_order() {
+        let text = "\
+global
+    maxconn lots
+frontend web
+    listen 127.0.0.1:8080
+    balance fastest
+    backend 127.0.0.1:9001 wieght 5
+    timeout client 10x
+frontend web
+frontend api
+    listen 127.0.0.1:8080
+    backend localhost:9
+";
+        let all = errors(text);
+        assert_eq!(
+            all,
+            vec![
+                "lb.conf:2:13: maxconn: 'lots' is not a whole number",
+                "lb.conf:5:13: unknown balance algorithm 'fastest'; use roundrobin, leastconn, \
+                 random or source",
+                "lb.conf:6:28: unknown option 'wieght' (did you mean 'weight'?)",
+                "lb.conf:7:20: timeout client: '10x': unknown unit 'x'; use us, ms, s, m, h or d",
+                "lb.conf:8:10: duplicate frontend 'web' (the first is at line 3); give each \
+                 frontend its own name",
+                "lb.conf:10:12: frontend 'api' listens on 127.0.0.1:8080, as frontend 'web' \
+                 does; give each frontend its own address",
+                "lb.conf:11:13: backend: 'localhost:9' is not an IP address with a port, like \
+                 127.0.0.1:8080 or [::1]:8080 (host names are not resolved)",
+            ]
+        );
+    }
+
+    /// A tiny xorshift: the same "random" inputs on every run.
+    struct XorShift(u64);
+
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    fn check_shape(text: &str) {
+        if let Err(errors) = parse("fuzz.conf", text) {
+            assert!(!errors.is_empty());
+            let lines = text.lines().count();
+            for e in &errors {
+                assert!(e.line <= lines.max(1), "{e} beyond the last line");
+                assert!(!e.message.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn random_bytes_and_token_soups_never_panic() {
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..2000 {
+            let len = rng.below(200);
+            let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            check_shape(&String::from_utf8_lossy(&bytes));
+        }
+        let vocabulary = [
+            "global",
+            "frontend",
+            "web",
+            "listen",
+            "balance",
+            "maxconn",
+            "workers",
+            "timeout",
+            "connect",
+            "client",
+            "server",
+            "client-fin",
+            "server-fin",
+            "tunnel",
+            "queue",
+            "check",
+            "retries",
+            "backend",
+            "weight",
+            "backup",
+            "inter",
+            "fall",
+            "rise",
+            "roundrobin",
+            "source",
+            "127.0.0.1:8080",
+            "[::1]:1",
+            "[::1",
+            "0",
+            "1",
+            "256",
+            "257",
+            "4294967296",
+            "2s",
+            "500ms",
+            "1m",
+            "0s",
+            "99999999999h",
+            "x",
+            "#",
+            "é",
+            "\t",
+            "\n",
+            "\n",
+            "\n",
+            "\r\n",
+            "",
+            " ",
+        ];
+        for _ in 0..3000 {
+            let mut text = String::new();
+            for _ in 0..rng.below(60) {
+                text.push_str(vocabulary[rng.below(vocabulary.len())]);
+                text.push(if rng.below(4) == 0 { '\n' } else { ' ' });
+            }
+            check_shape(&text);
+        }
+    }
+
+    #[test]
+    fn every_example_config_parses() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "conf") {
+                if let Err(errors) = load(&path) {
+                    panic!("{}: {errors:#?}", path.display());
+                }
+                seen += 1;
+            }
+        }
+        assert!(seen >= 2, "expected example configs in {}", dir.display());
+    }
+
+    #[test]
+    fn the_documented_example_is_the_full_example() {
+        // docs/OPERATIONS.md shows examples/full.conf; they must not drift apart.
+        let doc = include_str!("../../../docs/OPERATIONS.md");
+        let body: String = FULL
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            doc.contains(body.trim()),
+            "docs/OPERATIONS.md lacks full.conf"
+        );
+    }
+
+    fn temp_file(tag: &str, contents: &[u8]) -> std::path::PathBuf {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let path = std::env::temp_dir().join(format!(
+            "proxy-config-{tag}-{}-{nanos}.conf",
+            std::process::id()
+        ));
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    #[test]
+    fn check_config_exits_0_for_a_good_file_and_2_for_a_bad_one() {
+        let run = |path: &Path| {
+            crate::main_with_args(&["--check-config".to_string(), path.display().to_string()])
+        };
+        let good = temp_file("good", FULL.as_bytes());
+        let bad = temp_file("bad", fe("  balance fastest\n").as_bytes());
+        let binary = temp_file("binary", b"frontend a\n\xff\xfe\n");
+        let (good_status, bad_status, binary_status) = (run(&good), run(&bad), run(&binary));
+        let binary_errors = load(&binary).unwrap_err();
+        for path in [&good, &bad, &binary] {
+            std::fs::remove_file(path).unwrap();
+        }
+        assert_eq!((good_status, bad_status, binary_status), (0, 2, 2));
+        assert_eq!((binary_errors[0].line, binary_errors[0].column), (2, 1));
+        assert_eq!(run(Path::new("/nonexistent/lb.conf")), 2);
+        let missing = load(Path::new("/nonexistent/lb.conf")).unwrap_err();
+        assert!(
+            missing[0]
+                .to_string()
+                .starts_with("/nonexistent/lb.conf: cannot read the file")
+        );
+    }
+}

@@ -1,0 +1,649 @@
+//! The options of each section, one table each: every option's name, what
+//! its value looks like, and what to do with it (the grammar, with every
+//! default and its HAProxy / nginx equivalent, is in docs/OPERATIONS.md).
+//!
+//! ```text
+//!   global      GLOBAL        maxconn workers grace admin access-log log-format
+//!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny ...
+//!     timeout   TIMEOUTS      connect client server client-fin server-fin tunnel queue client-hs
+//!     backend   PARAMS        weight backup maxconn check send-proxy send-proxy-v2
+//!       check   CHECK_PARAMS  inter fall rise timeout
+//! ```
+//!
+//! Mistakes that are not about one option (an option in the wrong section,
+//! HAProxy's or nginx's words for ours) are answered here too, from the
+//! tables, so the lists in the messages cannot drift from what is read.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::conn::proxy_protocol::Version;
+use crate::ops::access_log::record::Format;
+use crate::policy::acl::AccessList;
+use crate::policy::balance::Algorithm;
+use crate::policy::cidr::Cidr;
+use crate::policy::health::Check;
+
+use super::config::{
+    AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT, Timeouts,
+};
+use super::reader::{Draft, Opt, Reader, Seen, Setter};
+use super::words::{Word, did_you_mean, list, suggest};
+
+/// The section headers.
+pub const SECTIONS: &[&str] = &["global", "frontend"];
+
+/// The `global` section while its lines are read.
+#[derive(Debug, Default)]
+pub struct GlobalDraft {
+    /// What it says so far.
+    pub global: Global,
+    /// The line of its header, once there is one.
+    pub line: Option<usize>,
+    seen: Seen,
+}
+
+/// A frontend while its lines are read: everything optional until the end.
+#[derive(Debug)]
+pub struct FrontendDraft {
+    /// Its name, unique in the file.
+    pub name: String,
+    /// Where its header is.
+    pub line: usize,
+    /// The column of its header.
+    pub column: usize,
+    /// `listen`, with the line and column of its value.
+    pub listen: Option<(SocketAddr, usize, usize)>,
+    /// `balance`.
+    pub balance: Algorithm,
+    /// `maxconn`.
+    pub maxconn: Option<u32>,
+    /// `timeout ...`.
+    pub timeouts: Timeouts,
+    /// `retries`.
+    pub retries: u32,
+    /// `backend` lines that were good, with their line.
+    pub backends: Vec<(BackendServer, usize)>,
+    /// `allow`, `deny`.
+    pub access: AccessList,
+    /// `maxconn-per-source`.
+    pub maxconn_per_source: Option<u32>,
+    /// `accept-proxy`.
+    pub accept_proxy: bool,
+    /// `accept-proxy RANGE...`.
+    pub proxy_from: Vec<Cidr>,
+    /// `backend` lines, good or bad (a bad one is reported on its own).
+    pub backend_lines: usize,
+    seen: Seen,
+}
+
+impl FrontendDraft {
+    /// A frontend named `name` whose header is at `line`, `column`.
+    pub fn new(name: &str, line: usize, column: usize) -> FrontendDraft {
+        FrontendDraft {
+            name: name.to_string(),
+            line,
+            column,
+            listen: None,
+            balance: Algorithm::default(),
+            maxconn: None,
+            timeouts: Timeouts::default(),
+            retries: DEFAULT_RETRIES,
+            backends: Vec::new(),
+            access: AccessList::default(),
+            maxconn_per_source: None,
+            accept_proxy: false,
+            proxy_from: Vec::new(),
+            backend_lines: 0,
+            seen: Seen::default(),
+        }
+    }
+}
+
+impl Draft for GlobalDraft {
+    fn seen(&mut self) -> &mut Seen {
+        &mut self.seen
+    }
+}
+
+impl Draft for FrontendDraft {
+    fn seen(&mut self) -> &mut Seen {
+        &mut self.seen
+    }
+}
+
+/// A connection count: at least 1, and no limit when left out.
+fn connections(r: &mut Reader<'_>, option: &str, w: Word<'_>) -> Option<u32> {
+    r.number(option, w, 1, 10_000_000, "; leave it out for no limit")
+}
+
+// ---- global ----
+
+/// The `global` section's options, in the order the messages list them.
+pub const GLOBAL: &[Opt<GlobalDraft>] = &[
+    Opt {
+        name: "maxconn",
+        setter: Setter::Value {
+            hint: "a number of connections",
+            set: |r, g, v| g.global.maxconn = connections(r, "maxconn", v),
+        },
+    },
+    Opt {
+        name: "workers",
+        setter: Setter::Value {
+            hint: "a number of threads",
+            set: |r, g, v| g.global.workers = r.number("workers", v, 1, 1024, ""),
+        },
+    },
+    Opt {
+        name: "grace",
+        setter: Setter::Value {
+            hint: "a duration, like 30s",
+            set: |r, g, v| g.global.grace = r.duration("grace", v),
+        },
+    },
+    Opt {
+        name: "admin",
+        setter: Setter::Value {
+            hint: "an address like 127.0.0.1:9100",
+            set: set_admin,
+        },
+    },
+    Opt {
+        name: "access-log",
+        setter: Setter::Value {
+            hint: "stderr, off or a file path",
+            set: |_, g, v| g.global.access_log = Some(AccessLogTarget::parse(v.text)),
+        },
+    },
+    Opt {
+        name: "log-format",
+        setter: Setter::Value {
+            hint: "tcplog or json",
+            set: set_log_format,
+        },
+    },
+];
+
+fn set_admin(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
+    let Some(addr) = r.addr("admin", v) else {
+        return;
+    };
+    if addr.ip().is_loopback() {
+        g.global.admin = Some(addr);
+    } else {
+        r.error(
+            v.column,
+            format!(
+                "admin: {addr} is not a loopback address; the admin endpoint has no \
+                 authentication, so it listens on 127.0.0.1 or ::1 only"
+            ),
+        );
+    }
+}
+
+fn set_log_format(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
+    match Format::parse(v.text) {
+        Some(format) => g.global.log_format = Some(format),
+        None => r.error(
+            v.column,
+            format!(
+                "unknown log format '{}'; use {}",
+                v.text,
+                list(&Format::ALL.map(Format::name), "or")
+            ),
+        ),
+    }
+}
+
+/// What an unknown first word in `global` gets.
+pub fn unknown_in_global(r: &mut Reader<'_>, first: Word<'_>) {
+    let other = first.text;
+    if FRONTEND.iter().any(|o| o.name == other) {
+        let message = format!("'{other}' belongs in a frontend section, not in 'global'");
+        return r.error(first.column, message);
+    }
+    let names = names(GLOBAL);
+    let mut candidates = names.clone();
+    candidates.extend_from_slice(SECTIONS);
+    let message = format!(
+        "unknown option '{other}'{} in 'global', which takes {}",
+        did_you_mean(other, &candidates),
+        list(&names, "and")
+    );
+    r.error(first.column, message);
+}
+
+// ---- frontend ----
+
+/// A frontend's options, in the order the messages list them.
+pub const FRONTEND: &[Opt<FrontendDraft>] = &[
+    Opt {
+        name: "listen",
+        setter: Setter::Value {
+            hint: "an address like 127.0.0.1:8080",
+            set: |r, f, v| {
+                if let Some(addr) = r.addr("listen", v) {
+                    f.listen = Some((addr, r.line, v.column));
+                }
+            },
+        },
+    },
+    Opt {
+        name: "balance",
+        setter: Setter::Value {
+            hint: "roundrobin, leastconn, random or source",
+            set: set_balance,
+        },
+    },
+    Opt {
+        name: "maxconn",
+        setter: Setter::Value {
+            hint: "a number of connections",
+            set: |r, f, v| f.maxconn = connections(r, "maxconn", v),
+        },
+    },
+    Opt {
+        name: "timeout",
+        setter: Setter::Line(set_timeout),
+    },
+    Opt {
+        name: "retries",
+        setter: Setter::Value {
+            hint: "a number of retries",
+            set: |r, f, v| {
+                if let Some(n) = r.number("retries", v, 0, 100, "") {
+                    f.retries = n;
+                }
+            },
+        },
+    },
+    Opt {
+        name: "backend",
+        setter: Setter::Line(add_backend),
+    },
+    Opt {
+        name: "allow",
+        setter: Setter::Line(|r, f, words| add_ranges(r, &mut f.access.allow, words)),
+    },
+    Opt {
+        name: "deny",
+        setter: Setter::Line(|r, f, words| add_ranges(r, &mut f.access.deny, words)),
+    },
+    Opt {
+        name: "maxconn-per-source",
+        setter: Setter::Value {
+            hint: "a number of connections",
+            set: |r, f, v| f.maxconn_per_source = connections(r, "maxconn-per-source", v),
+        },
+    },
+    Opt {
+        name: "accept-proxy",
+        setter: Setter::Line(set_accept_proxy),
+    },
+];
+
+fn set_balance(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
+    match Algorithm::parse(v.text) {
+        Some(algorithm) => f.balance = algorithm,
+        None => {
+            let names = Algorithm::ALL.map(Algorithm::name);
+            let message = format!(
+                "unknown balance algorithm '{}'{}; use {}",
+                v.text,
+                did_you_mean(v.text, &names),
+                list(&names, "or")
+            );
+            r.error(v.column, message);
+        }
+    }
+}
+
+/// `allow RANGE...` and `deny RANGE...`: at least one range.
+fn add_ranges(r: &mut Reader<'_>, into: &mut Vec<Cidr>, words: &[Word<'_>]) {
+    let [option, ranges @ ..] = words else {
+        return;
+    };
+    if ranges.is_empty() {
+        let name = option.text;
+        let message =
+            format!("'{name}' needs address ranges, like '{name} 10.0.0.0/8 2001:db8::/32'");
+        return r.error(option.column, message);
+    }
+    add_cidrs(r, option.text, into, ranges);
+}
+
+/// `accept-proxy [RANGE...]`: once, with the peers trusted to send the
+/// header (none: any peer).
+fn set_accept_proxy(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let [option, ranges @ ..] = words else {
+        return;
+    };
+    if r.once(&mut f.seen, option.text, option.column) {
+        f.accept_proxy = true;
+        add_cidrs(r, option.text, &mut f.proxy_from, ranges);
+    }
+}
+
+/// Every range of `words` into `into`; each bad one reported at its column.
+fn add_cidrs(r: &mut Reader<'_>, option: &str, into: &mut Vec<Cidr>, words: &[Word<'_>]) {
+    for w in words {
+        match Cidr::parse(w.text) {
+            Ok(cidr) => into.push(cidr),
+            Err(why) => r.error(w.column, format!("{option}: {why}")),
+        }
+    }
+}
+
+// ---- timeout ----
+
+/// Where a `timeout KIND` goes.
+enum Slot {
+    Always(fn(&mut Timeouts) -> &mut Duration),
+    Optional(fn(&mut Timeouts) -> &mut Option<Duration>),
+}
+
+/// The kinds of `timeout KIND DURATION`, in the order the messages list them.
+const TIMEOUTS: &[(&str, Slot)] = &[
+    ("connect", Slot::Always(|t| &mut t.connect)),
+    ("client", Slot::Always(|t| &mut t.client)),
+    ("server", Slot::Always(|t| &mut t.server)),
+    ("client-fin", Slot::Always(|t| &mut t.client_fin)),
+    ("server-fin", Slot::Always(|t| &mut t.server_fin)),
+    ("tunnel", Slot::Optional(|t| &mut t.tunnel)),
+    ("queue", Slot::Optional(|t| &mut t.queue)),
+    ("client-hs", Slot::Always(|t| &mut t.client_hs)),
+];
+
+/// `timeout KIND DURATION`, each kind once per frontend.
+fn set_timeout(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let Some(kind) = r.value(words, 0, "a kind and a duration, like 'timeout connect 5s'") else {
+        return;
+    };
+    let Some((name, slot)) = TIMEOUTS.iter().find(|(name, _)| *name == kind.text) else {
+        return unknown_timeout(r, kind);
+    };
+    let option = format!("timeout {name}");
+    let Some(value) = r.value(words, 1, "a duration, like 5s") else {
+        return;
+    };
+    r.no_more(words, 3);
+    if !r.once(&mut f.seen, &option, words[0].column) {
+        return;
+    }
+    if let Some(d) = r.duration(&option, value) {
+        match slot {
+            Slot::Always(field) => *field(&mut f.timeouts) = d,
+            Slot::Optional(field) => *field(&mut f.timeouts) = Some(d),
+        }
+    }
+}
+
+fn unknown_timeout(r: &mut Reader<'_>, kind: Word<'_>) {
+    if kind.text == "check" {
+        let message = "'timeout check' is set per backend: write 'check timeout DUR' on the \
+                       backend line";
+        return r.error(kind.column, message);
+    }
+    let kinds: Vec<&str> = TIMEOUTS.iter().map(|(name, _)| *name).collect();
+    let message = format!(
+        "unknown timeout '{}'{}; use {}",
+        kind.text,
+        did_you_mean(kind.text, &kinds),
+        list(&kinds, "or")
+    );
+    r.error(kind.column, message);
+}
+
+// ---- backend ----
+
+/// `backend ADDR [PARAM...]`: one server of the frontend, never twice.
+fn add_backend(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    f.backend_lines += 1;
+    let Some(v) = r.value(words, 0, "an address like 127.0.0.1:9001") else {
+        return;
+    };
+    let addr = r.addr("backend", v);
+    let Some(server) = backend_params(r, &words[2..], addr) else {
+        return;
+    };
+    match f.backends.iter().find(|(b, _)| b.addr == server.addr) {
+        Some((_, line)) => {
+            let message = format!(
+                "backend {} is already in this frontend (line {line}); list it once and use \
+                 'weight' to send it more",
+                server.addr
+            );
+            r.error(v.column, message);
+        }
+        None => f.backends.push((server, r.line)),
+    }
+}
+
+/// A `backend` line's server while its parameters are read.
+struct ServerDraft {
+    server: BackendServer,
+    /// `check timeout`, which defaults to `inter` once the line is read.
+    check_timeout: Option<Duration>,
+}
+
+/// One parameter of a backend line.
+struct Param {
+    name: &'static str,
+    /// What a second one is reported as: `send-proxy` for both versions,
+    /// `check inter` for the check's parameters.
+    key: &'static str,
+    kind: ParamKind,
+}
+
+enum ParamKind {
+    /// A value follows: `weight 5`. `None` when the value was bad.
+    Value(fn(&mut Reader<'_>, &mut ServerDraft, Word<'_>) -> Option<()>),
+    /// On its own: `backup`.
+    Flag(fn(&mut ServerDraft)),
+}
+
+/// A backend's parameters, in the order suggestions prefer them.
+const PARAMS: &[Param] = &[
+    Param {
+        name: "weight",
+        key: "weight",
+        kind: ParamKind::Value(|r, d, v| {
+            let n = r.number("weight", v, 0, MAX_WEIGHT, " (0 drains the backend)")?;
+            d.server.weight = n;
+            Some(())
+        }),
+    },
+    Param {
+        name: "backup",
+        key: "backup",
+        kind: ParamKind::Flag(|d| d.server.backup = true),
+    },
+    Param {
+        name: "maxconn",
+        key: "maxconn",
+        kind: ParamKind::Value(|r, d, v| {
+            d.server.maxconn = Some(connections(r, "maxconn", v)?);
+            Some(())
+        }),
+    },
+    Param {
+        name: "check",
+        key: "check",
+        kind: ParamKind::Flag(|d| d.server.check = Some(Check::default())),
+    },
+    Param {
+        name: "send-proxy",
+        key: "send-proxy",
+        kind: ParamKind::Flag(|d| d.server.send_proxy = Some(Version::V1)),
+    },
+    Param {
+        name: "send-proxy-v2",
+        key: "send-proxy",
+        kind: ParamKind::Flag(|d| d.server.send_proxy = Some(Version::V2)),
+    },
+];
+
+/// The health check's parameters, read only after `check`.
+const CHECK_PARAMS: &[Param] = &[
+    Param {
+        name: "inter",
+        key: "check inter",
+        kind: ParamKind::Value(|r, d, v| {
+            check_of(d).inter = r.duration("check inter", v)?;
+            Some(())
+        }),
+    },
+    Param {
+        name: "fall",
+        key: "check fall",
+        kind: ParamKind::Value(|r, d, v| {
+            check_of(d).fall = r.number("check fall", v, 1, 100, "")?;
+            Some(())
+        }),
+    },
+    Param {
+        name: "rise",
+        key: "check rise",
+        kind: ParamKind::Value(|r, d, v| {
+            check_of(d).rise = r.number("check rise", v, 1, 100, "")?;
+            Some(())
+        }),
+    },
+    Param {
+        name: "timeout",
+        key: "check timeout",
+        kind: ParamKind::Value(|r, d, v| {
+            d.check_timeout = Some(r.duration("check timeout", v)?);
+            Some(())
+        }),
+    },
+];
+
+/// The check a check parameter sets: read only after `check`, so there is
+/// one.
+fn check_of(d: &mut ServerDraft) -> &mut Check {
+    d.server.check.get_or_insert_with(Check::default)
+}
+
+/// The words after `backend ADDR`. `addr` is `None` when the address was
+/// bad: the parameters are still checked, for their own errors. `None` if
+/// anything was wrong.
+fn backend_params(
+    r: &mut Reader<'_>,
+    words: &[Word<'_>],
+    addr: Option<SocketAddr>,
+) -> Option<BackendServer> {
+    let mut d = ServerDraft {
+        server: BackendServer::new(addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))),
+        check_timeout: None,
+    };
+    let mut ok = addr.is_some();
+    let mut seen = Seen::default();
+    let mut i = 0;
+    while let Some(&w) = words.get(i) {
+        let in_check = d.server.check.is_some();
+        let found = PARAMS
+            .iter()
+            .chain(CHECK_PARAMS.iter().filter(|_| in_check));
+        let Some(param) = found.into_iter().find(|p| p.name == w.text) else {
+            // What follows may be its value: stop at the first unknown word.
+            unknown_param(r, w, in_check);
+            return None;
+        };
+        i += 1;
+        let value = match param.kind {
+            ParamKind::Value(_) => {
+                let Some(&v) = words.get(i) else {
+                    r.error(w.column, format!("'{}' needs a value", w.text));
+                    return None;
+                };
+                i += 1;
+                Some(v)
+            }
+            ParamKind::Flag(_) => None,
+        };
+        if !r.once_on_line(&mut seen, param.key, w.column) {
+            ok = false;
+            continue;
+        }
+        ok &= match (&param.kind, value) {
+            (ParamKind::Value(set), Some(v)) => set(r, &mut d, v).is_some(),
+            (ParamKind::Flag(set), _) => {
+                set(&mut d);
+                true
+            }
+            (ParamKind::Value(_), None) => false,
+        };
+    }
+    if let Some(check) = d.server.check.as_mut() {
+        check.timeout = d.check_timeout.unwrap_or(check.inter);
+    }
+    ok.then_some(d.server)
+}
+
+/// An unknown word on a backend line: a check parameter before `check`, a
+/// typo, or something else.
+fn unknown_param(r: &mut Reader<'_>, w: Word<'_>, in_check: bool) {
+    let other = w.text;
+    if CHECK_PARAMS.iter().any(|p| p.name == other) {
+        let message = format!(
+            "'{other}' is a health-check parameter: write it after 'check', like 'check {other} ...'"
+        );
+        return r.error(w.column, message);
+    }
+    let mut candidates = names_of(PARAMS);
+    let checks = names_of(CHECK_PARAMS);
+    if in_check {
+        candidates.extend_from_slice(&checks);
+    }
+    let hint = match suggest(other, &candidates) {
+        Some(best) => format!(" (did you mean '{best}'?)"),
+        None if in_check => format!(
+            "; a backend takes {} (with {})",
+            list(&names_of(PARAMS), "and"),
+            list(&checks, "and")
+        ),
+        None => format!("; a backend takes {}", list(&names_of(PARAMS), "and")),
+    };
+    r.error(w.column, format!("unknown option '{other}'{hint}"));
+}
+
+fn names_of(params: &[Param]) -> Vec<&'static str> {
+    params.iter().map(|p| p.name).collect()
+}
+
+/// The names of a section's options, in table order.
+pub fn names<T>(table: &[Opt<T>]) -> Vec<&'static str> {
+    table.iter().map(|o| o.name).collect()
+}
+
+/// What an unknown first word in a frontend gets: a word of HAProxy's or
+/// nginx's, an option of `global`, a typo, or a backend's parameter.
+pub fn unknown_in_frontend(r: &mut Reader<'_>, first: Word<'_>) {
+    let other = first.text;
+    if GLOBAL.iter().any(|o| o.name == other) {
+        let message = format!("'{other}' belongs in the 'global' section, not in a frontend");
+        return r.error(first.column, message);
+    }
+    let hint = match other {
+        "bind" => " (HAProxy's 'bind' is 'listen ADDR' here)".to_string(),
+        "server" => " (HAProxy's 'server NAME ADDR' is 'backend ADDR' here)".to_string(),
+        "proxy_pass" => " (list the backends with 'backend ADDR' lines)".to_string(),
+        _ => {
+            let mut candidates = names(FRONTEND);
+            candidates.extend_from_slice(SECTIONS);
+            did_you_mean(other, &candidates)
+        }
+    };
+    let hint = if !hint.is_empty() {
+        hint
+    } else if let Some(param) =
+        suggest(other, &names_of(PARAMS)).or_else(|| suggest(other, &names_of(CHECK_PARAMS)))
+    {
+        format!("; '{param}' goes on a backend line, like 'backend ADDR {param} ...'")
+    } else {
+        format!("; a frontend takes {}", list(&names(FRONTEND), "and"))
+    };
+    r.error(first.column, format!("unknown option '{other}'{hint}"));
+}

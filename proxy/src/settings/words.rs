@@ -1,0 +1,185 @@
+//! Words: what the command line and the configuration file share, and what
+//! the tools' command lines borrow. A line split into words with their
+//! columns, "did you mean" by edit distance, lists written as prose
+//! ("a, b or c"), and durations with a unit.
+
+use std::time::Duration;
+
+/// A word of a configuration line, with its 1-based column (in characters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Word<'a> {
+    /// The word itself.
+    pub text: &'a str,
+    /// Where it starts, counted in characters from 1.
+    pub column: usize,
+}
+
+/// Splits a line into words at white space, dropping the comment (`#` to the
+/// end of the line).
+pub fn words(line: &str) -> Vec<Word<'_>> {
+    let code = line.split('#').next().unwrap_or_default();
+    let mut out = Vec::new();
+    let mut start: Option<(usize, usize)> = None;
+    for (column, (byte, c)) in code.char_indices().enumerate() {
+        match (c.is_whitespace(), start) {
+            (true, Some((from, col))) => {
+                out.push(Word {
+                    text: &code[from..byte],
+                    column: col + 1,
+                });
+                start = None;
+            }
+            (false, None) => start = Some((byte, column)),
+            _ => {}
+        }
+    }
+    if let Some((from, col)) = start {
+        out.push(Word {
+            text: &code[from..],
+            column: col + 1,
+        });
+    }
+    out
+}
+
+/// Levenshtein distance: the fewest insertions, deletions and substitutions
+/// that turn `a` into `b`.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// The closest of `candidates` to `word`, if close enough to be a typo: one
+/// edit for words of up to three characters, two for longer ones. On a tie
+/// the first candidate wins.
+pub fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let best = candidates.iter().min_by_key(|c| edit_distance(word, c))?;
+    let limit = if word.chars().count() <= 3 { 1 } else { 2 };
+    (edit_distance(word, best) <= limit).then_some(*best)
+}
+
+/// ` (did you mean 'best'?)`, or nothing when no candidate is close.
+pub fn did_you_mean(word: &str, candidates: &[&str]) -> String {
+    match suggest(word, candidates) {
+        Some(best) => format!(" (did you mean '{best}'?)"),
+        None => String::new(),
+    }
+}
+
+/// `a, b and c` (with `last` "and") or `a, b or c` (with "or").
+pub fn list(items: &[&str], last: &str) -> String {
+    match items {
+        [] => String::new(),
+        [only] => only.to_string(),
+        [init @ .., tail] => format!("{} {last} {tail}", init.join(", ")),
+    }
+}
+
+/// Parses a duration with a unit: `500ms`, `2s`, `1m`, `1h` (also `us` and
+/// `d`). A bare number is refused: `30` could mean seconds or milliseconds,
+/// and guessing wrong by a factor of 1,000 is worse than asking.
+pub fn parse_duration(value: &str) -> Result<Duration, String> {
+    let split = value
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("'{value}' is not a duration like 500ms, 2s, 1m or 1h"))?;
+    let scale = match unit {
+        "us" => Duration::from_micros(1),
+        "ms" => Duration::from_millis(1),
+        "s" => Duration::from_secs(1),
+        "m" => Duration::from_secs(60),
+        "h" => Duration::from_secs(3600),
+        "d" => Duration::from_secs(86_400),
+        "" => {
+            return Err(format!(
+                "'{value}' has no unit: write {value}s or {value}ms"
+            ));
+        }
+        other => {
+            return Err(format!(
+                "'{value}': unknown unit '{other}'; use us, ms, s, m, h or d"
+            ));
+        }
+    };
+    u32::try_from(n)
+        .ok()
+        .and_then(|n| scale.checked_mul(n))
+        .ok_or_else(|| format!("'{value}' is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(line: &str) -> Vec<(&str, usize)> {
+        words(line).iter().map(|w| (w.text, w.column)).collect()
+    }
+
+    #[test]
+    fn lines_split_into_words_with_their_columns() {
+        assert_eq!(
+            texts("  backend 127.0.0.1:1 weight 5"),
+            [
+                ("backend", 3),
+                ("127.0.0.1:1", 11),
+                ("weight", 23),
+                ("5", 30)
+            ]
+        );
+        assert_eq!(texts("\tlisten 1#comment"), [("listen", 2), ("1", 9)]);
+        assert_eq!(texts("é x"), [("é", 1), ("x", 3)]);
+        assert!(texts("# only a comment").is_empty());
+        assert!(texts("").is_empty());
+    }
+
+    #[test]
+    fn suggestions_are_for_typos_only() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(suggest("wieght", &["weight", "backup"]), Some("weight"));
+        assert_eq!(suggest("ab", &["abc"]), Some("abc"));
+        assert_eq!(suggest("ab", &["xyz"]), None);
+        assert_eq!(suggest("frobnicate", &["weight"]), None);
+        assert_eq!(
+            did_you_mean("lisen", &["listen"]),
+            " (did you mean 'listen'?)"
+        );
+        assert_eq!(did_you_mean("x", &[]), "");
+    }
+
+    #[test]
+    fn lists_read_as_prose() {
+        assert_eq!(list(&["a", "b", "c"], "or"), "a, b or c");
+        assert_eq!(list(&["a", "b"], "and"), "a and b");
+        assert_eq!(list(&["a"], "and"), "a");
+        assert_eq!(list(&[], "and"), "");
+    }
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("3us"), Ok(Duration::from_micros(3)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("30").unwrap_err().contains("has no unit"));
+        assert!(parse_duration("3x").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("99999999999999999999s").is_err());
+    }
+}
