@@ -61,7 +61,6 @@ pub mod ops;
 pub mod policy;
 pub mod settings;
 
-pub mod demo;
 pub mod process;
 
 use blocking::{pool, single};
@@ -92,7 +91,6 @@ pub fn main_with_args(args: &[String]) -> i32 {
             return 0;
         }
         Command::CheckConfig(path) => return check::check_config(&path),
-        Command::Demo { quick } => demo::run(quick).map_err(Exit::Failed),
         Command::Run(settings) => run(&settings),
     };
     match result {

@@ -1,22 +1,25 @@
-//! The command line: what the operator asked for, checked before anything
-//! starts.
+//! The proxy's command line: what the operator asked for, checked before
+//! anything starts.
 //!
 //! ```text
 //! proxy --listen 127.0.0.1:8080 --backend 127.0.0.1:9001 --backend 127.0.0.1:9002 --mode epoll
-//! proxy demo
+//! proxy --config lb.conf
 //! ```
 //!
-//! Parsing is hand-written (no clap): a loop over the arguments, one `match`
-//! per flag. Every mistake becomes a [`CliError`] that says what was wrong
-//! and what to do; `main` prints it and exits with status 2, as `haproxy -c`
-//! and `nginx -t` do for a bad configuration.
+//! Hand-written (no clap): one table of flags ([`FLAGS`]), read by
+//! [`flags`](super::flags), then the rules that tie flags together (a flag
+//! of the epoll mode given to another mode, a flag that `--config` replaces).
+//! Every mistake becomes a [`UsageError`] that says what was wrong and what
+//! to do; `main` prints it and exits with status 2.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::log::Level;
+
+use super::flags::{self, Flag, Read, UsageError};
+use super::words::{list, parse_duration};
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
@@ -36,6 +39,9 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, in milestone order.
+    pub const ALL: [Mode; 3] = [Mode::Single, Mode::Pool, Mode::Epoll];
+
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -49,7 +55,8 @@ impl Mode {
 /// How the pool mode's workers share the round-robin counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PickerKind {
-    /// Milestone 4: a mutex around read-index, advance, use (the seed's fix).
+    /// Milestone 4: a mutex around reading and advancing the index (the
+    /// seed's fix; the list is read outside it).
     Mutex,
     /// One `fetch_add` on an atomic counter.
     Atomic,
@@ -59,6 +66,14 @@ pub enum PickerKind {
 }
 
 impl PickerKind {
+    /// The pickers of this build.
+    pub const ALL: &'static [PickerKind] = &[
+        PickerKind::Mutex,
+        PickerKind::Atomic,
+        #[cfg(feature = "race-demo")]
+        PickerKind::Racy,
+    ];
+
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -155,14 +170,7 @@ impl Settings {
         let backends = self
             .backends
             .iter()
-            .map(|&addr| BackendServer {
-                addr,
-                weight: 1,
-                backup: false,
-                maxconn: None,
-                check: None,
-                send_proxy: None,
-            })
+            .map(|&addr| BackendServer::new(addr))
             .collect();
         let timeouts = Timeouts {
             connect: self.connect_timeout,
@@ -205,11 +213,6 @@ impl Settings {
 pub enum Command {
     /// Run the proxy.
     Run(Box<Settings>),
-    /// Start fixture backends, run every mode against them, print a table.
-    Demo {
-        /// Fewer requests per mode (for tests).
-        quick: bool,
-    },
     /// Validate a configuration file and exit (`--check-config FILE`).
     CheckConfig(std::path::PathBuf),
     /// Print the help text.
@@ -218,34 +221,26 @@ pub enum Command {
     Version,
 }
 
-/// A command-line mistake, with what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CliError(pub String);
-
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (see 'proxy --help')", self.0)
-    }
-}
-
-impl std::error::Error for CliError {}
-
-fn err<T>(message: impl Into<String>) -> Result<T, CliError> {
-    Err(CliError(message.into()))
+/// What `--flag VALUE` pairs are read into: the settings, and the one flag
+/// that asks for something else than a run.
+#[derive(Debug, Default)]
+struct Args {
+    settings: Settings,
+    check_config: Option<PathBuf>,
 }
 
 /// The text of `proxy --help`.
 pub fn help() -> String {
-    let cores = runtime::threads::available_cores();
-    format!(
-        "\
+    format!("{HELP_HEAD}{}{HELP_TAIL}", flags::help(FLAGS))
+}
+
+const HELP_HEAD: &str = "\
 proxy: an L4 (TCP) load balancer
 
 USAGE
     proxy --listen ADDR --backend ADDR [--backend ADDR ...] [OPTIONS]
     proxy --config FILE [--workers N] [--backlog N] [--grace DUR] [--log-level LEVEL]
                         [--access-log WHERE] [--log-format FORMAT] [--admin ADDR]
-    proxy demo [--quick]      start 3 fixture backends, run every mode, print a table
     proxy --check-config FILE validate a configuration file and exit (0 ok, 2 errors)
 
 Every connection accepted on --listen is relayed, bytes unchanged in both
@@ -260,38 +255,9 @@ MODES (--mode), the milestones of the C++ project this grew from
              loops (default)
 
 OPTIONS
-    --listen ADDR            address to accept on            [default: 127.0.0.1:8080]
-    --backend ADDR           a backend (repeat for more); at least one
-    --mode MODE              single | pool | epoll           [default: epoll]
-    --threads N              pool: worker threads            [default: 64]
-    --workers N              epoll: event-loop threads       [default: {cores}, the CPUs]
-    --picker KIND            pool: mutex | atomic{racy}      [default: mutex]
-    --backlog N              listen queue length (capped by net.core.somaxconn) [default: 4096]
-    --connect-timeout DUR    give up connecting to a backend after DUR   [default: 5s]
-    --idle-timeout DUR       close a connection silent both ways for DUR [default: 10m]
-    --fin-timeout DUR        after one side closed, close if the other is silent for DUR
-                                                             [default: 30s]
-    --balance ALG            epoll: roundrobin | leastconn | random | source
-                                                             [default: roundrobin]
-    --retries N              epoll: other backends to try after a failed connect
-                                                             [default: 3]
-    --maxconn N              epoll: most connections open at once; at the limit the
-                             proxy stops accepting (the kernel queues new clients)
-                                                             [default: no limit]
-    --grace DUR              pool, epoll: on SIGTERM or SIGINT, stop accepting and give
-                             open connections DUR to finish; a second signal exits at
-                             once                            [default: 30s]
-    --access-log WHERE       epoll: one line per connection to stderr, off, or a file
-                                                             [default: stderr]
-    --log-format FORMAT      epoll: tcplog (HAProxy's) | json [default: tcplog]
-    --admin ADDR             epoll: serve GET /metrics (Prometheus) and GET /health on
-                             ADDR, a loopback address        [default: off]
-    --log-level LEVEL        error | warn | info | debug     [default: info]
-    --config FILE            epoll: run the frontends of FILE (docs/OPERATIONS.md)
-    --check-config FILE      check FILE, print every error, exit (0 ok, 2 errors)
-    -h, --help               this text
-    -V, --version            the version
+";
 
+const HELP_TAIL: &str = "
 DUR is a number with a unit: 500ms, 2s, 1m, 1h.
 
 SIGNALS
@@ -303,116 +269,278 @@ SIGNALS
 EXAMPLES
     proxy --listen 127.0.0.1:8080 --backend 127.0.0.1:9001 --backend 127.0.0.1:9002
     proxy --mode pool --threads 16 --picker atomic --listen 127.0.0.1:8080 --backend 127.0.0.1:9001
-    proxy demo
-",
-        racy = if cfg!(feature = "race-demo") {
-            " | racy (data race, demo build)"
-        } else {
-            ""
-        }
-    )
-}
+
+The seed's experiment, every mode against backends that wait 50 ms, is a
+program of its own: cargo run --release -p backend --bin demo
+";
+
+/// Every flag: its name, its value, its help, what it sets.
+const FLAGS: &[Flag<Args>] = &[
+    Flag {
+        name: "--listen",
+        arg: "ADDR",
+        needs: "an address like 127.0.0.1:8080",
+        help: "address to accept on            [default: 127.0.0.1:8080]",
+        set: |a, v| {
+            a.settings.listen = parse_addr(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--backend",
+        arg: "ADDR",
+        needs: "an address like 127.0.0.1:9001",
+        help: "a backend (repeat for more); at least one",
+        set: |a, v| {
+            a.settings.backends.push(parse_addr(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--mode",
+        arg: "MODE",
+        needs: "single, pool or epoll",
+        help: "single | pool | epoll           [default: epoll]",
+        set: |a, v| {
+            a.settings.mode = parse_mode(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--threads",
+        arg: "N",
+        needs: "a number of threads",
+        help: "pool: worker threads            [default: 64]",
+        set: |a, v| {
+            a.settings.threads = parse_count(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--workers",
+        arg: "N",
+        needs: "a number of workers",
+        help: "epoll: event-loop threads       [default: one per CPU]",
+        set: |a, v| {
+            a.settings.workers = parse_count(v)?;
+            a.settings.workers_given = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--picker",
+        arg: "KIND",
+        needs: "mutex or atomic",
+        help: "pool: mutex | atomic (| racy, in a race-demo build)\n\
+               \x20                                                            [default: mutex]",
+        set: |a, v| {
+            a.settings.picker = parse_picker(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--backlog",
+        arg: "N",
+        needs: "a queue length",
+        help: "listen queue length (capped by net.core.somaxconn) [default: 4096]",
+        set: |a, v| {
+            a.settings.backlog = u32::try_from(parse_count(v)?).unwrap_or(u32::MAX);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--connect-timeout",
+        arg: "DUR",
+        needs: "a duration",
+        help: "give up connecting to a backend after DUR   [default: 5s]",
+        set: |a, v| {
+            a.settings.connect_timeout = parse_timeout(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--idle-timeout",
+        arg: "DUR",
+        needs: "a duration",
+        help: "close a connection silent both ways for DUR [default: 10m]",
+        set: |a, v| {
+            a.settings.idle_timeout = parse_timeout(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--fin-timeout",
+        arg: "DUR",
+        needs: "a duration",
+        help: "after one side closed, close if the other is silent for DUR\n\
+               \x20                                                            [default: 30s]",
+        set: |a, v| {
+            a.settings.fin_timeout = parse_timeout(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--balance",
+        arg: "ALG",
+        needs: "an algorithm",
+        help: "epoll: roundrobin | leastconn | random | source\n\
+               \x20                                                            [default: roundrobin]",
+        set: |a, v| {
+            a.settings.balance = parse_balance(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--retries",
+        arg: "N",
+        needs: "a number of retries",
+        help: "epoll: other backends to try after a failed connect\n\
+               \x20                                                            [default: 3]",
+        set: |a, v| match v.parse::<u32>() {
+            Ok(n) if n <= 100 => {
+                a.settings.retries = n;
+                Ok(())
+            }
+            _ => Err(format!("'{v}' is not a number from 0 to 100")),
+        },
+    },
+    Flag {
+        name: "--maxconn",
+        arg: "N",
+        needs: "a number of connections",
+        help: "epoll: most connections open at once; at the limit the\n\
+               \x20                            proxy stops accepting (the kernel queues new clients)\n\
+               \x20                                                            [default: no limit]",
+        set: |a, v| {
+            a.settings.maxconn = Some(u32::try_from(parse_count(v)?).unwrap_or(u32::MAX));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--grace",
+        arg: "DUR",
+        needs: "a duration",
+        help: "pool, epoll: on SIGTERM or SIGINT, stop accepting and give\n\
+               \x20                            open connections DUR to finish; a second signal exits at\n\
+               \x20                            once                            [default: 30s]",
+        set: |a, v| {
+            a.settings.grace = Some(parse_timeout(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--access-log",
+        arg: "WHERE",
+        needs: "stderr, off or a file",
+        help: "epoll: one line per connection to stderr, off, or a file\n\
+               \x20                                                            [default: stderr]",
+        set: |a, v| {
+            a.settings.access_log = Some(AccessLogTarget::parse(v));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--log-format",
+        arg: "FORMAT",
+        needs: "tcplog or json",
+        help: "epoll: tcplog (HAProxy's) | json [default: tcplog]",
+        set: |a, v| match Format::parse(v) {
+            Some(format) => {
+                a.settings.log_format = Some(format);
+                Ok(())
+            }
+            None => Err(format!("unknown format '{v}'; use tcplog or json")),
+        },
+    },
+    Flag {
+        name: "--admin",
+        arg: "ADDR",
+        needs: "an address like 127.0.0.1:9100",
+        help: "epoll: serve GET /metrics (Prometheus) and GET /health on\n\
+               \x20                            ADDR, a loopback address        [default: off]",
+        set: |a, v| {
+            a.settings.admin = Some(parse_admin(v)?);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--log-level",
+        arg: "LEVEL",
+        needs: "error, warn, info or debug",
+        help: "error | warn | info | debug     [default: info]",
+        set: |a, v| match Level::parse(v) {
+            Some(level) => {
+                a.settings.log_level = level;
+                Ok(())
+            }
+            None => Err(format!(
+                "unknown level '{v}'; use error, warn, info or debug"
+            )),
+        },
+    },
+    Flag {
+        name: "--config",
+        arg: "FILE",
+        needs: "a configuration file",
+        help: "epoll: run the frontends of FILE (docs/OPERATIONS.md)",
+        set: |a, v| {
+            a.settings.config = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--check-config",
+        arg: "FILE",
+        needs: "a configuration file",
+        help: "check FILE, print every error, exit (0 ok, 2 errors)",
+        set: |a, v| {
+            a.check_config = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+];
 
 /// Parses the arguments after the program name.
-pub fn parse(args: &[String]) -> Result<Command, CliError> {
-    if args.first().map(String::as_str) == Some("demo") {
-        return parse_demo(&args[1..]);
+pub fn parse(args: &[String]) -> Result<Command, UsageError> {
+    if args.first().is_some_and(|a| a == "demo") {
+        return err(
+            "the demo is a program of its own now: cargo run --release -p backend --bin demo",
+        );
     }
-    let mut settings = Settings::default();
-    let mut check_config = None;
-    // Flags given, to refuse those a configuration file replaces.
-    let mut given: Vec<&str> = Vec::new();
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        given.push(flag.as_str());
-        let mut value = |what: &str| match it.next() {
-            Some(v) => Ok(v.as_str()),
-            None => err(format!("{flag} needs {what}")),
-        };
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(Command::Help),
-            "-V" | "--version" => return Ok(Command::Version),
-            "--listen" => {
-                settings.listen = parse_addr(flag, value("an address like 127.0.0.1:8080")?)?
-            }
-            "--backend" => settings
-                .backends
-                .push(parse_addr(flag, value("an address like 127.0.0.1:9001")?)?),
-            "--mode" => settings.mode = parse_mode(value("single, pool or epoll")?)?,
-            "--threads" => settings.threads = parse_count(flag, value("a number of threads")?)?,
-            "--workers" => {
-                settings.workers = parse_count(flag, value("a number of workers")?)?;
-                settings.workers_given = true;
-            }
-            "--balance" => settings.balance = parse_balance(value("an algorithm")?)?,
-            "--retries" => {
-                let v = value("a number of retries")?;
-                settings.retries = match v.parse::<u32>() {
-                    Ok(n) if n <= 100 => n,
-                    _ => return err(format!("--retries: '{v}' is not a number from 0 to 100")),
-                }
-            }
-            "--maxconn" => {
-                let n = parse_count(flag, value("a number of connections")?)?;
-                settings.maxconn = Some(u32::try_from(n).unwrap_or(u32::MAX));
-            }
-            "--config" => settings.config = Some(PathBuf::from(value("a configuration file")?)),
-            "--grace" => settings.grace = Some(parse_duration_flag(flag, value("a duration")?)?),
-            "--access-log" => {
-                settings.access_log = Some(AccessLogTarget::parse(value("stderr, off or a file")?))
-            }
-            "--log-format" => {
-                let v = value("tcplog or json")?;
-                settings.log_format = Some(Format::parse(v).ok_or_else(|| {
-                    CliError(format!(
-                        "--log-format: unknown format '{v}'; use tcplog or json"
-                    ))
-                })?);
-            }
-            "--admin" => {
-                let addr = parse_addr(flag, value("an address like 127.0.0.1:9100")?)?;
-                if !addr.ip().is_loopback() {
-                    return err(format!(
-                        "--admin: {addr} is not a loopback address; the admin endpoint has no \
-                         authentication, so it listens on 127.0.0.1 or ::1 only"
-                    ));
-                }
-                settings.admin = Some(addr);
-            }
-            "--picker" => settings.picker = parse_picker(value("mutex or atomic")?)?,
-            "--backlog" => settings.backlog = parse_count(flag, value("a queue length")?)? as u32,
-            "--connect-timeout" => {
-                settings.connect_timeout = parse_duration_flag(flag, value("a duration")?)?
-            }
-            "--idle-timeout" => {
-                settings.idle_timeout = parse_duration_flag(flag, value("a duration")?)?
-            }
-            "--fin-timeout" => {
-                settings.fin_timeout = parse_duration_flag(flag, value("a duration")?)?
-            }
-            "--check-config" => {
-                check_config = Some(std::path::PathBuf::from(value("a configuration file")?))
-            }
-            "--log-level" => {
-                let v = value("error, warn, info or debug")?;
-                settings.log_level = match Level::parse(v) {
-                    Some(level) => level,
-                    None => {
-                        return err(format!(
-                            "--log-level: unknown level '{v}'; use error, warn, info or debug"
-                        ));
-                    }
-                };
-            }
-            other => return err(unknown_flag(other)),
-        }
-    }
-    if let Some(path) = check_config {
+    let mut read = Args::default();
+    let given = match flags::read("proxy", args, FLAGS, &mut read)? {
+        Read::Help => return Ok(Command::Help),
+        Read::Version => return Ok(Command::Version),
+        Read::Flags(given) => given,
+    };
+    if let Some(path) = read.check_config {
         return Ok(Command::CheckConfig(path));
     }
-    if settings.config.is_some() {
-        return check_config_flags(settings, &given);
+    let settings = read.settings;
+    match settings.config.is_some() {
+        true => check_config_flags(&settings, &given)?,
+        false => check_mode_flags(&settings, &given)?,
     }
+    Ok(Command::Run(Box::new(settings)))
+}
+
+fn err<T>(message: impl Into<String>) -> Result<T, UsageError> {
+    Err(UsageError::new("proxy", message))
+}
+
+/// Flags of the balancing epoll mode only.
+const EPOLL_ONLY: &[&str] = &[
+    "--balance",
+    "--retries",
+    "--maxconn",
+    "--config",
+    "--access-log",
+    "--log-format",
+    "--admin",
+];
+
+/// Without `--config`: each mode's own flags, and at least one backend.
+fn check_mode_flags(settings: &Settings, given: &[&str]) -> Result<(), UsageError> {
     if settings.mode == Mode::Single && given.contains(&"--grace") {
         return err(
             "--grace is for the pool and epoll modes; the single mode serves one connection \
@@ -429,21 +557,10 @@ pub fn parse(args: &[String]) -> Result<Command, CliError> {
         }
     }
     if settings.backends.is_empty() {
-        return err("no backend: give at least one --backend ADDR (or run 'proxy demo')");
+        return err("no backend: give at least one --backend ADDR");
     }
-    Ok(Command::Run(Box::new(settings)))
+    Ok(())
 }
-
-/// Flags of the balancing epoll mode only.
-const EPOLL_ONLY: &[&str] = &[
-    "--balance",
-    "--retries",
-    "--maxconn",
-    "--config",
-    "--access-log",
-    "--log-format",
-    "--admin",
-];
 
 /// Flags that a configuration file replaces: with `--config`, the file says
 /// these (per frontend), and a flag would be ambiguous.
@@ -460,187 +577,94 @@ const FILE_REPLACES: &[(&str, &str)] = &[
     ("--picker", "(the pool mode does not read files)"),
 ];
 
-fn check_config_flags(settings: Settings, given: &[&str]) -> Result<Command, CliError> {
+/// With `--config`: the epoll mode, and none of the flags the file replaces.
+fn check_config_flags(settings: &Settings, given: &[&str]) -> Result<(), UsageError> {
     if settings.mode != Mode::Epoll {
         return err(format!(
             "--config runs the epoll mode; the {} mode takes flags only",
             settings.mode.name()
         ));
     }
-    if let Some((flag, option)) = FILE_REPLACES.iter().find(|(f, _)| given.contains(f)) {
-        return err(format!(
+    match FILE_REPLACES.iter().find(|(f, _)| given.contains(f)) {
+        Some((flag, option)) => err(format!(
             "{flag} cannot be combined with --config: the file sets it ({option})"
+        )),
+        None => Ok(()),
+    }
+}
+
+fn parse_addr(value: &str) -> Result<SocketAddr, String> {
+    value.parse().map_err(|_| {
+        format!(
+            "'{value}' is not an IP address with a port, like 127.0.0.1:8080 or [::1]:8080 \
+             (host names are not resolved)"
+        )
+    })
+}
+
+/// The admin endpoint has no authentication: loopback only.
+fn parse_admin(value: &str) -> Result<SocketAddr, String> {
+    let addr = parse_addr(value)?;
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "{addr} is not a loopback address; the admin endpoint has no authentication, so it \
+             listens on 127.0.0.1 or ::1 only"
         ));
     }
-    Ok(Command::Run(Box::new(settings)))
+    Ok(addr)
 }
 
-fn parse_balance(value: &str) -> Result<Algorithm, CliError> {
-    Algorithm::parse(value).ok_or_else(|| {
-        CliError(format!(
-            "--balance: unknown algorithm '{value}'; use roundrobin, leastconn, random or source"
-        ))
-    })
+fn parse_mode(value: &str) -> Result<Mode, String> {
+    let names = Mode::ALL.map(Mode::name);
+    Mode::ALL
+        .into_iter()
+        .find(|m| m.name() == value)
+        .ok_or_else(|| format!("unknown mode '{value}'; use {}", list(&names, "or")))
 }
 
-fn parse_demo(args: &[String]) -> Result<Command, CliError> {
-    let mut quick = false;
-    for arg in args {
-        match arg.as_str() {
-            "--quick" => quick = true,
-            "-h" | "--help" => return Ok(Command::Help),
-            other => {
-                return err(format!(
-                    "demo: unknown option '{other}'; the demo takes only --quick"
-                ));
-            }
-        }
+fn parse_balance(value: &str) -> Result<Algorithm, String> {
+    let names = Algorithm::ALL.map(Algorithm::name);
+    Algorithm::parse(value)
+        .ok_or_else(|| format!("unknown algorithm '{value}'; use {}", list(&names, "or")))
+}
+
+fn parse_picker(value: &str) -> Result<PickerKind, String> {
+    if let Some(kind) = PickerKind::ALL.iter().find(|k| k.name() == value) {
+        return Ok(*kind);
     }
-    Ok(Command::Demo { quick })
-}
-
-const FLAGS: &[&str] = &[
-    "--listen",
-    "--backend",
-    "--mode",
-    "--threads",
-    "--workers",
-    "--picker",
-    "--backlog",
-    "--connect-timeout",
-    "--idle-timeout",
-    "--fin-timeout",
-    "--log-level",
-    "--check-config",
-    "--config",
-    "--grace",
-    "--access-log",
-    "--log-format",
-    "--admin",
-    "--balance",
-    "--retries",
-    "--maxconn",
-    "--help",
-    "--version",
-];
-
-fn unknown_flag(flag: &str) -> String {
-    match FLAGS.iter().min_by_key(|known| edit_distance(flag, known)) {
-        Some(best) if edit_distance(flag, best) <= 2 => {
-            format!("unknown option '{flag}' (did you mean '{best}'?)")
-        }
-        _ => format!("unknown option '{flag}'"),
+    if value == "racy" {
+        return Err(
+            "racy exists only in a build with the race demonstration: cargo build -p \
+                    proxy --features race-demo"
+                .to_string(),
+        );
     }
+    let names: Vec<&str> = PickerKind::ALL.iter().map(|k| k.name()).collect();
+    Err(format!(
+        "unknown picker '{value}'; use {}",
+        list(&names, "or")
+    ))
 }
 
-/// Levenshtein distance, for "did you mean" hints (here and in [`crate::settings::config`]).
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
-}
-
-fn parse_addr(flag: &str, value: &str) -> Result<SocketAddr, CliError> {
-    value.parse().or_else(|_| {
-        err(format!(
-            "{flag}: '{value}' is not an IP address with a port, like 127.0.0.1:8080 or [::1]:8080 \
-             (host names are not resolved)"
-        ))
-    })
-}
-
-fn parse_mode(value: &str) -> Result<Mode, CliError> {
-    match value {
-        "single" => Ok(Mode::Single),
-        "pool" => Ok(Mode::Pool),
-        "epoll" => Ok(Mode::Epoll),
-        other => err(format!(
-            "--mode: unknown mode '{other}'; use single, pool or epoll"
-        )),
-    }
-}
-
-fn parse_picker(value: &str) -> Result<PickerKind, CliError> {
-    match value {
-        "mutex" => Ok(PickerKind::Mutex),
-        "atomic" => Ok(PickerKind::Atomic),
-        #[cfg(feature = "race-demo")]
-        "racy" => Ok(PickerKind::Racy),
-        #[cfg(not(feature = "race-demo"))]
-        "racy" => err(
-            "--picker racy exists only in a build with the race demonstration: \
-             cargo build -p proxy --features race-demo",
-        ),
-        other => err(format!(
-            "--picker: unknown picker '{other}'; use mutex or atomic"
-        )),
-    }
-}
-
-fn parse_count(flag: &str, value: &str) -> Result<usize, CliError> {
+fn parse_count(value: &str) -> Result<usize, String> {
     match value.parse::<usize>() {
-        Ok(0) => err(format!("{flag}: must be at least 1")),
+        Ok(0) => Err("must be at least 1".to_string()),
         Ok(n) if n <= 1 << 20 => Ok(n),
-        Ok(_) => err(format!("{flag}: {value} is unreasonably large")),
-        Err(_) => err(format!("{flag}: '{value}' is not a whole number")),
+        Ok(_) => Err(format!("{value} is unreasonably large")),
+        Err(_) => Err(format!("'{value}' is not a whole number")),
     }
 }
 
-/// A timeout flag: a duration with a unit, and never zero (a zero connect
-/// timeout would fail every connect, a zero idle timeout reset every
-/// connection at once).
-fn parse_duration_flag(flag: &str, value: &str) -> Result<Duration, CliError> {
-    match parse_duration(value) {
-        Ok(d) if d.is_zero() => err(format!(
-            "{flag}: {value} would end every connection at once; use at least 1ms"
+/// A timeout: a duration with a unit, and never zero (a zero connect timeout
+/// would fail every connect, a zero idle timeout reset every connection at
+/// once).
+fn parse_timeout(value: &str) -> Result<Duration, String> {
+    match parse_duration(value)? {
+        d if d.is_zero() => Err(format!(
+            "{value} would end every connection at once; use at least 1ms"
         )),
-        Ok(d) => Ok(d),
-        Err(why) => err(format!("{flag}: {why}")),
+        d => Ok(d),
     }
-}
-
-/// Parses a duration with a unit: `500ms`, `2s`, `1m`, `1h` (also `us` and `d`).
-/// A bare number is refused: `--idle-timeout 30` could mean seconds or
-/// milliseconds, and guessing wrong by a factor of 1,000 is worse than asking.
-pub fn parse_duration(value: &str) -> Result<Duration, String> {
-    let split = value
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(value.len());
-    let (number, unit) = value.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("'{value}' is not a duration like 500ms, 2s, 1m or 1h"))?;
-    let scale = match unit {
-        "us" => Duration::from_micros(1),
-        "ms" => Duration::from_millis(1),
-        "s" => Duration::from_secs(1),
-        "m" => Duration::from_secs(60),
-        "h" => Duration::from_secs(3600),
-        "d" => Duration::from_secs(86_400),
-        "" => {
-            return Err(format!(
-                "'{value}' has no unit: write {value}s or {value}ms"
-            ));
-        }
-        other => {
-            return Err(format!(
-                "'{value}': unknown unit '{other}'; use us, ms, s, m, h or d"
-            ));
-        }
-    };
-    u32::try_from(n)
-        .ok()
-        .and_then(|n| scale.checked_mul(n))
-        .ok_or_else(|| format!("'{value}' is too long"))
 }
 
 #[cfg(test)]
@@ -687,7 +711,7 @@ mod tests {
 
     #[test]
     fn mistakes_say_what_was_wrong_and_what_to_do() {
-        let error = |s: &str| parse(&args(s)).unwrap_err().0;
+        let error = |s: &str| parse(&args(s)).unwrap_err().message;
         assert!(error("").contains("no backend"));
         assert!(error("--backend localhost:80").contains("not an IP address"));
         assert!(error("--backend 127.0.0.1:1 --mode fast").contains("use single, pool or epoll"));
@@ -705,15 +729,12 @@ mod tests {
     }
 
     #[test]
-    fn demo_help_and_version() {
-        assert!(matches!(
-            parse(&args("demo")),
-            Ok(Command::Demo { quick: false })
-        ));
-        assert!(matches!(
-            parse(&args("demo --quick")),
-            Ok(Command::Demo { quick: true })
-        ));
+    fn help_version_and_the_demo_elsewhere() {
+        let demo = parse(&args("demo")).unwrap_err().message;
+        assert!(
+            demo.contains("cargo run --release -p backend --bin demo"),
+            "{demo}"
+        );
         assert!(matches!(parse(&args("--help")), Ok(Command::Help)));
         assert!(matches!(parse(&args("-V")), Ok(Command::Version)));
         assert!(help().contains("--mode MODE"));
@@ -725,20 +746,9 @@ mod tests {
         assert!(
             parse(&args("--check-config"))
                 .unwrap_err()
-                .0
+                .message
                 .contains("needs a configuration file")
         );
-    }
-
-    #[test]
-    fn durations_take_units() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("-1s").is_err());
-        assert!(parse_duration("99999999999999999999s").is_err());
     }
 
     #[cfg(not(feature = "race-demo"))]
@@ -746,7 +756,7 @@ mod tests {
     fn the_racy_picker_needs_the_demo_build() {
         let e = parse(&args("--backend 127.0.0.1:1 --picker racy"))
             .unwrap_err()
-            .0;
+            .message;
         assert!(e.contains("--features race-demo"), "{e}");
     }
 }
