@@ -19,7 +19,7 @@
 //! The pieces, each in a file of its own:
 //!
 //! - [`cli`]: the command line and [`cli::Config`].
-//! - [`machine`]: the machine's description and the descriptor limit.
+//! - [`machine`]: the machine's description.
 //! - [`procstat`]: CPU ticks and resident memory of a process tree.
 //! - [`child`]: a server as a child process: start, wait until it accepts,
 //!   stop, kill on drop.
@@ -79,7 +79,10 @@ pub fn run(config: &Config) -> io::Result<Results> {
         ));
     }
     let mut notes = Vec::new();
-    let nofile = machine::raise_nofile_limit()?;
+    // Thousands of idle connections need thousands of descriptors, here
+    // (both the client's and the fixture's ends) and in the proxy, which as
+    // our child inherits the raised limit.
+    let nofile = runtime::fd_limit::raise_nofile_limit()?;
     let mut sizes = if config.quick {
         Sizes::quick()
     } else {

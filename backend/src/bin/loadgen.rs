@@ -69,7 +69,7 @@ fn main_with_args(args: &[String]) -> u8 {
     }
     // Before any socket: --idle 5000 or 1,000 clients need more descriptors
     // than the usual soft limit of 1024.
-    if let Err(e) = raise_nofile_limit() {
+    if let Err(e) = runtime::fd_limit::raise_nofile_limit() {
         eprintln!("loadgen: warning: cannot raise the open-file limit: {e}");
     }
     let outcome = match command {
@@ -506,27 +506,6 @@ fn cpu_verdict(cpu: Duration, elapsed: Duration) -> String {
         cpu.as_secs_f64(),
         elapsed.as_secs_f64()
     )
-}
-
-/// Raises the soft limit on open files to the hard limit, the most an
-/// unprivileged process may have; returns the new soft limit.
-fn raise_nofile_limit() -> io::Result<libc::rlim_t> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `limit` is a valid, writable rlimit for the whole call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if limit.rlim_cur < limit.rlim_max {
-        limit.rlim_cur = limit.rlim_max;
-        // SAFETY: `limit` is a valid rlimit, read for the whole call.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(limit.rlim_cur)
 }
 
 #[cfg(test)]
