@@ -82,6 +82,8 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::sys::time::TimeVal;
 use runtime::time;
 
 /// The longest reply read; a peer that sends more is misbehaving and the
@@ -154,44 +156,15 @@ fn write_client_cpu(f: &mut fmt::Formatter<'_>, cpu: Duration, elapsed: Duration
 
 /// User plus system CPU time this process (all its threads) has used so far.
 pub fn process_cpu_time() -> io::Result<Duration> {
-    let zero = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 0,
-    };
-    // Built field by field rather than zeroed, so no unsafe is needed to
-    // make it; getrusage overwrites every field anyway.
-    let mut usage = libc::rusage {
-        ru_utime: zero,
-        ru_stime: zero,
-        ru_maxrss: 0,
-        ru_ixrss: 0,
-        ru_idrss: 0,
-        ru_isrss: 0,
-        ru_minflt: 0,
-        ru_majflt: 0,
-        ru_nswap: 0,
-        ru_inblock: 0,
-        ru_oublock: 0,
-        ru_msgsnd: 0,
-        ru_msgrcv: 0,
-        ru_nsignals: 0,
-        ru_nvcsw: 0,
-        ru_nivcsw: 0,
-    };
-    // SAFETY: `usage` is a valid, writable rusage for the whole call, and
-    // getrusage writes nothing else.
-    let ret = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    if ret != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(timeval_duration(usage.ru_utime) + timeval_duration(usage.ru_stime))
+    let usage = getrusage(UsageWho::RUSAGE_SELF)?;
+    Ok(timeval_duration(usage.user_time()) + timeval_duration(usage.system_time()))
 }
 
 /// A `timeval` as a `Duration` (a negative field, which the kernel never
 /// reports for CPU time, counts as zero).
-fn timeval_duration(tv: libc::timeval) -> Duration {
-    let secs = u64::try_from(tv.tv_sec).unwrap_or(0);
-    let micros = u64::try_from(tv.tv_usec).unwrap_or(0);
+fn timeval_duration(tv: TimeVal) -> Duration {
+    let secs = u64::try_from(tv.tv_sec()).unwrap_or(0);
+    let micros = u64::try_from(tv.tv_usec()).unwrap_or(0);
     Duration::from_secs(secs) + Duration::from_micros(micros)
 }
 
