@@ -7,7 +7,7 @@
 //! ```text
 //!   scripts/bench.sh ──▶ target/release/bench --proxy target/release/proxy
 //!        │
-//!        ├─ workloads A, B, C  (workloads.rs: which rows, how big)
+//!        ├─ workloads A, B, C  (workloads.rs: which rows; sizes.rs: how big)
 //!        │     each row: start a subject (subject.rs, child.rs, peers.rs)
 //!        │               measure it   (measure.rs: the load client from
 //!        │                             crate::load, CPU and memory from
@@ -26,7 +26,8 @@
 //! - [`peers`]: HAProxy and nginx: detection, configuration, start.
 //! - [`subject`]: what a row measures (direct, one of our modes, a peer).
 //! - [`measure`]: one measurement, the same way for every subject.
-//! - [`workloads`]: the three workloads and their sizes.
+//! - [`sizes`]: how big each measurement is (full or quick).
+//! - [`workloads`]: the three workloads: which rows, measured how.
 //! - [`results`]: what a run found, as plain data.
 //! - [`report`] (workloads A and B, the frame), [`cost_report`] (workload
 //!   C and the ratios), [`markdown`] (tables, number formats), [`seed`]
@@ -47,6 +48,7 @@ pub mod procstat;
 pub mod report;
 pub mod results;
 pub mod seed;
+pub mod sizes;
 pub mod subject;
 pub mod svg;
 pub mod workloads;
@@ -59,8 +61,8 @@ use std::time::Instant;
 use cli::{Command, Config};
 use machine::Machine;
 use results::Results;
+use sizes::Sizes;
 use subject::Setup;
-use workloads::Sizes;
 
 /// Descriptors the harness keeps for itself beyond the idle connections.
 const SPARE_DESCRIPTORS: u64 = 512;
