@@ -26,7 +26,7 @@ use crate::load::{BulkReport, Pattern};
 
 use super::measure::{Load, Stop, bulk, closed_loop, idle_memory, measure};
 use super::peers::{Peer, PeerKind};
-use super::results::{CostRow, LoadRow, Outcome, WorkloadA, WorkloadB, WorkloadC};
+use super::results::{CostRow, IdleMemory, LoadRow, Outcome, WorkloadA, WorkloadB, WorkloadC};
 use super::sizes::Sizes;
 use super::subject::{Setup, Subject};
 
@@ -119,47 +119,64 @@ pub fn workload_a(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadA> {
         seed.push(row);
     }
 
-    let mut by_clients = Vec::new();
-    for &clients in &sizes.clients {
-        let load = Load {
-            clients,
-            stop: Stop::Duration(sizes.run_for),
-            timeout: sizes.timeout,
-            pattern: Pattern::NewConnection,
-        };
-        let mut rows = Vec::new();
-        for &subject in &subjects {
-            let wait = subject.queue_wait(clients, sizes.delay);
-            let row = if wait > sizes.max_queue_wait {
-                LoadRow {
-                    subject,
-                    clients,
-                    outcome: Outcome::Skipped(format!(
-                        "each request would queue {:.1} s behind the others \
-                         ({clients} clients, {} at a time)",
-                        wait.as_secs_f64(),
-                        subject.parallelism(clients)
-                    )),
-                }
-            } else {
-                load_row(setup, subject, &backends, &load)
-            };
-            progress(
-                &format!("A C={clients}"),
-                subject,
-                &row.outcome,
-                load_summary,
-            );
-            rows.push(row);
-        }
-        by_clients.push((clients, rows));
-    }
+    let by_clients = sizes
+        .clients
+        .iter()
+        .map(|&clients| {
+            let rows = timed_rows(setup, sizes, &subjects, &backends, clients);
+            (clients, rows)
+        })
+        .collect();
     fixture.stop();
     Ok(WorkloadA {
         delay: sizes.delay,
         seed,
         by_clients,
     })
+}
+
+/// Workload A at `clients` concurrent clients for a fixed time: one row
+/// per subject, skipped where each request would queue longer than
+/// [`Sizes::max_queue_wait`] behind the others.
+fn timed_rows(
+    setup: &Setup,
+    sizes: &Sizes,
+    subjects: &[Subject],
+    backends: &[SocketAddr],
+    clients: usize,
+) -> Vec<LoadRow> {
+    let load = Load {
+        clients,
+        stop: Stop::Duration(sizes.run_for),
+        timeout: sizes.timeout,
+        pattern: Pattern::NewConnection,
+    };
+    let mut rows = Vec::new();
+    for &subject in subjects {
+        let wait = subject.queue_wait(clients, sizes.delay);
+        let row = if wait > sizes.max_queue_wait {
+            LoadRow {
+                subject,
+                clients,
+                outcome: Outcome::Skipped(format!(
+                    "each request would queue {:.1} s behind the others \
+                     ({clients} clients, {} at a time)",
+                    wait.as_secs_f64(),
+                    subject.parallelism(clients)
+                )),
+            }
+        } else {
+            load_row(setup, subject, backends, &load)
+        };
+        progress(
+            &format!("A C={clients}"),
+            subject,
+            &row.outcome,
+            load_summary,
+        );
+        rows.push(row);
+    }
+    rows
 }
 
 /// Workload B.
@@ -234,21 +251,51 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
             per_connection: sizes.keep_alive_per_connection,
         },
     };
-    let mut rows = Vec::new();
-    for subject in subjects {
-        let connect = measure(setup, subject, &replies, |running| {
-            closed_loop(running.addr(), &connect_load)
+    let plan = CostPlan {
+        setup,
+        sizes,
+        replies: &replies,
+        echoes: &echoes,
+        connect: connect_load,
+        keep_alive: keep_alive_load,
+    };
+    let rows = subjects.into_iter().map(|s| plan.row(s)).collect();
+    instant.stop();
+    echo.stop();
+    Ok(WorkloadC { rows })
+}
+
+/// What workload C measures every subject with: its backends and loads.
+struct CostPlan<'a> {
+    setup: &'a Setup,
+    sizes: &'a Sizes,
+    /// `reply` backends, for the connection rate.
+    replies: &'a [SocketAddr],
+    /// `echo` backends, for everything else.
+    echoes: &'a [SocketAddr],
+    /// A new connection per request.
+    connect: Load,
+    /// Many requests per connection.
+    keep_alive: Load,
+}
+
+impl CostPlan<'_> {
+    /// One subject's row: each measurement in turn, each on a fresh process.
+    fn row(&self, subject: Subject) -> CostRow {
+        let (setup, sizes, echoes) = (self.setup, self.sizes, self.echoes);
+        let connect = measure(setup, subject, self.replies, |running| {
+            closed_loop(running.addr(), &self.connect)
         });
         progress("C connections", subject, &connect, load_summary);
-        let keep_alive = measure(setup, subject, &echoes, |running| {
-            closed_loop(running.addr(), &keep_alive_load)
+        let keep_alive = measure(setup, subject, echoes, |running| {
+            closed_loop(running.addr(), &self.keep_alive)
         });
         progress("C keep-alive", subject, &keep_alive, load_summary);
-        let bulk_one = measure(setup, subject, &echoes, |running| {
+        let bulk_one = measure(setup, subject, echoes, |running| {
             bulk(running.addr(), sizes.bulk_bytes, 1, sizes.timeout)
         });
         progress("C bulk, 1 stream", subject, &bulk_one, bulk_summary);
-        let bulk_many = measure(setup, subject, &echoes, |running| {
+        let bulk_many = measure(setup, subject, echoes, |running| {
             bulk(
                 running.addr(),
                 sizes.bulk_bytes,
@@ -257,11 +304,23 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
             )
         });
         progress("C bulk, streams", subject, &bulk_many, bulk_summary);
+        CostRow {
+            subject,
+            connect,
+            keep_alive,
+            bulk_one,
+            bulk_many,
+            idle: self.idle(subject),
+        }
+    }
+
+    /// The idle connections' memory (none for `direct`: no proxy to weigh).
+    fn idle(&self, subject: Subject) -> Outcome<IdleMemory> {
         let idle = if subject == Subject::Direct {
             Outcome::Skipped("no proxy to weigh".to_string())
         } else {
-            measure(setup, subject, &echoes, |running| {
-                idle_memory(running, sizes.idle, sizes.timeout)
+            measure(self.setup, subject, self.echoes, |running| {
+                idle_memory(running, self.sizes.idle, self.sizes.timeout)
             })
         };
         progress("C idle", subject, &idle, |m| {
@@ -272,18 +331,8 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
                 m.kept_kib()
             )
         });
-        rows.push(CostRow {
-            subject,
-            connect,
-            keep_alive,
-            bulk_one,
-            bulk_many,
-            idle,
-        });
+        idle
     }
-    instant.stop();
-    echo.stop();
-    Ok(WorkloadC { rows })
 }
 
 fn bulk_summary(report: &BulkReport) -> String {
