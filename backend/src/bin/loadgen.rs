@@ -306,57 +306,75 @@ fn command(flags: Flags) -> Result<Command, String> {
     let timeout = flags.timeout.unwrap_or(DEFAULT_TIMEOUT);
     match (flags.bulk_mib, flags.idle) {
         (Some(_), Some(_)) => Err("--bulk and --idle are two different runs; give one".into()),
-        (Some(mib), None) => {
-            refuse(
-                &flags,
-                "--bulk",
-                &[
-                    "--clients",
-                    "--requests",
-                    "--duration",
-                    "--keepalive",
-                    "--hold",
-                ],
-            )?;
-            let bytes = mib
-                .checked_mul(MIB)
-                .ok_or(format!("--bulk {mib}: too many MiB"))?;
-            let options = BulkOptions {
-                target,
-                bytes,
-                streams: flags.streams.unwrap_or(DEFAULT_STREAMS),
-                timeout,
-            };
-            Ok(Command::Bulk {
-                options,
-                json: flags.json,
-            })
-        }
-        (None, Some(count)) => {
-            refuse(
-                &flags,
-                "--idle",
-                &[
-                    "--clients",
-                    "--requests",
-                    "--duration",
-                    "--keepalive",
-                    "--streams",
-                    "--json",
-                ],
-            )?;
-            Ok(Command::Idle {
-                target,
-                count,
-                hold: flags.hold.unwrap_or(DEFAULT_HOLD),
-                timeout,
-            })
-        }
+        (Some(mib), None) => bulk_command(&flags, target, mib, timeout),
+        (None, Some(count)) => idle_command(&flags, target, count, timeout),
         (None, None) => {
             refuse(&flags, "the closed loop", &["--streams", "--hold"])?;
             closed_loop_command(&flags, target, timeout)
         }
     }
+}
+
+/// The bulk run's options (`--bulk MIB`): the closed loop's and the idle
+/// run's flags have no meaning here.
+fn bulk_command(
+    flags: &Flags,
+    target: SocketAddr,
+    mib: u64,
+    timeout: Duration,
+) -> Result<Command, String> {
+    refuse(
+        flags,
+        "--bulk",
+        &[
+            "--clients",
+            "--requests",
+            "--duration",
+            "--keepalive",
+            "--hold",
+        ],
+    )?;
+    let bytes = mib
+        .checked_mul(MIB)
+        .ok_or(format!("--bulk {mib}: too many MiB"))?;
+    let options = BulkOptions {
+        target,
+        bytes,
+        streams: flags.streams.unwrap_or(DEFAULT_STREAMS),
+        timeout,
+    };
+    Ok(Command::Bulk {
+        options,
+        json: flags.json,
+    })
+}
+
+/// The idle run's options (`--idle COUNT`): the closed loop's and the bulk
+/// run's flags, and `--json`, have no meaning here.
+fn idle_command(
+    flags: &Flags,
+    target: SocketAddr,
+    count: usize,
+    timeout: Duration,
+) -> Result<Command, String> {
+    refuse(
+        flags,
+        "--idle",
+        &[
+            "--clients",
+            "--requests",
+            "--duration",
+            "--keepalive",
+            "--streams",
+            "--json",
+        ],
+    )?;
+    Ok(Command::Idle {
+        target,
+        count,
+        hold: flags.hold.unwrap_or(DEFAULT_HOLD),
+        timeout,
+    })
 }
 
 /// The closed loop's options: `--requests` and `--duration` exclude each
