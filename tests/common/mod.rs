@@ -346,8 +346,8 @@ pub fn hangs_up_within(stream: &TcpStream, limit: Duration) -> bool {
     }
 }
 
-/// What is `left` of a deadline as poll(2)'s timeout: milliseconds,
-/// at most `i32::MAX` of them.
+/// `left`, what remains of a deadline, as poll(2)'s timeout: whole
+/// milliseconds, at most `i32::MAX` of them.
 pub fn poll_timeout(left: Duration) -> PollTimeout {
     PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
 }

@@ -161,6 +161,8 @@ impl LoadReport {
     }
 }
 
+// The summary lives beside the report it prints, as BulkReport's does in
+// bulk.rs: load/mod.rs only re-exports, so that no import runs back up.
 impl fmt::Display for LoadReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = |d: Option<Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
