@@ -27,7 +27,7 @@ fn epoll_one_worker_holds_2000_connections_at_once() {
     // Per connection: one descriptor here, two in the proxy, one in the
     // backend; the children inherit the raised limit. Room for the rest.
     let needed = 2 * CONNECTIONS as u64 + 1024;
-    let limit = raise_nofile_limit();
+    let limit = runtime::fd_limit::raise_nofile_limit().expect("raise RLIMIT_NOFILE");
     if limit < needed {
         println!(
             "skipped: RLIMIT_NOFILE hard limit is {limit}, the test needs {needed} descriptors per process"

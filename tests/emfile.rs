@@ -27,6 +27,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use nix::unistd::{SysconfVar, sysconf};
 use proxy::process::ProxyProcess;
 
 use common::*;
@@ -76,17 +77,6 @@ fn start_limited_proxy(mode: Mode, backends: &[SocketAddr]) -> ProxyProcess {
     proxy
 }
 
-/// The soft RLIMIT_NOFILE of a process, from /proc/PID/limits.
-fn soft_nofile_of(pid: u32) -> Option<u64> {
-    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// Is the process still running (not gone, not a zombie waiting for us)?
 fn alive(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -99,10 +89,11 @@ fn alive(pid: u32) -> bool {
 
 /// Clock ticks per second, the unit of /proc/PID/stat's utime and stime.
 fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf takes a constant and touches no memory of ours.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    assert!(ticks > 0, "sysconf(_SC_CLK_TCK): {ticks}");
-    ticks as u64
+    let ticks = sysconf(SysconfVar::CLK_TCK);
+    match ticks {
+        Ok(Some(ticks)) if ticks > 0 => ticks as u64,
+        _ => panic!("sysconf(_SC_CLK_TCK): {ticks:?}"),
+    }
 }
 
 /// The descriptor numbers below `limit` that `fds` leaves unused: what the
@@ -191,8 +182,8 @@ fn fresh_round_trip(addr: SocketAddr) -> std::io::Result<()> {
 fn emfile_flood(mode: Mode, workers: usize) {
     // Our side of the flood is ours to hold: one descriptor per
     // connection, plus slack for the other test of this target.
-    if nofile_limits().0 < (2 * FLOOD + 256) as u64 {
-        raise_nofile_limit();
+    if runtime::fd_limit::nofile_limits().expect("RLIMIT_NOFILE").0 < (2 * FLOOD + 256) as u64 {
+        runtime::fd_limit::raise_nofile_limit().expect("raise RLIMIT_NOFILE");
     }
     let backend = BackendProcess::start(1, &["--mode", "echo"]);
     let proxy = start_limited_proxy(mode, backend.addrs());

@@ -345,7 +345,7 @@ impl LineBackend {
 /// every open one still works, and once the clients close them all the
 /// proxy exits 0 at once, long before the grace period.
 fn drain(mode: Mode, clients: usize) {
-    raise_nofile_limit();
+    runtime::fd_limit::raise_nofile_limit().expect("raise RLIMIT_NOFILE");
     let fixture = fixture(1, FixtureMode::Echo);
     let mut proxy = start_proxy(mode, fixture.addrs(), &["--grace", "20s"]);
     let addr = proxy.addr();

@@ -25,9 +25,8 @@ mod common;
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, ErrorKind, Read, Write};
-use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -39,6 +38,11 @@ use std::time::{Duration, Instant};
 use backend::bench::child::{ChildProcess, free_port};
 use backend::bench::peers::{self, Installed};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, poll};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::socket::{setsockopt, sockopt};
+use nix::unistd::Pid;
 use proxy::conn::proxy_protocol::{self, Addresses, MAX_HEADER, Version};
 use proxy::ops::access_log::record::JSON_KEYS;
 use testkit::json::{self, Json};
@@ -171,10 +175,11 @@ impl Daemon {
     /// SIGTERM; the proxy must exit 0 within [`SOON`] (plus its 1 s grace).
     /// Returns every line it wrote to stderr: complete, since it has exited.
     fn stop(mut self) -> Vec<String> {
-        let pid = self.child.id() as libc::pid_t;
-        // SAFETY: kill(2) takes no pointers; `pid` is our own child, not yet reaped.
-        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-        assert_eq!(rc, 0, "kill: {}", io::Error::last_os_error());
+        // Our own child, not yet reaped: the pid cannot have been reused.
+        let pid = Pid::from_raw(self.child.id() as libc::pid_t);
+        if let Err(e) = kill(pid, Signal::SIGTERM) {
+            panic!("kill: {}", io::Error::from(e));
+        }
         let deadline = Instant::now() + SOON + Duration::from_secs(1);
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("wait for the proxy") {
@@ -258,17 +263,9 @@ fn reset(stream: TcpStream) {
         l_onoff: 1,
         l_linger: 0,
     };
-    // SAFETY: `linger` is a valid struct linger of the size given, for the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&raw const linger).cast(),
-            mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0, "SO_LINGER: {}", io::Error::last_os_error());
+    if let Err(e) = setsockopt(&stream, sockopt::Linger, &linger) {
+        panic!("SO_LINGER: {}", io::Error::from(e));
+    }
     drop(stream);
 }
 
@@ -1808,22 +1805,19 @@ fn wait_for_closes(streams: &[TcpStream], want: usize, limit: Duration) -> Vec<b
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let open: Vec<usize> = (0..streams.len()).filter(|&i| !closed[i]).collect();
-        let mut fds: Vec<libc::pollfd> = open
+        // nix names no POLLRDHUP (the peer's FIN); the kernel's bit is kept.
+        let events = PollFlags::POLLIN | PollFlags::from_bits_retain(libc::POLLRDHUP);
+        let mut fds: Vec<PollFd> = open
             .iter()
-            .map(|&i| libc::pollfd {
-                fd: streams[i].as_raw_fd(),
-                events: libc::POLLIN | libc::POLLRDHUP,
-                revents: 0,
-            })
+            .map(|&i| PollFd::new(streams[i].as_fd(), events))
             .collect();
-        let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfds for the call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        if n < 0 && io::Error::last_os_error().kind() != ErrorKind::Interrupted {
-            panic!("poll: {}", io::Error::last_os_error());
+        match poll(&mut fds, poll_timeout(left)) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => panic!("poll: {}", io::Error::from(e)),
         }
         for (fd, &i) in fds.iter().zip(&open) {
-            if fd.revents == 0 {
+            // None: bits nix has no name for (POLLRDHUP), so not nothing.
+            if fd.revents() == Some(PollFlags::empty()) {
                 continue;
             }
             streams[i].set_nonblocking(true).expect("nonblocking");
@@ -1849,7 +1843,7 @@ fn wait_for_closes(streams: &[TcpStream], want: usize, limit: Duration) -> Vec<b
 fn five_hundred_from_one_source_with_a_limit_of_20() {
     const CLIENTS: usize = 500;
     const LIMIT: usize = 20;
-    raise_nofile_limit();
+    runtime::fd_limit::raise_nofile_limit().expect("raise RLIMIT_NOFILE");
     let dir = TestDir::new("per-source");
     // send-proxy: the backend learns each connection's real source.
     let end = HeaderBackend::start("127.0.0.1:0");

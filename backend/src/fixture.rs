@@ -32,6 +32,7 @@ use std::sync::mpsc as std_mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use nix::time::{ClockId, clock_gettime};
 use runtime::net::{
     ListenOptions, TcpListener, TcpStream, bind_std, is_dead_connection_error, is_fd_exhaustion,
 };
@@ -310,18 +311,12 @@ pub fn burn_cpu(duration: Duration) -> u64 {
 /// The CPU time the calling thread has used so far
 /// (`CLOCK_THREAD_CPUTIME_ID`); zero if the clock cannot be read.
 pub fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid, writable timespec for the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut now) };
-    if rc != 0 {
+    let Ok(now) = clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID) else {
         return Duration::ZERO;
-    }
+    };
     Duration::new(
-        u64::try_from(now.tv_sec).unwrap_or(0),
-        u32::try_from(now.tv_nsec).unwrap_or(0),
+        u64::try_from(now.tv_sec()).unwrap_or(0),
+        u32::try_from(now.tv_nsec()).unwrap_or(0),
     )
 }
 

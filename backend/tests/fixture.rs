@@ -265,7 +265,7 @@ fn two_thousand_echo_connections_are_held_at_once_then_all_answered() {
     // Each connection costs two descriptors in this process (ours and the
     // fixture's), plus a margin for the other tests running alongside.
     let needed = (2 * CONNECTIONS + 500) as u64;
-    let limit = common::raise_nofile_limit();
+    let limit = runtime::fd_limit::raise_nofile_limit().expect("raise RLIMIT_NOFILE");
     if limit < needed {
         eprintln!("skipped: RLIMIT_NOFILE hard limit {limit} < {needed} descriptors needed");
         return;

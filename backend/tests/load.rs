@@ -18,7 +18,7 @@ use backend::load::{
     BulkOptions, BulkReport, ECHO_TAG, LoadOptions, LoadReport, MIB, Pattern, open_idle, run_bulk,
     run_closed_loop,
 };
-use common::{raise_nofile_limit, within};
+use common::within;
 use testkit::json::{self, Json};
 
 fn start(mode: FixtureMode, delay_ms: u64) -> Fixture {
@@ -308,7 +308,7 @@ fn bulk_to_a_dead_port_is_not_intact() {
 fn open_idle_500_then_verify_then_close() {
     within(60, || {
         // 500 client sockets plus the fixture's 500, in one process.
-        raise_nofile_limit();
+        runtime::fd_limit::raise_nofile_limit().expect("raise RLIMIT_NOFILE");
         let fixture = start(FixtureMode::Echo, 0);
         let mut idle =
             open_idle(fixture.addrs()[0], 500, Duration::from_secs(10)).expect("open 500");

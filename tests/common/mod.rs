@@ -11,9 +11,8 @@
 #![allow(dead_code)]
 
 use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
-use std::mem;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +20,13 @@ use std::sync::{Arc, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::socket::{
+    self as sock, AddressFamily, Backlog, SockFlag, SockType, SockaddrIn, SockaddrIn6, SockaddrLike,
+};
+use nix::unistd::Pid;
 use proxy::process::ProxyProcess;
 use runtime::net::{ListenOptions, bind_std};
 
@@ -323,26 +329,33 @@ pub fn wait_report(reports: &mpsc::Receiver<String>, what: &str) -> String {
 /// socket whose peer already sent its FIN (its reads return 0 either way).
 /// A FIN alone never sets POLLHUP; a reset does.
 pub fn hangs_up_within(stream: &TcpStream, limit: Duration) -> bool {
-    let mut fds = [libc::pollfd {
-        fd: stream.as_raw_fd(),
-        // Nothing asked for: POLLHUP and POLLERR are reported anyway.
-        events: 0,
-        revents: 0,
-    }];
     let deadline = Instant::now() + limit;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: `fds` is a valid array of one pollfd for the whole call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-        if n > 0 {
-            return fds[0].revents & (libc::POLLHUP | libc::POLLERR) != 0;
-        }
-        let interrupted = n < 0 && io::Error::last_os_error().kind() == ErrorKind::Interrupted;
-        if !interrupted || Instant::now() >= deadline {
-            return false;
+        // Nothing asked for: POLLHUP and POLLERR are reported anyway.
+        let mut fds = [PollFd::new(stream.as_fd(), PollFlags::empty())];
+        match poll(&mut fds, poll_timeout(left)) {
+            Ok(n) if n > 0 => {
+                return fds[0]
+                    .revents()
+                    .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR));
+            }
+            Err(Errno::EINTR) if Instant::now() < deadline => {}
+            _ => return false,
         }
     }
+}
+
+/// `left`, what remains of a deadline, as poll(2)'s timeout: whole
+/// milliseconds, at most `i32::MAX` of them.
+pub fn poll_timeout(left: Duration) -> PollTimeout {
+    PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
+}
+
+/// The value of a system call that must not fail in a test, or a panic
+/// that names the call and says why it failed.
+fn must<T>(what: &str, result: nix::Result<T>) -> T {
+    result.unwrap_or_else(|e| panic!("{what}: {}", io::Error::from(e)))
 }
 
 /// A loopback port with a socket bound to it but not listening: a connect
@@ -355,29 +368,21 @@ pub struct ClosedPort {
 
 impl ClosedPort {
     pub fn new() -> ClosedPort {
-        // SAFETY: socket(2) takes no pointers; the result is checked below.
-        let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-        assert!(raw >= 0, "socket: {}", io::Error::last_os_error());
-        // SAFETY: `raw` is the descriptor socket(2) just returned, owned by
-        // nobody else: the OwnedFd closes it exactly once.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let sin = sockaddr_in(0);
-        let len = mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        // SAFETY: `sin` is a valid sockaddr_in of `len` bytes for the whole call.
-        let rc = unsafe { libc::bind(fd.as_raw_fd(), (&raw const sin).cast(), len) };
-        assert_eq!(rc, 0, "bind: {}", io::Error::last_os_error());
-        let mut bound = sockaddr_in(0);
-        let mut bound_len = len;
-        // SAFETY: `bound` and `bound_len` are valid and writable for the call,
-        // and `bound_len` holds the size of `bound`.
-        let rc = unsafe {
-            libc::getsockname(fd.as_raw_fd(), (&raw mut bound).cast(), &raw mut bound_len)
-        };
-        assert_eq!(rc, 0, "getsockname: {}", io::Error::last_os_error());
-        let port = u16::from_be(bound.sin_port);
+        let fd = must(
+            "socket",
+            sock::socket(
+                AddressFamily::Inet,
+                SockType::Stream,
+                SockFlag::SOCK_CLOEXEC,
+                None,
+            ),
+        );
+        let any_port = SockaddrIn::from(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0));
+        must("bind", sock::bind(fd.as_raw_fd(), &any_port));
+        let bound: SockaddrIn = must("getsockname", sock::getsockname(fd.as_raw_fd()));
         ClosedPort {
             fd,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            addr: SocketAddr::from(([127, 0, 0, 1], bound.port())),
         }
     }
 
@@ -387,9 +392,10 @@ impl ClosedPort {
 
     /// Starts listening on the port: from now on connects succeed.
     pub fn listen(self) -> TcpListener {
-        // SAFETY: listen(2) on a descriptor we own; no pointers.
-        let rc = unsafe { libc::listen(self.fd.as_raw_fd(), 128) };
-        assert_eq!(rc, 0, "listen: {}", io::Error::last_os_error());
+        must(
+            "listen",
+            sock::listen(&self.fd, must("backlog", Backlog::new(128))),
+        );
         TcpListener::from(self.fd)
     }
 }
@@ -416,18 +422,6 @@ pub fn unanswering_backend() -> (TcpListener, Vec<TcpStream>) {
         }
     }
     panic!("16 connections and the accept queue of a backlog-1 listener is not full?");
-}
-
-/// 127.0.0.1:`port` as the C structure.
-fn sockaddr_in(port: u16) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
-        },
-        sin_zero: [0; 8],
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -526,10 +520,9 @@ impl Drop for BackendProcess {
 
 /// Sends SIGTERM to `child` and waits (at most 10 s, then kills it) for its status.
 pub fn terminate(child: &mut Child) -> ExitStatus {
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: kill(2) takes no pointers; `pid` is our own child, not yet reaped.
-    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-    assert_eq!(rc, 0, "kill: {}", io::Error::last_os_error());
+    // Our own child, not yet reaped: the pid cannot have been reused.
+    let pid = Pid::from_raw(child.id() as libc::pid_t);
+    must("kill", kill(pid, Signal::SIGTERM));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(status) = child.try_wait().expect("wait for the child") {
@@ -749,65 +742,43 @@ pub fn open_fds(pid: u32) -> Vec<(u32, String)> {
     fds
 }
 
-/// The soft and hard RLIMIT_NOFILE of this process.
-pub fn nofile_limits() -> (u64, u64) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable rlimit for the call.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut lim) };
-    assert_eq!(rc, 0, "getrlimit: {}", io::Error::last_os_error());
-    (lim.rlim_cur, lim.rlim_max)
-}
-
-/// Raises this process's soft RLIMIT_NOFILE to its hard limit (children
-/// started afterwards inherit it); returns the new soft limit.
-pub fn raise_nofile_limit() -> u64 {
-    let (soft, hard) = nofile_limits();
-    if soft < hard {
-        let lim = libc::rlimit {
-            rlim_cur: hard,
-            rlim_max: hard,
-        };
-        // SAFETY: `lim` is a valid rlimit for the call; raising the soft
-        // limit up to the hard one needs no privilege.
-        let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const lim) };
-        assert_eq!(rc, 0, "setrlimit: {}", io::Error::last_os_error());
-    }
-    nofile_limits().0
-}
-
-/// Sets the soft RLIMIT_NOFILE of a running process (ours: our child).
+/// Sets the soft RLIMIT_NOFILE of a running process (ours: our child),
+/// keeping its hard limit, and checks that it took.
+///
+/// Through util-linux's prlimit(1) (`--nofile=SOFT:` sets the soft limit
+/// alone): the tests set the limit of a proxy that is already running,
+/// from what it holds once at rest, so it cannot be set before exec (a
+/// `pre_exec` closure), and nix has no safe prlimit(2). The limits of this
+/// process itself are `runtime::fd_limit`'s.
 pub fn set_nofile_limit_of(pid: u32, soft: u64) {
-    let mut old = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: a null new-limit pointer only reads; `old` is valid and writable.
-    let rc = unsafe {
-        libc::prlimit(
-            pid as libc::pid_t,
-            libc::RLIMIT_NOFILE,
-            std::ptr::null(),
-            &raw mut old,
-        )
-    };
-    assert_eq!(rc, 0, "prlimit (read): {}", io::Error::last_os_error());
-    let new = libc::rlimit {
-        rlim_cur: soft,
-        rlim_max: old.rlim_max,
-    };
-    // SAFETY: `new` is a valid rlimit; a null old-limit pointer is allowed.
-    let rc = unsafe {
-        libc::prlimit(
-            pid as libc::pid_t,
-            libc::RLIMIT_NOFILE,
-            &raw const new,
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(rc, 0, "prlimit (set): {}", io::Error::last_os_error());
+    let out = Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--nofile={soft}:"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("prlimit (set): cannot run prlimit(1) from util-linux: {e}"));
+    assert!(
+        out.status.success(),
+        "prlimit (set) --pid={pid} --nofile={soft}: {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    assert_eq!(
+        soft_nofile_of(pid),
+        Some(soft),
+        "prlimit (set): the soft limit of {pid} did not change"
+    );
+}
+
+/// The soft RLIMIT_NOFILE of a process, from /proc/PID/limits.
+pub fn soft_nofile_of(pid: u32) -> Option<u64> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Polls `condition` every 10 ms until it holds or `limit` passes; returns
@@ -849,53 +820,30 @@ pub fn open_from(
     let mut port = 0;
     let stream = (|| {
         let family = if to.is_ipv4() {
-            libc::AF_INET
+            AddressFamily::Inet
         } else {
-            libc::AF_INET6
+            AddressFamily::Inet6
         };
-        let kind = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
-        // SAFETY: socket(2) takes no pointers; the result is checked below.
-        let raw = unsafe { libc::socket(family, kind, 0) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is the descriptor socket(2) just returned, owned by
-        // nobody else: the OwnedFd closes it exactly once.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let flags = SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK;
+        let fd = sock::socket(family, SockType::Stream, flags, None)?;
         if let Some(source) = source {
-            let (from, len) = sockaddr(SocketAddr::new(source, 0));
-            // SAFETY: `from` holds a valid address of `len` bytes for the call.
-            if unsafe { libc::bind(fd.as_raw_fd(), (&raw const from).cast(), len) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            sock::bind(fd.as_raw_fd(), &*sockaddr(SocketAddr::new(source, 0)))?;
         }
-        let (dest, len) = sockaddr(to);
-        // SAFETY: `dest` holds a valid address of `len` bytes for the call.
-        if unsafe { libc::connect(fd.as_raw_fd(), (&raw const dest).cast(), len) } != 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINPROGRESS) {
-                return Err(e);
-            }
+        match sock::connect(fd.as_raw_fd(), &*sockaddr(to)) {
+            Ok(()) | Err(Errno::EINPROGRESS) => {}
+            Err(e) => return Err(e.into()),
         }
         let stream = TcpStream::from(fd);
         // The port is chosen by connect(2), before the handshake.
         port = stream.local_addr()?.port();
-        let mut fds = [libc::pollfd {
-            fd: stream.as_raw_fd(),
-            events: libc::POLLOUT,
-            revents: 0,
-        }];
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let ms = left.as_millis().min(i32::MAX as u128) as libc::c_int;
-            // SAFETY: `fds` is a valid array of one pollfd for the call.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-            if n > 0 {
-                break;
-            }
-            if n < 0 && io::Error::last_os_error().kind() != ErrorKind::Interrupted {
-                return Err(io::Error::last_os_error());
+            let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLOUT)];
+            match poll(&mut fds, poll_timeout(left)) {
+                Ok(n) if n > 0 => break,
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
             }
             if left.is_zero() {
                 return Err(io::Error::new(ErrorKind::TimedOut, "connect timed out"));
@@ -911,39 +859,11 @@ pub fn open_from(
     (port, stream)
 }
 
-/// `addr` as a C socket address and its length.
-fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all zeros is a valid sockaddr_storage (an AF_UNSPEC address).
-    let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*a.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than sockaddr_in and
-            // aligned for any socket address.
-            unsafe { (&raw mut storage).cast::<libc::sockaddr_in>().write(sin) };
-            mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { (&raw mut storage).cast::<libc::sockaddr_in6>().write(sin6) };
-            mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
+/// `addr` as a socket address for nix: sockaddr_in or sockaddr_in6, each
+/// passed with its own length.
+fn sockaddr(addr: SocketAddr) -> Box<dyn SockaddrLike> {
+    match addr {
+        SocketAddr::V4(a) => Box::new(SockaddrIn::from(a)),
+        SocketAddr::V6(a) => Box::new(SockaddrIn6::from(a)),
+    }
 }

@@ -36,6 +36,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
 use super::procstat;
 
 /// How long a server may take to start accepting.
@@ -169,15 +172,13 @@ impl ChildProcess {
     /// status. A child that ignores it is killed, tree and all, and that is
     /// an error.
     pub fn stop(mut self, signal: i32) -> io::Result<ExitStatus> {
-        let pid = self.child.id() as libc::pid_t;
+        let pid = Pid::from_raw(self.child.id() as libc::pid_t);
         if let Some(status) = self.child.try_wait()? {
             return Ok(status);
         }
-        // SAFETY: kill(2) with our own child's pid, not yet reaped (so the
-        // pid cannot have been reused), and a valid signal number.
-        if unsafe { libc::kill(pid, signal) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        // Our own child's pid, not yet reaped (so the pid cannot have been
+        // reused). A number that is no signal fails as kill(2) would: EINVAL.
+        kill(pid, Signal::try_from(signal)?)?;
         let deadline = Instant::now() + STOP_TIMEOUT;
         loop {
             if let Some(status) = self.child.try_wait()? {
@@ -203,10 +204,7 @@ impl ChildProcess {
         // walk and the kill, but the window is microseconds and they are
         // the root's, which is still alive and unreaped here.
         for &pid in tree.iter().skip(1) {
-            // SAFETY: kill(2) with a pid read from /proc and a valid signal.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
-            }
+            let _ = kill(Pid::from_raw(pid as libc::pid_t), Signal::SIGKILL);
         }
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -1,11 +1,13 @@
-//! The machine the numbers came from, and the one limit the harness raises.
+//! The machine the numbers came from.
 //!
 //! A benchmark without its machine is a rumour: the report opens with the
 //! CPU model, the number of cores, the kernel and the memory, all read from
 //! /proc (no `lscpu`, `uname` or `free` subprocess needed), and the date.
+//!
+//! The one limit the harness raises, RLIMIT_NOFILE, is raised with
+//! [`runtime::fd_limit::raise_nofile_limit`], the workspace's one copy.
 
 use std::fs;
-use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What the report says about the machine.
@@ -57,39 +59,6 @@ pub fn ephemeral_ports() -> Option<u64> {
     let mut bounds = range.split_whitespace().map(|n| n.parse::<u64>().ok());
     let (low, high) = (bounds.next()??, bounds.next()??);
     Some(high.checked_sub(low)? + 1)
-}
-
-/// The soft and hard RLIMIT_NOFILE of this process.
-pub fn nofile_limits() -> io::Result<(u64, u64)> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `limit` is a valid, writable rlimit for the call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((limit.rlim_cur, limit.rlim_max))
-}
-
-/// Raises the soft RLIMIT_NOFILE to the hard limit and returns the new soft
-/// limit. Thousands of idle connections need thousands of descriptors, here
-/// (both the client's and the fixture's ends) and in the proxy, which as our
-/// child inherits the raised limit.
-pub fn raise_nofile_limit() -> io::Result<u64> {
-    let (soft, hard) = nofile_limits()?;
-    if soft < hard {
-        let raised = libc::rlimit {
-            rlim_cur: hard,
-            rlim_max: hard,
-        };
-        // SAFETY: `raised` is a valid rlimit; raising the soft limit up to
-        // the hard one needs no privilege.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const raised) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(nofile_limits()?.0)
 }
 
 /// Now, as `YYYY-MM-DD HH:MM UTC`.
@@ -144,7 +113,7 @@ mod tests {
         let machine = Machine::describe();
         assert!(machine.cores >= 1);
         assert!(!machine.kernel.is_empty());
-        let (soft, hard) = nofile_limits().unwrap();
+        let (soft, hard) = runtime::fd_limit::nofile_limits().unwrap();
         assert!(soft <= hard);
         assert!(ephemeral_ports().is_some_and(|n| n > 0));
     }

@@ -7,7 +7,7 @@
 //! ```text
 //!   scripts/bench.sh ──▶ target/release/bench --proxy target/release/proxy
 //!        │
-//!        ├─ workloads A, B, C  (workloads.rs: which rows, how big)
+//!        ├─ workloads A, B, C  (workloads.rs: which rows; sizes.rs: how big)
 //!        │     each row: start a subject (subject.rs, child.rs, peers.rs)
 //!        │               measure it   (measure.rs: the load client from
 //!        │                             crate::load, CPU and memory from
@@ -19,14 +19,15 @@
 //! The pieces, each in a file of its own:
 //!
 //! - [`cli`]: the command line and [`cli::Config`].
-//! - [`machine`]: the machine's description and the descriptor limit.
+//! - [`machine`]: the machine's description.
 //! - [`procstat`]: CPU ticks and resident memory of a process tree.
 //! - [`child`]: a server as a child process: start, wait until it accepts,
 //!   stop, kill on drop.
 //! - [`peers`]: HAProxy and nginx: detection, configuration, start.
 //! - [`subject`]: what a row measures (direct, one of our modes, a peer).
 //! - [`measure`]: one measurement, the same way for every subject.
-//! - [`workloads`]: the three workloads and their sizes.
+//! - [`sizes`]: how big each measurement is (full or quick).
+//! - [`workloads`]: the three workloads: which rows, measured how.
 //! - [`results`]: what a run found, as plain data.
 //! - [`report`] (workloads A and B, the frame), [`cost_report`] (workload
 //!   C and the ratios), [`markdown`] (tables, number formats), [`seed`]
@@ -47,6 +48,7 @@ pub mod procstat;
 pub mod report;
 pub mod results;
 pub mod seed;
+pub mod sizes;
 pub mod subject;
 pub mod svg;
 pub mod workloads;
@@ -59,8 +61,8 @@ use std::time::Instant;
 use cli::{Command, Config};
 use machine::Machine;
 use results::Results;
+use sizes::Sizes;
 use subject::Setup;
-use workloads::Sizes;
 
 /// Descriptors the harness keeps for itself beyond the idle connections.
 const SPARE_DESCRIPTORS: u64 = 512;
@@ -69,22 +71,67 @@ const SPARE_DESCRIPTORS: u64 = 512;
 /// under `config.out`, and returns what it found.
 pub fn run(config: &Config) -> io::Result<Results> {
     let started = Instant::now();
-    if !config.proxy.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!(
-                "no proxy binary at {} (build it: cargo build --release -p proxy)",
-                config.proxy.display()
-            ),
-        ));
-    }
+    check_proxy(config)?;
     let mut notes = Vec::new();
-    let nofile = machine::raise_nofile_limit()?;
-    let mut sizes = if config.quick {
-        Sizes::quick()
-    } else {
-        Sizes::full()
+    // Thousands of idle connections need thousands of descriptors, here
+    // (both the client's and the fixture's ends) and in the proxy, which as
+    // our child inherits the raised limit.
+    let nofile = runtime::fd_limit::raise_nofile_limit()?;
+    let sizes = fit_sizes(config.quick, nofile, &mut notes);
+    let installed = find_peers(config);
+    let setup = Setup {
+        proxy: config.proxy.clone(),
+        installed: installed.clone(),
+        nofile,
     };
+    let machine = Machine::describe();
+    let date = machine::utc_now();
+    let [with_a, with_b, with_c] = config.workloads;
+    let a = with_a
+        .then(|| workloads::workload_a(&setup, &sizes))
+        .transpose()?;
+    let b = with_b
+        .then(|| workloads::workload_b(&setup, &sizes))
+        .transpose()?;
+    let c = with_c
+        .then(|| workloads::workload_c(&setup, &sizes))
+        .transpose()?;
+    let results = Results {
+        machine,
+        date,
+        command: config.command.clone(),
+        sizes,
+        installed,
+        nofile,
+        a,
+        b,
+        c,
+        elapsed: started.elapsed(),
+        notes,
+    };
+    write_report(&results, &config.out)?;
+    Ok(results)
+}
+
+/// The proxy under test must be there before anything starts.
+fn check_proxy(config: &Config) -> io::Result<()> {
+    if config.proxy.is_file() {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!(
+            "no proxy binary at {} (build it: cargo build --release -p proxy)",
+            config.proxy.display()
+        ),
+    ))
+}
+
+/// The full or quick sizes, cut down to what this machine allows: the
+/// idle connections to the descriptor limit `nofile`, the connection-rate
+/// runs to the ephemeral ports. Each cut is a note for the report.
+fn fit_sizes(quick: bool, nofile: u64, notes: &mut Vec<String>) -> Sizes {
+    let mut sizes = if quick { Sizes::quick() } else { Sizes::full() };
     // Each idle connection is two descriptors here (the client's end and
     // the fixture's) and two in the proxy.
     let room = nofile.saturating_sub(SPARE_DESCRIPTORS) / 2;
@@ -105,6 +152,12 @@ pub fn run(config: &Config) -> io::Result<Results> {
             sizes.run_for.as_secs_f64()
         ));
     }
+    sizes
+}
+
+/// The peers to measure beside ours (none with `--no-peers`); says on
+/// stderr which will not be measured, and why.
+fn find_peers(config: &Config) -> peers::Installed {
     let installed = if config.peers {
         peers::detect()
     } else {
@@ -118,44 +171,7 @@ pub fn run(config: &Config) -> io::Result<Results> {
             eprintln!("bench: {name} will not be measured: {why}");
         }
     }
-    let setup = Setup {
-        proxy: config.proxy.clone(),
-        installed: installed.clone(),
-        nofile,
-    };
-    let machine = Machine::describe();
-    let date = machine::utc_now();
-    let [with_a, with_b, with_c] = config.workloads;
-    let a = if with_a {
-        Some(workloads::workload_a(&setup, &sizes)?)
-    } else {
-        None
-    };
-    let b = if with_b {
-        Some(workloads::workload_b(&setup, &sizes)?)
-    } else {
-        None
-    };
-    let c = if with_c {
-        Some(workloads::workload_c(&setup, &sizes)?)
-    } else {
-        None
-    };
-    let results = Results {
-        machine,
-        date,
-        command: config.command.clone(),
-        sizes,
-        installed,
-        nofile,
-        a,
-        b,
-        c,
-        elapsed: started.elapsed(),
-        notes,
-    };
-    write_report(&results, &config.out)?;
-    Ok(results)
+    installed
 }
 
 /// Writes `out/BENCHMARKS.md` and `out/bench/*.svg`, keeping the

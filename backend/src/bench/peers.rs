@@ -371,52 +371,8 @@ pub fn start(
     // Two descriptors per proxied connection, and a few for everything else.
     let room = nofile.saturating_sub(100).max(200);
     let (program, args) = match peer.kind {
-        PeerKind::HAProxy => {
-            let install = installed
-                .haproxy
-                .as_ref()
-                .map_err(|why| io::Error::other(why.clone()))?;
-            let config = dir.path().join("haproxy.cfg");
-            let maxconn = (room / 2).min(100_000);
-            fs::write(
-                &config,
-                haproxy_config(peer.threads, listen, backends, maxconn),
-            )?;
-            // -db: stay in the foreground whatever the configuration says.
-            let args = vec![
-                "-db".to_string(),
-                "-f".to_string(),
-                config.display().to_string(),
-            ];
-            (install.program.clone(), args)
-        }
-        PeerKind::Nginx => {
-            let install = installed
-                .nginx
-                .as_ref()
-                .map_err(|why| io::Error::other(why.clone()))?;
-            let config = dir.path().join("nginx.conf");
-            let text = nginx_config(
-                peer.threads,
-                listen,
-                backends,
-                install.stream_module.as_deref(),
-                room.min(20_000),
-                dir.path(),
-            );
-            fs::write(&config, text)?;
-            // -p: the prefix for relative paths; -e: the error log before
-            // the configuration is read (else /var/log/nginx/error.log).
-            let args = vec![
-                "-p".to_string(),
-                dir.path().display().to_string(),
-                "-e".to_string(),
-                "stderr".to_string(),
-                "-c".to_string(),
-                config.display().to_string(),
-            ];
-            (install.program.clone(), args)
-        }
+        PeerKind::HAProxy => haproxy_command(installed, peer, &dir, listen, backends, room)?,
+        PeerKind::Nginx => nginx_command(installed, peer, &dir, listen, backends, room)?,
     };
     let mut process = ChildProcess::spawn(label, &program, &args)?;
     process.wait_until_accepting(listen, START_TIMEOUT)?;
@@ -425,6 +381,72 @@ pub fn start(
         addr: listen,
         _dir: dir,
     })
+}
+
+/// Writes HAProxy's configuration into `dir`; returns its program and
+/// arguments. `room` is the descriptors it may use.
+fn haproxy_command(
+    installed: &Installed,
+    peer: Peer,
+    dir: &TempDir,
+    listen: SocketAddr,
+    backends: &[SocketAddr],
+    room: u64,
+) -> io::Result<(PathBuf, Vec<String>)> {
+    let install = installed
+        .haproxy
+        .as_ref()
+        .map_err(|why| io::Error::other(why.clone()))?;
+    let config = dir.path().join("haproxy.cfg");
+    let maxconn = (room / 2).min(100_000);
+    fs::write(
+        &config,
+        haproxy_config(peer.threads, listen, backends, maxconn),
+    )?;
+    // -db: stay in the foreground whatever the configuration says.
+    let args = vec![
+        "-db".to_string(),
+        "-f".to_string(),
+        config.display().to_string(),
+    ];
+    Ok((install.program.clone(), args))
+}
+
+/// Writes nginx's configuration into `dir`; returns its program and
+/// arguments. `room` is the descriptors it may use.
+fn nginx_command(
+    installed: &Installed,
+    peer: Peer,
+    dir: &TempDir,
+    listen: SocketAddr,
+    backends: &[SocketAddr],
+    room: u64,
+) -> io::Result<(PathBuf, Vec<String>)> {
+    let install = installed
+        .nginx
+        .as_ref()
+        .map_err(|why| io::Error::other(why.clone()))?;
+    let config = dir.path().join("nginx.conf");
+    let text = nginx_config(
+        peer.threads,
+        listen,
+        backends,
+        install.stream_module.as_deref(),
+        room.min(20_000),
+        dir.path(),
+    );
+    fs::write(&config, text)?;
+    // -p: the prefix for relative paths; -e: the error log before
+    // the configuration is read (else /var/log/nginx/error.log).
+    let args = vec![
+        "-p".to_string(),
+        dir.path().display().to_string(),
+        "-e".to_string(),
+        "stderr".to_string(),
+        "-c".to_string(),
+        config.display().to_string(),
+    ];
+    Ok((install.program.clone(), args))
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ use std::fs;
 use std::io;
 use std::time::Duration;
 
+use nix::unistd::{SysconfVar, sysconf};
+
 /// The stat fields after the command name that we read (counted from
 /// field 3, the state, as index 0).
 const PPID: usize = 1;
@@ -84,10 +86,12 @@ pub fn tree(root: u32) -> io::Result<Vec<u32>> {
 
 /// The kernel's clock ticks per second (the unit of utime and stime).
 pub fn ticks_per_second() -> u64 {
-    // SAFETY: sysconf reads a configuration value; it has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    // -1 (unknown) cannot happen on Linux; 100 is what it always is there.
-    u64::try_from(ticks).ok().filter(|&t| t > 0).unwrap_or(100)
+    let ticks = sysconf(SysconfVar::CLK_TCK).ok().flatten();
+    // Unknown cannot happen on Linux; 100 is what it always is there.
+    ticks
+        .and_then(|t| u64::try_from(t).ok())
+        .filter(|&t| t > 0)
+        .unwrap_or(100)
 }
 
 /// CPU time of a process tree at one moment, in clock ticks.

@@ -13,8 +13,8 @@ use crate::load::{BulkReport, LoadReport};
 
 use super::machine::Machine;
 use super::peers::Installed;
+use super::sizes::Sizes;
 use super::subject::Subject;
-use super::workloads::Sizes;
 
 /// What the proxy process tree cost during one measurement.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

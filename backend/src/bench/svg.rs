@@ -360,52 +360,11 @@ impl LineChart {
         let (y, y_ticks) = Scale::fit(Axis::Linear, &ys, HEIGHT - BOTTOM, TOP);
         let mut svg = open(&self.title);
         axes(&mut svg, &y, &y_ticks, &self.x_label, &self.y_label);
-        for &tick in &x_ticks {
-            if let Some(px) = x.to_px(tick) {
-                let _ = writeln!(
-                    svg,
-                    "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n\
-                     <text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-                    HEIGHT - BOTTOM,
-                    HEIGHT - BOTTOM + 5.0,
-                    HEIGHT - BOTTOM + 19.0,
-                    escape(&format_tick(tick))
-                );
-            }
-        }
+        x_ticks_at(&mut svg, &x, &x_ticks);
         let mut row = 0;
         for (i, series) in self.series.iter().enumerate() {
             let colour = PALETTE[i % PALETTE.len()];
-            let mut points: Vec<(f64, f64)> = series
-                .points
-                .iter()
-                .filter_map(|&(px, py)| Some((x.to_px(px)?, y.to_px(py)?)))
-                .collect();
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let path: Vec<String> = points
-                .iter()
-                .map(|(px, py)| format!("{px:.1},{py:.1}"))
-                .collect();
-            let dash = if series.dashed {
-                " stroke-dasharray=\"6 4\""
-            } else {
-                ""
-            };
-            if points.len() > 1 {
-                let _ = writeln!(
-                    svg,
-                    "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash}/>",
-                    path.join(" ")
-                );
-            }
-            if !series.dashed {
-                for (px, py) in &points {
-                    let _ = writeln!(
-                        svg,
-                        "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"3.5\" fill=\"{colour}\"/>"
-                    );
-                }
-            }
+            series_line(&mut svg, series, colour, &x, &y);
             let style = if series.dashed {
                 LegendStyle::Dashed
             } else {
@@ -429,6 +388,58 @@ impl LineChart {
         }
         svg.push_str("</svg>\n");
         svg
+    }
+}
+
+/// The x axis' ticks and their labels, under the plot.
+fn x_ticks_at(svg: &mut String, x: &Scale, ticks: &[f64]) {
+    for &tick in ticks {
+        if let Some(px) = x.to_px(tick) {
+            let _ = writeln!(
+                svg,
+                "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n\
+                 <text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                HEIGHT - BOTTOM,
+                HEIGHT - BOTTOM + 5.0,
+                HEIGHT - BOTTOM + 19.0,
+                escape(&format_tick(tick))
+            );
+        }
+    }
+}
+
+/// One series: its points joined left to right (dashed if it is a bound),
+/// and a dot on each measured point.
+fn series_line(svg: &mut String, series: &Series, colour: &str, x: &Scale, y: &Scale) {
+    let mut points: Vec<(f64, f64)> = series
+        .points
+        .iter()
+        .filter_map(|&(px, py)| Some((x.to_px(px)?, y.to_px(py)?)))
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let path: Vec<String> = points
+        .iter()
+        .map(|(px, py)| format!("{px:.1},{py:.1}"))
+        .collect();
+    let dash = if series.dashed {
+        " stroke-dasharray=\"6 4\""
+    } else {
+        ""
+    };
+    if points.len() > 1 {
+        let _ = writeln!(
+            svg,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash}/>",
+            path.join(" ")
+        );
+    }
+    if !series.dashed {
+        for (px, py) in &points {
+            let _ = writeln!(
+                svg,
+                "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"3.5\" fill=\"{colour}\"/>"
+            );
+        }
     }
 }
 

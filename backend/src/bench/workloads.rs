@@ -1,4 +1,4 @@
-//! The three workloads of issue 4, and how big each run is.
+//! The three workloads of issue 4: which rows each measures, and how.
 //!
 //! - **A, the seed's**: backends that wait 50 ms per request (I/O bound), a
 //!   new connection per request. First at the seed's scale (200 requests a
@@ -13,8 +13,9 @@
 //!   proxy's own cost: connections per second, keep-alive requests per
 //!   second, bulk MiB/s, memory per idle connection, CPU per connection.
 //!
-//! Every subject runs as a fresh process per measurement ([`measure`]);
-//! the fixture backends run in this process, on threads of their own.
+//! How big each run is, [`Sizes`], lives in sizes.rs. Every subject runs
+//! as a fresh process per measurement ([`measure`]); the fixture backends
+//! run in this process, on threads of their own.
 
 use std::io;
 use std::net::SocketAddr;
@@ -25,127 +26,13 @@ use crate::load::{BulkReport, Pattern};
 
 use super::measure::{Load, Stop, bulk, closed_loop, idle_memory, measure};
 use super::peers::{Peer, PeerKind};
-use super::results::{CostRow, LoadRow, Outcome, WorkloadA, WorkloadB, WorkloadC};
+use super::results::{CostRow, IdleMemory, LoadRow, Outcome, WorkloadA, WorkloadB, WorkloadC};
+use super::sizes::Sizes;
 use super::subject::{Setup, Subject};
 
-/// How big each measurement is. [`Sizes::full`] is what the report is made
-/// of; [`Sizes::quick`] checks the harness end to end in seconds.
-#[derive(Debug, Clone)]
-pub struct Sizes {
-    /// The quick variant.
-    pub quick: bool,
-    /// Workload A: the backends' delay per request.
-    pub delay: Duration,
-    /// A at the seed's scale: requests per run.
-    pub seed_requests: usize,
-    /// A at the seed's scale: concurrent clients (the seed does not say).
-    pub seed_clients: usize,
-    /// A: pool sizes.
-    pub pool_threads: Vec<usize>,
-    /// A: concurrency levels of the timed runs.
-    pub clients: Vec<usize>,
-    /// How long each timed run lasts.
-    pub run_for: Duration,
-    /// A timed row whose requests would each queue longer than this behind
-    /// the others (a pool of 1 thread at 1,000 clients: 50 s) is skipped:
-    /// its bound says all there is to say, in a fraction of the time.
-    pub max_queue_wait: Duration,
-    /// The most one request may take before it counts as an error.
-    pub timeout: Duration,
-    /// Epoll worker counts.
-    pub epoll_workers: Vec<usize>,
-    /// Peer thread (HAProxy) or worker (nginx) counts.
-    pub peer_threads: Vec<usize>,
-    /// Workload B: CPU per request.
-    pub cpu_per_request: Duration,
-    /// Workload B: backends, each a fixture on its own thread.
-    pub cpu_backends: usize,
-    /// Workload B: concurrent clients.
-    pub cpu_clients: usize,
-    /// Workload B: pool sizes.
-    pub cpu_pool_threads: Vec<usize>,
-    /// Workload C: concurrent clients.
-    pub cost_clients: usize,
-    /// Workload C: the most connections a connection-rate run makes (see
-    /// [`Sizes::fit_ephemeral_ports`]).
-    pub connect_requests: usize,
-    /// Workload C: requests per keep-alive connection.
-    pub keep_alive_per_connection: usize,
-    /// Workload C: bytes a bulk run sends in total (split over its streams),
-    /// and gets back.
-    pub bulk_bytes: u64,
-    /// Workload C: streams of the "several streams" bulk run.
-    pub bulk_streams: usize,
-    /// Workload C: idle connections held open.
-    pub idle: usize,
-}
-
+// `Sizes` (sizes.rs) says how big; which subjects each workload measures is
+// this file's business, so those methods are here, in an impl of their own.
 impl Sizes {
-    /// The full benchmark: a few minutes on a 2-core machine.
-    pub fn full() -> Sizes {
-        Sizes {
-            quick: false,
-            delay: Duration::from_millis(50),
-            seed_requests: 200,
-            seed_clients: 64,
-            pool_threads: vec![1, 2, 4, 8, 16, 32, 64],
-            clients: vec![64, 256, 1000],
-            run_for: Duration::from_secs(3),
-            max_queue_wait: Duration::from_secs(4),
-            timeout: Duration::from_secs(15),
-            epoll_workers: vec![1, 2],
-            peer_threads: vec![1, 2],
-            cpu_per_request: Duration::from_millis(10),
-            cpu_backends: 3,
-            cpu_clients: 64,
-            cpu_pool_threads: vec![1, 2, 4, 8, 16, 32, 64],
-            cost_clients: 64,
-            connect_requests: usize::MAX,
-            keep_alive_per_connection: 100,
-            bulk_bytes: 512 * 1024 * 1024,
-            bulk_streams: 4,
-            idle: 5000,
-        }
-    }
-
-    /// The same harness, tiny: every code path, well under a minute.
-    pub fn quick() -> Sizes {
-        Sizes {
-            quick: true,
-            seed_requests: 40,
-            pool_threads: vec![1, 8, 64],
-            clients: vec![64],
-            run_for: Duration::from_millis(500),
-            max_queue_wait: Duration::from_millis(1500),
-            timeout: Duration::from_secs(10),
-            peer_threads: vec![1],
-            cpu_clients: 16,
-            cpu_pool_threads: vec![1, 2, 8],
-            bulk_bytes: 16 * 1024 * 1024,
-            bulk_streams: 2,
-            idle: 200,
-            ..Sizes::full()
-        }
-    }
-
-    /// Caps the connection-rate runs to what `ports` ephemeral ports allow.
-    ///
-    /// The client closes first, so each of its connections ends in
-    /// TIME_WAIT, holding its port towards that destination; on loopback
-    /// the kernel may reuse it only from the next second on
-    /// (`tcp_tw_reuse` = 2, the default). And connect(2) looks for a free
-    /// port among half the range first (one parity; the other is left for
-    /// bind(2)). Measured here: 38,000 connections a second to one address
-    /// until about half the range is in TIME_WAIT, then 17,000, with the
-    /// client's CPU spent searching for ports. Past that point a run
-    /// measures the port range, not the proxy; 40% of the range keeps a
-    /// margin below it.
-    pub fn fit_ephemeral_ports(&mut self, ports: u64) {
-        self.connect_requests = usize::try_from(ports.saturating_mul(2) / 5)
-            .unwrap_or(usize::MAX)
-            .max(1000);
-    }
-
     /// Our modes of workload A: single, every pool size, every epoll.
     fn ours(&self, pools: &[usize]) -> Vec<Subject> {
         let mut subjects = vec![Subject::Single];
@@ -232,47 +119,64 @@ pub fn workload_a(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadA> {
         seed.push(row);
     }
 
-    let mut by_clients = Vec::new();
-    for &clients in &sizes.clients {
-        let load = Load {
-            clients,
-            stop: Stop::Duration(sizes.run_for),
-            timeout: sizes.timeout,
-            pattern: Pattern::NewConnection,
-        };
-        let mut rows = Vec::new();
-        for &subject in &subjects {
-            let wait = subject.queue_wait(clients, sizes.delay);
-            let row = if wait > sizes.max_queue_wait {
-                LoadRow {
-                    subject,
-                    clients,
-                    outcome: Outcome::Skipped(format!(
-                        "each request would queue {:.1} s behind the others \
-                         ({clients} clients, {} at a time)",
-                        wait.as_secs_f64(),
-                        subject.parallelism(clients)
-                    )),
-                }
-            } else {
-                load_row(setup, subject, &backends, &load)
-            };
-            progress(
-                &format!("A C={clients}"),
-                subject,
-                &row.outcome,
-                load_summary,
-            );
-            rows.push(row);
-        }
-        by_clients.push((clients, rows));
-    }
+    let by_clients = sizes
+        .clients
+        .iter()
+        .map(|&clients| {
+            let rows = timed_rows(setup, sizes, &subjects, &backends, clients);
+            (clients, rows)
+        })
+        .collect();
     fixture.stop();
     Ok(WorkloadA {
         delay: sizes.delay,
         seed,
         by_clients,
     })
+}
+
+/// Workload A at `clients` concurrent clients for a fixed time: one row
+/// per subject, skipped where each request would queue longer than
+/// [`Sizes::max_queue_wait`] behind the others.
+fn timed_rows(
+    setup: &Setup,
+    sizes: &Sizes,
+    subjects: &[Subject],
+    backends: &[SocketAddr],
+    clients: usize,
+) -> Vec<LoadRow> {
+    let load = Load {
+        clients,
+        stop: Stop::Duration(sizes.run_for),
+        timeout: sizes.timeout,
+        pattern: Pattern::NewConnection,
+    };
+    let mut rows = Vec::new();
+    for &subject in subjects {
+        let wait = subject.queue_wait(clients, sizes.delay);
+        let row = if wait > sizes.max_queue_wait {
+            LoadRow {
+                subject,
+                clients,
+                outcome: Outcome::Skipped(format!(
+                    "each request would queue {:.1} s behind the others \
+                     ({clients} clients, {} at a time)",
+                    wait.as_secs_f64(),
+                    subject.parallelism(clients)
+                )),
+            }
+        } else {
+            load_row(setup, subject, backends, &load)
+        };
+        progress(
+            &format!("A C={clients}"),
+            subject,
+            &row.outcome,
+            load_summary,
+        );
+        rows.push(row);
+    }
+    rows
 }
 
 /// Workload B.
@@ -347,21 +251,51 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
             per_connection: sizes.keep_alive_per_connection,
         },
     };
-    let mut rows = Vec::new();
-    for subject in subjects {
-        let connect = measure(setup, subject, &replies, |running| {
-            closed_loop(running.addr(), &connect_load)
+    let plan = CostPlan {
+        setup,
+        sizes,
+        replies: &replies,
+        echoes: &echoes,
+        connect: connect_load,
+        keep_alive: keep_alive_load,
+    };
+    let rows = subjects.into_iter().map(|s| plan.row(s)).collect();
+    instant.stop();
+    echo.stop();
+    Ok(WorkloadC { rows })
+}
+
+/// What workload C measures every subject with: its backends and loads.
+struct CostPlan<'a> {
+    setup: &'a Setup,
+    sizes: &'a Sizes,
+    /// `reply` backends, for the connection rate.
+    replies: &'a [SocketAddr],
+    /// `echo` backends, for everything else.
+    echoes: &'a [SocketAddr],
+    /// A new connection per request.
+    connect: Load,
+    /// Many requests per connection.
+    keep_alive: Load,
+}
+
+impl CostPlan<'_> {
+    /// One subject's row: each measurement in turn, each on a fresh process.
+    fn row(&self, subject: Subject) -> CostRow {
+        let (setup, sizes, echoes) = (self.setup, self.sizes, self.echoes);
+        let connect = measure(setup, subject, self.replies, |running| {
+            closed_loop(running.addr(), &self.connect)
         });
         progress("C connections", subject, &connect, load_summary);
-        let keep_alive = measure(setup, subject, &echoes, |running| {
-            closed_loop(running.addr(), &keep_alive_load)
+        let keep_alive = measure(setup, subject, echoes, |running| {
+            closed_loop(running.addr(), &self.keep_alive)
         });
         progress("C keep-alive", subject, &keep_alive, load_summary);
-        let bulk_one = measure(setup, subject, &echoes, |running| {
+        let bulk_one = measure(setup, subject, echoes, |running| {
             bulk(running.addr(), sizes.bulk_bytes, 1, sizes.timeout)
         });
         progress("C bulk, 1 stream", subject, &bulk_one, bulk_summary);
-        let bulk_many = measure(setup, subject, &echoes, |running| {
+        let bulk_many = measure(setup, subject, echoes, |running| {
             bulk(
                 running.addr(),
                 sizes.bulk_bytes,
@@ -370,11 +304,23 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
             )
         });
         progress("C bulk, streams", subject, &bulk_many, bulk_summary);
+        CostRow {
+            subject,
+            connect,
+            keep_alive,
+            bulk_one,
+            bulk_many,
+            idle: self.idle(subject),
+        }
+    }
+
+    /// The idle connections' memory (none for `direct`: no proxy to weigh).
+    fn idle(&self, subject: Subject) -> Outcome<IdleMemory> {
         let idle = if subject == Subject::Direct {
             Outcome::Skipped("no proxy to weigh".to_string())
         } else {
-            measure(setup, subject, &echoes, |running| {
-                idle_memory(running, sizes.idle, sizes.timeout)
+            measure(self.setup, subject, self.echoes, |running| {
+                idle_memory(running, self.sizes.idle, self.sizes.timeout)
             })
         };
         progress("C idle", subject, &idle, |m| {
@@ -385,18 +331,8 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
                 m.kept_kib()
             )
         });
-        rows.push(CostRow {
-            subject,
-            connect,
-            keep_alive,
-            bulk_one,
-            bulk_many,
-            idle,
-        });
+        idle
     }
-    instant.stop();
-    echo.stop();
-    Ok(WorkloadC { rows })
 }
 
 fn bulk_summary(report: &BulkReport) -> String {

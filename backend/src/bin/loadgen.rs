@@ -69,7 +69,7 @@ fn main_with_args(args: &[String]) -> u8 {
     }
     // Before any socket: --idle 5000 or 1,000 clients need more descriptors
     // than the usual soft limit of 1024.
-    if let Err(e) = raise_nofile_limit() {
+    if let Err(e) = runtime::fd_limit::raise_nofile_limit() {
         eprintln!("loadgen: warning: cannot raise the open-file limit: {e}");
     }
     let outcome = match command {
@@ -306,57 +306,75 @@ fn command(flags: Flags) -> Result<Command, String> {
     let timeout = flags.timeout.unwrap_or(DEFAULT_TIMEOUT);
     match (flags.bulk_mib, flags.idle) {
         (Some(_), Some(_)) => Err("--bulk and --idle are two different runs; give one".into()),
-        (Some(mib), None) => {
-            refuse(
-                &flags,
-                "--bulk",
-                &[
-                    "--clients",
-                    "--requests",
-                    "--duration",
-                    "--keepalive",
-                    "--hold",
-                ],
-            )?;
-            let bytes = mib
-                .checked_mul(MIB)
-                .ok_or(format!("--bulk {mib}: too many MiB"))?;
-            let options = BulkOptions {
-                target,
-                bytes,
-                streams: flags.streams.unwrap_or(DEFAULT_STREAMS),
-                timeout,
-            };
-            Ok(Command::Bulk {
-                options,
-                json: flags.json,
-            })
-        }
-        (None, Some(count)) => {
-            refuse(
-                &flags,
-                "--idle",
-                &[
-                    "--clients",
-                    "--requests",
-                    "--duration",
-                    "--keepalive",
-                    "--streams",
-                    "--json",
-                ],
-            )?;
-            Ok(Command::Idle {
-                target,
-                count,
-                hold: flags.hold.unwrap_or(DEFAULT_HOLD),
-                timeout,
-            })
-        }
+        (Some(mib), None) => bulk_command(&flags, target, mib, timeout),
+        (None, Some(count)) => idle_command(&flags, target, count, timeout),
         (None, None) => {
             refuse(&flags, "the closed loop", &["--streams", "--hold"])?;
             closed_loop_command(&flags, target, timeout)
         }
     }
+}
+
+/// The bulk run's options (`--bulk MIB`): the closed loop's and the idle
+/// run's flags have no meaning here.
+fn bulk_command(
+    flags: &Flags,
+    target: SocketAddr,
+    mib: u64,
+    timeout: Duration,
+) -> Result<Command, String> {
+    refuse(
+        flags,
+        "--bulk",
+        &[
+            "--clients",
+            "--requests",
+            "--duration",
+            "--keepalive",
+            "--hold",
+        ],
+    )?;
+    let bytes = mib
+        .checked_mul(MIB)
+        .ok_or(format!("--bulk {mib}: too many MiB"))?;
+    let options = BulkOptions {
+        target,
+        bytes,
+        streams: flags.streams.unwrap_or(DEFAULT_STREAMS),
+        timeout,
+    };
+    Ok(Command::Bulk {
+        options,
+        json: flags.json,
+    })
+}
+
+/// The idle run's options (`--idle COUNT`): the closed loop's and the bulk
+/// run's flags, and `--json`, have no meaning here.
+fn idle_command(
+    flags: &Flags,
+    target: SocketAddr,
+    count: usize,
+    timeout: Duration,
+) -> Result<Command, String> {
+    refuse(
+        flags,
+        "--idle",
+        &[
+            "--clients",
+            "--requests",
+            "--duration",
+            "--keepalive",
+            "--streams",
+            "--json",
+        ],
+    )?;
+    Ok(Command::Idle {
+        target,
+        count,
+        hold: flags.hold.unwrap_or(DEFAULT_HOLD),
+        timeout,
+    })
 }
 
 /// The closed loop's options: `--requests` and `--duration` exclude each
@@ -506,27 +524,6 @@ fn cpu_verdict(cpu: Duration, elapsed: Duration) -> String {
         cpu.as_secs_f64(),
         elapsed.as_secs_f64()
     )
-}
-
-/// Raises the soft limit on open files to the hard limit, the most an
-/// unprivileged process may have; returns the new soft limit.
-fn raise_nofile_limit() -> io::Result<libc::rlim_t> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `limit` is a valid, writable rlimit for the whole call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if limit.rlim_cur < limit.rlim_max {
-        limit.rlim_cur = limit.rlim_max;
-        // SAFETY: `limit` is a valid rlimit, read for the whole call.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(limit.rlim_cur)
 }
 
 #[cfg(test)]

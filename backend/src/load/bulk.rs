@@ -10,7 +10,10 @@ use runtime::combinator::join;
 use runtime::net::TcpStream;
 use runtime::{Runtime, spawn};
 
-use super::*;
+use super::shared::{
+    JsonObject, MIB, bounded, invalid_input, per_second, process_cpu_time, stream_share,
+    write_client_cpu,
+};
 
 /// Each write of a bulk stream, and the read buffer: big enough that the
 /// system calls, not the bytes, are rare.

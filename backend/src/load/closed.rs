@@ -3,6 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::io;
 use std::net::{Shutdown, SocketAddr};
 use std::rc::Rc;
@@ -11,7 +12,10 @@ use std::time::{Duration, Instant};
 use runtime::net::TcpStream;
 use runtime::{Runtime, spawn};
 
-use super::*;
+use super::shared::{
+    ECHO_TAG, JsonObject, MAX_REPLY, bounded, invalid_input, per_second, process_cpu_time,
+    write_client_cpu,
+};
 
 /// How a closed-loop client uses connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +158,41 @@ impl LoadReport {
             .object("per_backend", per_backend)
             .string("first_error", self.first_error.as_deref())
             .finish()
+    }
+}
+
+// The summary lives beside the report it prints, as BulkReport's does in
+// bulk.rs: load/mod.rs only re-exports, so that no import runs back up.
+impl fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |d: Option<Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+        write!(
+            f,
+            "{} requests ({} ok, {} errors) in {:.2} s: {:.1} req/s; \
+             latency avg {:.1} ms, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            self.requests,
+            self.ok,
+            self.errors,
+            self.elapsed.as_secs_f64(),
+            self.req_per_sec(),
+            ms(self.average()),
+            ms(self.p50()),
+            ms(self.percentile(99.0)),
+            ms(self.max()),
+        )?;
+        let served: Vec<String> = self
+            .per_backend
+            .iter()
+            .map(|(tag, count)| format!("{tag} = {count}"))
+            .collect();
+        if !served.is_empty() {
+            write!(f, "; served by {}", served.join(", "))?;
+        }
+        write_client_cpu(f, self.client_cpu, self.elapsed)?;
+        if let Some(error) = &self.first_error {
+            write!(f, "; first error: {error}")?;
+        }
+        Ok(())
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use super::*;
+use super::shared::stream_share;
 
 /// The line each idle connection sends and expects back, once when opened
 /// and once per [`IdleConnections::verify`].

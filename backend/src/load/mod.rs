@@ -66,267 +66,26 @@
 //!
 //! The three patterns live in their own files: [`closed`] (a closed loop of
 //! requests, a new connection each or keep-alive), [`bulk`] (streams with a
-//! checksum) and [`idle`] (connections opened and held). This file holds
-//! what their reports share: CPU accounting and JSON.
+//! checksum) and [`idle`] (connections opened and held); what their reports
+//! share (CPU accounting, JSON) is in `shared.rs`. This file only re-exports:
+//! every import runs from here down, none back up.
 
 mod bulk;
 mod closed;
 mod idle;
+mod shared;
 
 pub use bulk::{BulkOptions, BulkReport, run_bulk};
 pub use closed::{LoadOptions, LoadReport, Pattern, reply_tag, run_closed_loop};
 pub use idle::{IdleConnections, open_idle};
-
-use std::fmt;
-use std::future::Future;
-use std::io;
-use std::time::Duration;
-
-use runtime::time;
-
-/// The longest reply read; a peer that sends more is misbehaving and the
-/// request counts as an error.
-pub const MAX_REPLY: usize = 64 * 1024;
-
-/// The tag under which keep-alive replies are counted in
-/// [`LoadReport::per_backend`]: an echo cannot say which backend sent it.
-pub const ECHO_TAG: &str = "echo";
-
-/// Bytes in a mebibyte, the unit of bulk throughput.
-pub const MIB: u64 = 1024 * 1024;
-
-/// `count` per second of `elapsed`; 0 for an instant run.
-fn per_second(count: f64, elapsed: Duration) -> f64 {
-    let secs = elapsed.as_secs_f64();
-    if secs > 0.0 { count / secs } else { 0.0 }
-}
-
-/// How much of one core `cpu` is over `elapsed`: 1.0 is one core busy the
-/// whole time (a one-thread client that is its own bottleneck).
-pub fn cpu_share(cpu: Duration, elapsed: Duration) -> f64 {
-    per_second(cpu.as_secs_f64(), elapsed)
-}
-
-impl fmt::Display for LoadReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ms = |d: Option<Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
-        write!(
-            f,
-            "{} requests ({} ok, {} errors) in {:.2} s: {:.1} req/s; \
-             latency avg {:.1} ms, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-            self.requests,
-            self.ok,
-            self.errors,
-            self.elapsed.as_secs_f64(),
-            self.req_per_sec(),
-            ms(self.average()),
-            ms(self.p50()),
-            ms(self.percentile(99.0)),
-            ms(self.max()),
-        )?;
-        let served: Vec<String> = self
-            .per_backend
-            .iter()
-            .map(|(tag, count)| format!("{tag} = {count}"))
-            .collect();
-        if !served.is_empty() {
-            write!(f, "; served by {}", served.join(", "))?;
-        }
-        write_client_cpu(f, self.client_cpu, self.elapsed)?;
-        if let Some(error) = &self.first_error {
-            write!(f, "; first error: {error}")?;
-        }
-        Ok(())
-    }
-}
-
-/// The client CPU part of a summary: seconds, and the share of one core.
-fn write_client_cpu(f: &mut fmt::Formatter<'_>, cpu: Duration, elapsed: Duration) -> fmt::Result {
-    write!(
-        f,
-        "; client CPU {:.2} s ({:.0}% of one core)",
-        cpu.as_secs_f64(),
-        cpu_share(cpu, elapsed) * 100.0
-    )
-}
-
-// ---- the closed loop --------------------------------------------------------
-
-/// User plus system CPU time this process (all its threads) has used so far.
-pub fn process_cpu_time() -> io::Result<Duration> {
-    let zero = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 0,
-    };
-    // Built field by field rather than zeroed, so no unsafe is needed to
-    // make it; getrusage overwrites every field anyway.
-    let mut usage = libc::rusage {
-        ru_utime: zero,
-        ru_stime: zero,
-        ru_maxrss: 0,
-        ru_ixrss: 0,
-        ru_idrss: 0,
-        ru_isrss: 0,
-        ru_minflt: 0,
-        ru_majflt: 0,
-        ru_nswap: 0,
-        ru_inblock: 0,
-        ru_oublock: 0,
-        ru_msgsnd: 0,
-        ru_msgrcv: 0,
-        ru_nsignals: 0,
-        ru_nvcsw: 0,
-        ru_nivcsw: 0,
-    };
-    // SAFETY: `usage` is a valid, writable rusage for the whole call, and
-    // getrusage writes nothing else.
-    let ret = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    if ret != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(timeval_duration(usage.ru_utime) + timeval_duration(usage.ru_stime))
-}
-
-/// A `timeval` as a `Duration` (a negative field, which the kernel never
-/// reports for CPU time, counts as zero).
-fn timeval_duration(tv: libc::timeval) -> Duration {
-    let secs = u64::try_from(tv.tv_sec).unwrap_or(0);
-    let micros = u64::try_from(tv.tv_usec).unwrap_or(0);
-    Duration::from_secs(secs) + Duration::from_micros(micros)
-}
-
-// ---- JSON -------------------------------------------------------------------
-
-/// One JSON object, written key by key on one line. Hand-written because
-/// the crate takes no dependencies, and a report is a handful of numbers.
-struct JsonObject {
-    text: String,
-}
-
-impl JsonObject {
-    fn new() -> JsonObject {
-        JsonObject {
-            text: String::from("{"),
-        }
-    }
-
-    /// Writes `"key":` (after a comma unless it is the first key).
-    fn key(mut self, key: &str) -> JsonObject {
-        if self.text.len() > 1 {
-            self.text.push(',');
-        }
-        push_json_string(&mut self.text, key);
-        self.text.push(':');
-        self
-    }
-
-    fn raw(mut self, key: &str, value: &str) -> JsonObject {
-        self = self.key(key);
-        self.text.push_str(value);
-        self
-    }
-
-    fn uint(self, key: &str, value: u64) -> JsonObject {
-        self.raw(key, &value.to_string())
-    }
-
-    /// A number with `decimals` digits after the point. JSON has no NaN or
-    /// infinity, so those (which no report should hold) become `null`.
-    fn float(self, key: &str, value: f64, decimals: usize) -> JsonObject {
-        if value.is_finite() {
-            self.raw(key, &format!("{value:.decimals$}"))
-        } else {
-            self.raw(key, "null")
-        }
-    }
-
-    /// A duration in milliseconds (to the microsecond), or `null`.
-    fn millis(self, key: &str, value: Option<Duration>) -> JsonObject {
-        match value {
-            Some(d) => self.float(key, d.as_secs_f64() * 1000.0, 3),
-            None => self.raw(key, "null"),
-        }
-    }
-
-    fn boolean(self, key: &str, value: bool) -> JsonObject {
-        self.raw(key, if value { "true" } else { "false" })
-    }
-
-    /// A string, escaped, or `null`.
-    fn string(self, key: &str, value: Option<&str>) -> JsonObject {
-        match value {
-            Some(s) => {
-                let mut quoted = String::with_capacity(s.len() + 2);
-                push_json_string(&mut quoted, s);
-                self.raw(key, &quoted)
-            }
-            None => self.raw(key, "null"),
-        }
-    }
-
-    fn object(self, key: &str, value: JsonObject) -> JsonObject {
-        self.raw(key, &value.finish())
-    }
-
-    fn finish(mut self) -> String {
-        self.text.push('}');
-        self.text
-    }
-}
-
-/// Appends `s` as a JSON string: quoted, with `"` and `\` escaped, and every
-/// control character (which JSON forbids raw, and which would break the
-/// one-line promise) written as an escape.
-fn push_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-// ---- bulk streams -----------------------------------------------------------
-
-fn invalid_input(why: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, why.to_string())
-}
-
-/// Runs `future`, turning "it took longer than `limit`" into a `TimedOut`
-/// error that says `{what} within {limit}`.
-async fn bounded<T>(
-    limit: Duration,
-    what: &str,
-    future: impl Future<Output = io::Result<T>>,
-) -> io::Result<T> {
-    match time::timeout(limit, future).await {
-        Ok(outcome) => outcome,
-        Err(_elapsed) => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("{what} within {limit:?}"),
-        )),
-    }
-}
-
-/// Stream `index`'s part of `total` bytes: an even split, the first
-/// `total % streams` streams taking one byte more, so the parts add up to
-/// exactly `total`.
-fn stream_share(total: u64, streams: usize, index: usize) -> u64 {
-    let (streams, index) = (streams as u64, index as u64);
-    total / streams + u64::from(index < total % streams)
-}
+pub use shared::{ECHO_TAG, MAX_REPLY, MIB, cpu_share, process_cpu_time};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
     use std::net::SocketAddr;
+    use std::time::Duration;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -449,16 +208,6 @@ mod tests {
         assert_eq!((o.clients, o.requests, o.duration), (64, 1000, None));
         assert_eq!(o.timeout, Duration::from_secs(10));
         assert_eq!(o.pattern, Pattern::NewConnection);
-    }
-
-    #[test]
-    fn json_strings_escape_quotes_backslashes_and_control_characters() {
-        let mut out = String::new();
-        push_json_string(&mut out, "a\"b\\c\nd\re\tf\u{1}g\u{1f}h\u{7f}é");
-        assert_eq!(
-            out,
-            r#""a\"b\\c\nd\re\tf\u0001g\u001fh"#.to_string() + "\u{7f}é\""
-        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Helpers shared by the integration tests: a watchdog, a descriptor limit,
-//! a blocking request helper and deterministic test data.
+//! Helpers shared by the integration tests: a watchdog, a blocking request
+//! helper, a socket option and deterministic test data. (The descriptor
+//! limit is raised with `runtime::fd_limit::raise_nofile_limit`.)
 //!
 //! Each test binary uses a different subset, hence the `dead_code` allowance.
 #![allow(dead_code)]
@@ -10,6 +11,8 @@ use std::panic;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::Duration;
+
+use nix::sys::socket::{setsockopt, sockopt};
 
 /// How long a blocking test socket waits for the fixture before the read
 /// fails: a bound, so a fixture that never answers fails the test instead
@@ -40,24 +43,6 @@ pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'stat
             panic!("watchdog: `{name}` did not finish within {secs} s (hung?)")
         }
     }
-}
-
-/// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit.
-pub fn raise_nofile_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable rlimit for the call.
-    let ret = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-    assert_eq!(ret, 0, "getrlimit: {}", io::Error::last_os_error());
-    if lim.rlim_cur < lim.rlim_max {
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: `lim` is a valid rlimit; raising the soft limit up to the hard one is allowed.
-        let ret = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
-        assert_eq!(ret, 0, "setrlimit: {}", io::Error::last_os_error());
-    }
-    lim.rlim_cur
 }
 
 /// Connects with blocking std sockets bounded by [`IO_BOUND`].
@@ -120,22 +105,6 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// Shrinks a socket's receive buffer (SO_RCVBUF), so that a peer's large
 /// reply must wait in the peer's send queue until we read.
-pub fn shrink_receive_buffer(conn: &TcpStream, bytes: libc::c_int) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: the descriptor is open (borrowed from `conn`), and the option
-    // value points to a c_int whose size is passed with it.
-    let ret = unsafe {
-        libc::setsockopt(
-            conn.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&bytes as *const libc::c_int).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if ret == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+pub fn shrink_receive_buffer(conn: &TcpStream, bytes: usize) -> io::Result<()> {
+    setsockopt(conn, sockopt::RcvBuf, &bytes).map_err(io::Error::from)
 }
