@@ -54,9 +54,11 @@
 //!   limit, the access-log buffer, the kill switch);
 //! - [`frontend`]: one frontend as every worker shares it, and its listeners;
 //! - [`connection`]: one connection's life, from accept to its access-log line;
+//! - [`connect`]: how a connection reaches a backend: pick, queue, connect, retry;
 //! - [`checker`]: the health-check thread.
 
 pub mod checker;
+pub mod connect;
 pub mod connection;
 pub mod control;
 pub mod frontend;

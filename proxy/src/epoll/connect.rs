@@ -1,0 +1,261 @@
+//! Reaching a backend for one connection: pick one with the frontend's
+//! algorithm, pass over those at their `maxconn` and queue when all are,
+//! connect within `timeout connect`, and on a failure try another one, up to
+//! `retries` (nginx's `proxy_next_upstream`; HAProxy's `option redispatch`).
+//!
+//! ```text
+//!   pick (balance, health) ──full──▶ next one ──all full──▶ wait for room (timeout queue)
+//!     │ a place under its maxconn
+//!     ▼
+//!   connect (timeout connect) ──failed──▶ report to health, pick another ──none left──▶ refuse
+//!     │ connected
+//!     ▼
+//!   the relay (connection.rs)
+//! ```
+//!
+//! These are methods of the connection's [`Local`], in a file of their own
+//! because they are one idea: the rest of a connection's steps are in
+//! `connection.rs`. Nothing has been sent to a backend before it accepts,
+//! so a retry never duplicates data; a backend is never tried twice for one
+//! client.
+
+use std::future::poll_fn;
+use std::net::{IpAddr, SocketAddr};
+use std::task::Poll;
+use std::time::Instant;
+
+use runtime::net::{TcpStream, is_fd_exhaustion};
+use runtime::time;
+
+use crate::ops::access_log::termination::{Phase, Termination};
+use crate::ops::metrics::counters;
+use crate::policy::health;
+use crate::policy::limit::Permit;
+
+use super::connection::{Local, Refusal, Trace};
+
+/// Why no backend could be picked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoBackend {
+    /// None is up (or every one left was tried already).
+    Unavailable,
+    /// Some are up but all are at their maxconn, and stayed so for the
+    /// queue timeout.
+    Full,
+}
+
+/// How one connect attempt ended, when it did not connect.
+enum Failed {
+    /// Try another backend: this one refused, or did not answer.
+    Retry(Refusal),
+    /// Give up at once: our own shortage (no descriptor for the socket),
+    /// which another backend would meet too.
+    Fatal(Refusal),
+}
+
+impl Local {
+    /// Connects to a backend, trying another one after each failure, up to
+    /// the frontend's `retries`. Returns the backend's index, the socket and
+    /// its place under the backend's maxconn. `waiting` is when the wait
+    /// for places began (the end of the waits is the start of `Tc`).
+    pub(super) async fn connect(
+        &self,
+        trace: &mut Trace,
+        waiting: Instant,
+        deadline: Instant,
+    ) -> Result<(usize, TcpStream, Permit), Refusal> {
+        let retries = self.shared.frontend.retries;
+        let mut tried: Vec<usize> = Vec::new();
+        // The last failure, once there is one.
+        let mut failure: Option<Refusal> = None;
+        let mut connecting: Option<Instant> = None;
+        for attempt in 0..=retries {
+            let (index, place) = self
+                .next_backend(trace, &tried, &failure, waiting, deadline)
+                .await?;
+            // Tw ends, and Tc begins, at the first connect attempt; a
+            // client that never got one logs Tw as -1, as HAProxy does.
+            let started = *connecting.get_or_insert_with(Instant::now);
+            trace.wait.get_or_insert(started - waiting);
+            trace.backend = Some(index);
+            if let Some(last) = &failure {
+                self.note_retry(trace, attempt, last, index);
+            }
+            match self.attempt(index).await {
+                Ok(stream) => {
+                    trace.connect = Some(started.elapsed());
+                    return Ok((index, stream, place));
+                }
+                Err(Failed::Fatal(refusal)) => return Err(refusal),
+                Err(Failed::Retry(refusal)) => {
+                    tried.push(index);
+                    failure = Some(refusal);
+                }
+            }
+        }
+        let last = failure.unwrap_or_else(|| Refusal::new("", Termination::NO_SERVER));
+        Err(Refusal::new(
+            format!("{}; all {retries} retries used", last.why),
+            last.termination,
+        ))
+    }
+
+    /// The next backend to try and a place under its maxconn, or why the
+    /// client is refused: every backend full past `timeout queue`, or none
+    /// left (down, drained, or tried: then the last failure is the reason).
+    async fn next_backend(
+        &self,
+        trace: &mut Trace,
+        tried: &[usize],
+        failure: &Option<Refusal>,
+        waiting: Instant,
+        deadline: Instant,
+    ) -> Result<(usize, Permit), Refusal> {
+        // Waiting here means waiting for a backend below its maxconn.
+        trace.phase = Phase::Queue;
+        let picked = self.pick(trace.client.ip(), tried, deadline).await;
+        trace.phase = Phase::Connect;
+        match (picked, failure) {
+            (Ok(picked), _) => Ok(picked),
+            (Err(NoBackend::Full), _) => {
+                trace.wait.get_or_insert(waiting.elapsed());
+                Err(Refusal::new(
+                    "every backend is at its maxconn, past the timeout queue",
+                    Termination::QUEUE_TIMEOUT,
+                ))
+            }
+            (Err(NoBackend::Unavailable), None) => Err(Refusal::new(
+                "no backend available (all down or drained)",
+                Termination::NO_SERVER,
+            )),
+            (Err(NoBackend::Unavailable), Some(last)) => Err(Refusal::new(
+                format!("{}; no other backend to try", last.why),
+                last.termination,
+            )),
+        }
+    }
+
+    /// Counts and logs a retry on backend `index` after `last` failed.
+    fn note_retry(&self, trace: &mut Trace, attempt: u32, last: &Refusal, index: usize) {
+        let frontend = &self.shared.frontend;
+        trace.retries = attempt;
+        counters::inc(&self.counters.retries);
+        crate::warn!(
+            "frontend {}: {}: {}; retrying on {} (retry {attempt} of {})",
+            frontend.name,
+            trace.client,
+            last.why,
+            frontend.backends[index].addr,
+            frontend.retries
+        );
+    }
+
+    /// One connect to backend `index` within `timeout connect`, reported to
+    /// its health board and counters.
+    async fn attempt(&self, index: usize) -> Result<TcpStream, Failed> {
+        let frontend = &self.shared.frontend;
+        let addr: SocketAddr = frontend.backends[index].addr;
+        let limit = frontend.timeouts.connect;
+        let (why, termination) = match time::timeout(limit, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                self.shared.board.passive_success(index);
+                return Ok(stream);
+            }
+            // Our shortage, not the backend's fault: it must not count
+            // against its health, and another backend would fare no better.
+            Ok(Err(e)) if is_fd_exhaustion(&e) => {
+                return Err(Failed::Fatal(Refusal::new(
+                    format!("no socket for a backend connection: {e}"),
+                    Termination::CONNECT_NO_RESOURCE,
+                )));
+            }
+            Ok(Err(e)) => (health::reason(&e), Termination::of_connect_error(&e)),
+            Err(_) => (
+                format!("no answer within {limit:?}"),
+                Termination::CONNECT_TIMEOUT,
+            ),
+        };
+        self.shared.board.passive_failure(index, &why);
+        if let Some(server) = self.counters.backends.get(index) {
+            counters::inc(&server.connect_errors);
+        }
+        let refusal = Refusal::new(format!("connect to {addr} failed: {why}"), termination);
+        Err(Failed::Retry(refusal))
+    }
+
+    /// Picks a backend not in `tried` that is below its maxconn, and takes a
+    /// place there. If every candidate is full, waits (until `deadline`)
+    /// for one of them to have room: HAProxy's server queue.
+    async fn pick(
+        &self,
+        client: IpAddr,
+        tried: &[usize],
+        deadline: Instant,
+    ) -> Result<(usize, Permit), NoBackend> {
+        // `tried`, then the servers found full during this pick.
+        let mut avoid: Vec<usize> = tried.to_vec();
+        loop {
+            self.sync_health();
+            let chosen = self.balancer.borrow_mut().pick_avoiding(client, &avoid);
+            // A backup serves only when every normal backend is down or
+            // failed, as HAProxy's: normal ones merely full mean "queue".
+            let backends = &self.shared.frontend.backends;
+            let chosen = chosen.filter(|&index| {
+                !backends[index].backup
+                    || !avoid[tried.len()..].iter().any(|&f| !backends[f].backup)
+            });
+            if let Some(index) = chosen {
+                match self.shared.backend_limits[index].try_acquire() {
+                    Some(place) => return Ok((index, place)),
+                    None => {
+                        avoid.push(index);
+                        continue;
+                    }
+                }
+            }
+            let full = &avoid[tried.len()..];
+            if full.is_empty() {
+                return Err(NoBackend::Unavailable);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || time::timeout(left, self.some_room(full)).await.is_err() {
+                return Err(NoBackend::Full);
+            }
+            avoid.truncate(tried.len());
+        }
+    }
+
+    /// Ready once any of the `full` backends has room again: every full
+    /// backend's waiters get this task, so the first place given back
+    /// anywhere wakes it.
+    async fn some_room(&self, full: &[usize]) {
+        let limits = &self.shared.backend_limits;
+        poll_fn(|cx| {
+            let mut ready = false;
+            for &index in full {
+                ready |= limits[index].poll_room(cx).is_ready();
+            }
+            if ready {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+    }
+
+    /// Copies the health board's verdicts into this worker's balancer if
+    /// they changed since the last time (one atomic load when they did not).
+    fn sync_health(&self) {
+        let board = &self.shared.board;
+        let generation = board.generation();
+        if generation == self.seen_generation.get() {
+            return;
+        }
+        let mut balancer = self.balancer.borrow_mut();
+        for index in 0..board.len() {
+            balancer.set_up(index, board.is_up(index));
+        }
+        self.seen_generation.set(generation);
+    }
+}
