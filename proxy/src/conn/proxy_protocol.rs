@@ -219,10 +219,36 @@ pub enum ParseError {
     V2Checksum,
 }
 
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl ParseError {
+    /// The version whose rules the bytes broke; `None` when they started
+    /// like neither version.
+    pub fn version(&self) -> Option<Version> {
         match self {
-            ParseError::NotProxyProtocol => f.write_str("not a PROXY protocol header"),
+            ParseError::NotProxyProtocol => None,
+            ParseError::V1TooLong
+            | ParseError::V1LoneCr
+            | ParseError::V1LoneLf
+            | ParseError::V1Protocol(_)
+            | ParseError::V1Spacing
+            | ParseError::V1FieldCount { .. }
+            | ParseError::V1Address { .. }
+            | ParseError::V1Port(_) => Some(Version::V1),
+            ParseError::V2Version(_)
+            | ParseError::V2Command(_)
+            | ParseError::V2Family(_)
+            | ParseError::V2Datagram(_)
+            | ParseError::V2Unix(_)
+            | ParseError::V2TooLong(_)
+            | ParseError::V2ShortAddresses { .. }
+            | ParseError::V2Tlv { .. }
+            | ParseError::V2ChecksumLength(_)
+            | ParseError::V2Checksum => Some(Version::V2),
+        }
+    }
+
+    /// The sentence of a v1 error ([`ParseError::version`] routes them here).
+    fn fmt_v1(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             ParseError::V1TooLong => write!(f, "v1 line longer than {V1_MAX} bytes"),
             ParseError::V1LoneCr => f.write_str("v1 line has a CR not followed by LF"),
             ParseError::V1LoneLf => f.write_str("v1 line has an LF without a CR before it"),
@@ -247,6 +273,13 @@ impl fmt::Display for ParseError {
                 f,
                 "v1 port \"{text}\" is not a decimal number 0-65535 without leading zeros"
             ),
+            _ => Ok(()),
+        }
+    }
+
+    /// The sentence of a v2 error ([`ParseError::version`] routes them here).
+    fn fmt_v2(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             ParseError::V2Version(version) => {
                 write!(f, "v2 version {version} unsupported (only 2 is defined)")
             }
@@ -283,6 +316,18 @@ impl fmt::Display for ParseError {
                 write!(f, "v2 CRC32C TLV of {length} bytes, not 4")
             }
             ParseError::V2Checksum => f.write_str("v2 CRC32C checksum does not match the header"),
+
+            _ => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.version() {
+            None => f.write_str("not a PROXY protocol header"),
+            Some(Version::V1) => self.fmt_v1(f),
+            Some(Version::V2) => self.fmt_v2(f),
         }
     }
 }
@@ -432,9 +477,9 @@ fn v1_fields(rest: &[u8], complete: bool) -> Result<Option<Addresses>, ParseErro
     // until then it may still grow, and only needs to be a valid start.
     let finished = |i: usize| i + 1 < fields.len() || complete;
     let protocol = fields.first().copied().unwrap_or_default();
-    let (name, v4) = match protocol {
-        b"TCP4" => ("TCP4", true),
-        b"TCP6" => ("TCP6", false),
+    let family = match protocol {
+        b"TCP4" => V1Family::TCP4,
+        b"TCP6" => V1Family::TCP6,
         // Whatever follows UNKNOWN and a space is to be ignored.
         b"UNKNOWN" if finished(0) => return Ok(complete.then_some(Addresses::Local)),
         b"" if finished(0) => return Err(ParseError::V1Spacing),
@@ -452,60 +497,87 @@ fn v1_fields(rest: &[u8], complete: bool) -> Result<Option<Addresses>, ParseErro
     }
     if values.len() > 4 || (complete && values.len() < 4) {
         return Err(ParseError::V1FieldCount {
-            protocol: name,
+            protocol: family.name,
             found: values.len(),
         });
     }
-    let address_error = |text: &[u8]| ParseError::V1Address {
-        protocol: name,
-        text: escaped(text),
-    };
-    let address = |text: &[u8]| {
-        let ip = if v4 {
-            parse_ipv4(text).map(Into::into)
-        } else {
-            parse_ipv6(text).map(Into::into)
-        };
-        ip.ok_or_else(|| address_error(text))
-    };
-    let port = |text: &[u8]| {
-        decimal(text, 5)
-            .and_then(|n| u16::try_from(n).ok())
-            .ok_or_else(|| ParseError::V1Port(escaped(text)))
-    };
-    if let [source, destination, source_port, destination_port] = values {
-        if complete {
-            return Ok(Some(Addresses::Proxied {
-                source: SocketAddr::new(address(source)?, port(source_port)?),
-                destination: SocketAddr::new(address(destination)?, port(destination_port)?),
-            }));
-        }
+    if let ([source, destination, source_port, destination_port], true) = (values, complete) {
+        return Ok(Some(Addresses::Proxied {
+            source: SocketAddr::new(family.address(source)?, v1_port(source_port)?),
+            destination: SocketAddr::new(family.address(destination)?, v1_port(destination_port)?),
+        }));
     }
     // Part of a line: every finished field must be valid, and the last one
     // the valid start of one.
     for (i, value) in values.iter().enumerate() {
-        let is_address = i < 2;
-        if finished(i + 1) {
-            if is_address {
-                address(value)?;
-            } else {
-                port(value)?;
-            }
-        } else if is_address {
-            let could_be = if v4 {
-                ipv4_prefix(value)
-            } else {
-                ipv6_prefix(value)
-            };
-            if !could_be {
-                return Err(address_error(value));
-            }
-        } else if !value.is_empty() {
-            // A valid port's every non-empty start is a valid port itself.
-            port(value)?;
-        }
+        family.check_start(i, value, finished(i + 1))?;
     }
     Ok(None)
+}
+
+/// The address family a v1 line names, and how its fields are read.
+#[derive(Debug, Clone, Copy)]
+struct V1Family {
+    name: &'static str,
+    v4: bool,
+}
+
+impl V1Family {
+    const TCP4: V1Family = V1Family {
+        name: "TCP4",
+        v4: true,
+    };
+    const TCP6: V1Family = V1Family {
+        name: "TCP6",
+        v4: false,
+    };
+
+    /// A whole address field, of this family only.
+    fn address(self, text: &[u8]) -> Result<IpAddr, ParseError> {
+        let ip = if self.v4 {
+            parse_ipv4(text).map(IpAddr::from)
+        } else {
+            parse_ipv6(text).map(IpAddr::from)
+        };
+        ip.ok_or_else(|| self.address_error(text))
+    }
+
+    fn address_error(self, text: &[u8]) -> ParseError {
+        ParseError::V1Address {
+            protocol: self.name,
+            text: escaped(text),
+        }
+    }
+
+    /// Field `i` of a partial line (0 and 1 addresses, 2 and 3 ports):
+    /// valid if `finished`, else the valid start of one.
+    fn check_start(self, i: usize, value: &[u8], finished: bool) -> Result<(), ParseError> {
+        match (i < 2, finished) {
+            (true, true) => self.address(value).map(drop),
+            (true, false) => {
+                let could_be = if self.v4 {
+                    ipv4_prefix(value)
+                } else {
+                    ipv6_prefix(value)
+                };
+                if could_be {
+                    Ok(())
+                } else {
+                    Err(self.address_error(value))
+                }
+            }
+            // A valid port's every non-empty start is a valid port itself.
+            (false, _) if value.is_empty() => Ok(()),
+            (false, _) => v1_port(value).map(drop),
+        }
+    }
+}
+
+/// A v1 port: decimal 0-65535, no sign, no leading zero.
+fn v1_port(text: &[u8]) -> Result<u16, ParseError> {
+    decimal(text, 5)
+        .and_then(|n| u16::try_from(n).ok())
+        .ok_or_else(|| ParseError::V1Port(escaped(text)))
 }
 
 /// A decimal number of at most `digits` digits, without sign or leading

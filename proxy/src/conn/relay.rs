@@ -269,33 +269,8 @@ pub async fn relay_until(
             return Poll::Ready(Ending::Stopped);
         }
         let moved_before = up.bytes + down.bytes;
-        if !up.done {
-            if let Poll::Ready(Err(broke)) = up.poll_copy(client, backend, cx) {
-                return Poll::Ready(match broke {
-                    Broke::Source => Ending::ClientReset,
-                    Broke::Destination => Ending::BackendReset,
-                });
-            }
-        }
-        if !down.done {
-            if let Poll::Ready(Err(broke)) = down.poll_copy(backend, client, cx) {
-                return Poll::Ready(match broke {
-                    Broke::Source => Ending::BackendReset,
-                    Broke::Destination => Ending::ClientReset,
-                });
-            }
-        }
-        if up.done && down.done {
-            return Poll::Ready(Ending::Complete);
-        }
-        // A side whose FIN came is no longer read, so a reset it sends later
-        // would go unnoticed: watch it for a hang-up. (Our write side toward
-        // it is still open, so a hang-up there can only be a reset.)
-        if up.done && client.poll_hang_up(cx).is_ready() {
-            return Poll::Ready(Ending::ClientReset);
-        }
-        if down.done && backend.poll_hang_up(cx).is_ready() {
-            return Poll::Ready(Ending::BackendReset);
+        if let Some(ending) = poll_both(&mut up, &mut down, client, backend, cx) {
+            return Poll::Ready(ending);
         }
         // Who has sent its FIN (the other direction is still open).
         let half_closed = match (up.done, down.done) {
@@ -316,6 +291,46 @@ pub async fn relay_until(
         downstream: down.bytes,
         first_fin,
     }
+}
+
+/// Moves what can be moved both ways; the ending if the relay is over: both
+/// directions done, or a side failed or reset.
+fn poll_both(
+    up: &mut Direction,
+    down: &mut Direction,
+    client: &TcpStream,
+    backend: &TcpStream,
+    cx: &mut Context<'_>,
+) -> Option<Ending> {
+    if !up.done {
+        if let Poll::Ready(Err(broke)) = up.poll_copy(client, backend, cx) {
+            return Some(match broke {
+                Broke::Source => Ending::ClientReset,
+                Broke::Destination => Ending::BackendReset,
+            });
+        }
+    }
+    if !down.done {
+        if let Poll::Ready(Err(broke)) = down.poll_copy(backend, client, cx) {
+            return Some(match broke {
+                Broke::Source => Ending::BackendReset,
+                Broke::Destination => Ending::ClientReset,
+            });
+        }
+    }
+    if up.done && down.done {
+        return Some(Ending::Complete);
+    }
+    // A side whose FIN came is no longer read, so a reset it sends later
+    // would go unnoticed: watch it for a hang-up. (Our write side toward it
+    // is still open, so a hang-up there can only be a reset.)
+    if up.done && client.poll_hang_up(cx).is_ready() {
+        return Some(Ending::ClientReset);
+    }
+    if down.done && backend.poll_hang_up(cx).is_ready() {
+        return Some(Ending::BackendReset);
+    }
+    None
 }
 
 /// Only a connection that passed both FINs on closes cleanly. Every other

@@ -46,8 +46,6 @@ impl Cidr {
     /// Reads `10.0.0.0/8`, `192.168.1.7`, `2001:db8::/32` or `::1`. The
     /// error says what is wrong and what to write instead.
     pub fn parse(text: &str) -> Result<Cidr, String> {
-        const EXAMPLES: &str = "write an address (10.0.0.1, 2001:db8::1) \
-                                or a range (10.0.0.0/8, 2001:db8::/32)";
         if text.is_empty() {
             return Err(format!("an empty address range; {EXAMPLES}"));
         }
@@ -55,52 +53,10 @@ impl Cidr {
             Some((addr, prefix)) => (addr, Some(prefix)),
             None => (text, None),
         };
-        let Ok(addr) = addr_text.parse::<IpAddr>() else {
-            // `[::1]` is how an address is written next to a port, not here.
-            let inner = addr_text
-                .strip_prefix('[')
-                .and_then(|a| a.strip_suffix(']'));
-            if let Some(inner) = inner.filter(|a| a.parse::<Ipv6Addr>().is_ok()) {
-                return Err(format!(
-                    "'{text}' is not an IP address; write IPv6 without brackets: {inner}{}",
-                    prefix_text.map(|p| format!("/{p}")).unwrap_or_default()
-                ));
-            }
-            return Err(format!("'{text}' is not an IP address; {EXAMPLES}"));
-        };
-        let bits = bits_of(addr);
-        let family = match addr {
-            IpAddr::V4(_) => "IPv4",
-            IpAddr::V6(_) => "IPv6",
-        };
+        let addr = parse_address(text, addr_text, prefix_text)?;
         let prefix = match prefix_text {
-            None => bits,
-            Some("") => {
-                return Err(format!(
-                    "'{text}' has no prefix length after the '/'; write {addr}/{bits} \
-                     (or just {addr}) for one address, or a shorter prefix for a range"
-                ));
-            }
-            // Digits only: `u32::from_str` would also take "+8".
-            Some(p) if !p.bytes().all(|b| b.is_ascii_digit()) => {
-                return Err(format!(
-                    "'{text}': the prefix length '{p}' is not a number of bits; \
-                     write e.g. {}",
-                    match addr {
-                        IpAddr::V4(_) => "10.0.0.0/8",
-                        IpAddr::V6(_) => "2001:db8::/32",
-                    }
-                ));
-            }
-            Some(p) => match p.parse::<u32>() {
-                Ok(n) if n <= u32::from(bits) => n as u8,
-                // Too many digits for a u32 is too long as well.
-                _ => {
-                    return Err(format!(
-                        "prefix length {p} is too long for {family} (at most {bits})"
-                    ));
-                }
-            },
+            None => bits_of(addr),
+            Some(p) => parse_prefix(text, addr, p)?,
         };
         let network = masked(addr, prefix);
         if network != addr {
@@ -145,6 +101,62 @@ impl Cidr {
         let ip = ip.to_canonical();
         let same_family = ip.is_ipv4() == self.network.is_ipv4();
         same_family && masked(ip, self.prefix) == self.network
+    }
+}
+
+/// What a range may look like, for the errors.
+const EXAMPLES: &str =
+    "write an address (10.0.0.1, 2001:db8::1) or a range (10.0.0.0/8, 2001:db8::/32)";
+
+/// The address part of the range `text`.
+fn parse_address(text: &str, addr_text: &str, prefix_text: Option<&str>) -> Result<IpAddr, String> {
+    if let Ok(addr) = addr_text.parse::<IpAddr>() {
+        return Ok(addr);
+    }
+    // `[::1]` is how an address is written next to a port, not here.
+    let inner = addr_text
+        .strip_prefix('[')
+        .and_then(|a| a.strip_suffix(']'));
+    if let Some(inner) = inner.filter(|a| a.parse::<Ipv6Addr>().is_ok()) {
+        return Err(format!(
+            "'{text}' is not an IP address; write IPv6 without brackets: {inner}{}",
+            prefix_text.map(|p| format!("/{p}")).unwrap_or_default()
+        ));
+    }
+    Err(format!("'{text}' is not an IP address; {EXAMPLES}"))
+}
+
+/// The prefix length `p` after the `/` of the range `text` on `addr`.
+fn parse_prefix(text: &str, addr: IpAddr, p: &str) -> Result<u8, String> {
+    let bits = bits_of(addr);
+    if p.is_empty() {
+        return Err(format!(
+            "'{text}' has no prefix length after the '/'; write {addr}/{bits} \
+             (or just {addr}) for one address, or a shorter prefix for a range"
+        ));
+    }
+    // Digits only: `u32::from_str` would also take "+8".
+    if !p.bytes().all(|b| b.is_ascii_digit()) {
+        let example = match addr {
+            IpAddr::V4(_) => "10.0.0.0/8",
+            IpAddr::V6(_) => "2001:db8::/32",
+        };
+        return Err(format!(
+            "'{text}': the prefix length '{p}' is not a number of bits; write e.g. {example}"
+        ));
+    }
+    match p.parse::<u32>() {
+        Ok(n) if n <= u32::from(bits) => Ok(n as u8),
+        // Too many digits for a u32 is too long as well.
+        _ => {
+            let family = match addr {
+                IpAddr::V4(_) => "IPv4",
+                IpAddr::V6(_) => "IPv6",
+            };
+            Err(format!(
+                "prefix length {p} is too long for {family} (at most {bits})"
+            ))
+        }
     }
 }
 
