@@ -1,49 +1,57 @@
 //! # proxy: an L4 load balancer, in five milestones
 //!
-//! Every connection accepted on the listen address is relayed, bytes
-//! unchanged in both directions, to a backend picked in round-robin order.
-//! The C++ project this grew from reached that in five steps; each is a
-//! mode of this one binary, so they can be run and measured side by side:
+//! Every connection accepted on a listen address is relayed, bytes
+//! unchanged in both directions, to a backend the frontend's policy picks.
+//! The C++ project this grew from reached that in five steps; each is a mode
+//! of this one binary, so they can be run and measured side by side:
 //!
 //! ```text
-//!   --mode single   milestone 1   one thread, blocking sockets, one connection at a time
+//!   --mode single   milestone 1     one thread, blocking sockets, one connection at a time
 //!   --mode pool     milestones 2-4  accept loop -> blocking thread pool; --picker mutex|atomic(|racy)
-//!   --mode epoll    milestone 5   the async proxy on our runtime, one event loop per worker
+//!   --mode epoll    milestone 5     the async proxy on our runtime, one event loop per worker
 //! ```
 //!
-//! ## The tour
+//! ## The tour, floor by floor
 //!
-//! - [`cli`]: the command line and its [`Settings`](cli::Settings); [`log`]: leveled lines on stderr.
-//! - [`access_log`]: one line per finished connection, HAProxy's `tcplog`
-//!   layout (or JSON), with its two-letter termination state.
-//! - [`config`]: the configuration file (several frontends, each with its
-//!   pool), run by `proxy --config FILE`, checked by `--check-config FILE`.
-//! - [`picker`]: round-robin over the backends, and the race of milestone 3.
-//! - [`balance`]: the `balance` algorithms (smooth weighted round-robin,
-//!   leastconn, power of two choices, Maglev) with weights and backups.
-//! - [`health`]: which backends are up: active checks (`check inter fall
-//!   rise`) and clients' failed connects, on a board the event loops share.
-//! - [`acl`]: who may connect: `allow` / `deny` address ranges, and a
-//!   ceiling on each source address's concurrent connections.
-//! - [`accept`]: what every accept loop does with an error (skip, or back off).
-//! - [`blocking`]: what the blocking modes share: a listener with a chosen
-//!   backlog, and a full-duplex relay on `poll(2)`.
-//! - [`single`], [`pool`]: milestones 1 to 4.
-//! - [`relay`]: the async relay and its connection contract (half-close,
-//!   resets, timeouts); [`epoll`]: milestone 5 grown into a load balancer:
-//!   event loops, accept loops, maxconn ([`limit`]), health ([`health`]),
-//!   reload; [`connection`]: one connection's life there, from its PROXY
-//!   header to its access-log line.
-//! - [`metrics`]: counters each event loop owns (no contention), summed
-//!   into Prometheus text when scraped; [`admin`]: the admin listener,
-//!   `GET /metrics` and `GET /health` over just enough HTTP/1.1.
-//! - [`proxy_protocol`]: HAProxy's PROXY protocol, v1 and v2: the header that
-//!   tells a backend the client's address (`send-proxy`, `accept-proxy`).
-//! - [`shutdown`]: signals: SIGTERM and SIGINT drain then exit, SIGHUP reloads.
-//! - [`demo`]: fixture backends, every mode, a table; [`process`]: a proxy
-//!   as a child process (the demo's and the end-to-end tests').
+//! Each folder is a layer and opens with what it holds and what it may
+//! import; imports only go down, and no file reaches itself through them.
 //!
-//! `docs/EPOLL.md` walks the epoll mode from accept to the last byte.
+//! ```text
+//!  ┌───────────────────────────────────────────────────────────────────────┐
+//!  │ lib.rs: main_with_args, which mode runs                                │  entry
+//!  ├──────────────────────────────────────────┬────────────────────────────┤
+//!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
+//!  │         connection connect checker       │            picker relay     │
+//!  ├──────────────────────────────────────────┴────────────────────────────┤
+//!  │ settings/  cli flags config file sections reader words check          │  what was asked
+//!  ├───────────────────────────────────────────────────────────────────────┤
+//!  │ ops/  access_log/ (termination record sink)  metrics/ (counters       │  what an operator
+//!  │       exposition process)  admin  shutdown                            │  sees and does
+//!  ├──────────────────────────────────────┬────────────────────────────────┤
+//!  │ policy/  acl cidr source_limit limit │ conn/  relay proxy_protocol    │  decisions, and the
+//!  │          health balance maglev       │        accept side             │  pieces of a connection
+//!  ├──────────────────────────────────────┴────────────────────────────────┤
+//!  │ log/  the daemon's lines, utc dates, json strings                     │  ground
+//!  └───────────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! Read it in this order:
+//! 1. [`conn::relay`]: the heart of any proxy, both directions at once,
+//!    and its contract (half-close passed on, a reset as a reset, timeouts).
+//! 2. [`blocking`]: milestones 1 to 4, the same relay on blocking sockets
+//!    and `poll(2)`, and [`blocking::picker`], the race of milestone 3.
+//! 3. [`epoll`]: milestone 5 grown into a load balancer: the control thread,
+//!    one event loop per worker, and [`epoll::connection`], one connection's
+//!    life from its PROXY header to its access-log line.
+//! 4. [`policy`]: what those connections ask: may this client come in,
+//!    which backend, is there room, is it up.
+//! 5. [`ops`]: what the operator sees: the access log, the metrics, the
+//!    admin endpoint, the graceful stop.
+//! 6. [`settings`]: how a command line and a configuration file become the
+//!    plain types all of the above run from.
+//!
+//! `docs/EPOLL.md` walks the epoll mode from accept to the last byte;
+//! `docs/OPERATIONS.md` is the operator's manual.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 // No unsafe in the proxy: system calls go through the runtime and nix. The

@@ -15,7 +15,7 @@
 //! up the next. Milestones 3 and 4 are the backend choice: every worker
 //! asks one shared [`Picker`] for the next index (`--picker mutex`, the
 //! seed's fix, or `atomic`; `racy`, the seed's bug, in `race-demo` builds).
-//! Each worker relays with the same [`blocking::relay`] as the single mode.
+//! Each worker relays with the same [`relay`] as the single mode.
 //!
 //! # Backpressure
 //!

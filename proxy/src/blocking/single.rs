@@ -17,8 +17,8 @@
 //! modes against. Only the first `--backend` is used; round robin starts
 //! with the pool.
 //!
-//! The relay is the same [`blocking::relay`] the pool's workers use, on
-//! `poll(2)`, not the seed's alternating loop (see [`blocking`] for why
+//! The relay is the same [`relay`] the pool's workers use, on
+//! `poll(2)`, not the seed's alternating loop (see [`relay`] for why
 //! that one can hang).
 
 #![forbid(unsafe_code)]

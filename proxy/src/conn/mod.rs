@@ -1,4 +1,19 @@
-//! Connections: the pieces a proxied connection is made of.
+//! # conn: what a proxied connection is made of
+//!
+//! The pieces every mode's connections use, free of any configuration:
+//! the bytes between the two sockets, the header that names the client,
+//! what to do when `accept` fails, and the word for which end is which.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | [`relay`] | both directions at once until both are done: half-close, resets, timeouts |
+//! | [`proxy_protocol`] | HAProxy's PROXY header, v1 and v2: encoded, parsed, read from a client |
+//! | [`accept`] | accept errors: skip a dead connection, back off from EMFILE |
+//! | [`side`] | the client or the backend |
+//!
+//! May import: the ground floor ([`crate::log`]) and the runtime. The
+//! layers above take their parameters as plain values (the relay's
+//! [`relay::Limits`], a PROXY [`proxy_protocol::Version`]).
 
 pub mod accept;
 pub mod proxy_protocol;

@@ -13,7 +13,7 @@
 //!   the relay (connection.rs)
 //! ```
 //!
-//! These are methods of the connection's [`Local`], in a file of their own
+//! These are methods of the connection's `Local`, in a file of their own
 //! because they are one idea: the rest of a connection's steps are in
 //! `connection.rs`. Nothing has been sent to a backend before it accepts,
 //! so a retry never duplicates data; a backend is never tried twice for one

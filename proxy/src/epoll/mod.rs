@@ -23,8 +23,8 @@
 //! | state                        | where                       | cost on each connection      |
 //! |------------------------------|-----------------------------|------------------------------|
 //! | balancer (round-robin scores, leastconn counts) | per worker (`RefCell`) | none: no sharing |
-//! | health (up / down)           | one [`HealthBoard`] per frontend | one atomic load         |
-//! | maxconn counts               | one [`Limit`] each (global, frontend, backend) | a compare-and-swap |
+//! | health (up / down)           | one [`HealthBoard`](crate::policy::health::HealthBoard) per frontend | one atomic load         |
+//! | maxconn counts               | one [`Limit`](crate::policy::limit::Limit) each (global, frontend, backend) | a compare-and-swap |
 //!
 //! Each worker's balancer sees only its own connections, as nginx's workers
 //! do without a shared `zone`: with two workers, leastconn means least

@@ -1,4 +1,20 @@
-//! Operations: what an operator sees and does.
+//! # ops: what an operator sees and does
+//!
+//! Everything that faces the person running the proxy rather than its
+//! clients: one line per connection, the numbers a scrape reads, the admin
+//! endpoint that serves them, and the signals that stop or reload it.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | [`access_log`] | termination codes, one line (tcplog or JSON), and where lines go |
+//! | [`metrics`] | per-worker counters, the Prometheus exposition, the process's figures |
+//! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1 |
+//! | [`shutdown`] | SIGTERM and SIGINT drain then exit; the signals blocked in every thread |
+//!
+//! May import: [`crate::log`], [`crate::policy`] (a backend's health for the
+//! metrics, a limit for the admin endpoint's connections) and
+//! [`crate::conn`] (accept errors, a relay's ending for its termination
+//! code). The settings name the access log's format from here.
 
 pub mod access_log;
 pub mod admin;

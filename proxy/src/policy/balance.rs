@@ -1,6 +1,6 @@
 //! Choosing a backend: the `balance` algorithms, weights, backups.
 //!
-//! [`picker`](crate::blocking::picker) answers "which backend is next?" with a bare
+//! The pool mode's picker (`blocking/picker.rs`) answers "which backend is next?" with a bare
 //! counter. A real load balancer needs more: backends with different
 //! capacities (weights), backends taken out of rotation (health checks,
 //! draining), spare backends used only in an emergency (backups), servers a
@@ -95,7 +95,7 @@
 //!
 //! A client address always reaches the same server while the set of
 //! servers stays the same, and few clients move when it changes: a Maglev
-//! table per tier, in [`maglev`](super::maglev).
+//! table per tier, in [`maglev`].
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;

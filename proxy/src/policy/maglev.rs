@@ -42,7 +42,7 @@
 //! round where one of weight 1 takes one (with weight 1 for everyone, this is
 //! exactly the paper's algorithm). The table covers the servers *in
 //! rotation* (up, weight above 0) and is rebuilt only when that set changes
-//! ([`Balancer::set_up`]). A server that a pick merely avoids (full at its
+//! ([`Balancer::set_up`](crate::policy::balance::Balancer::set_up)). A server that a pick merely avoids (full at its
 //! maxconn, or already tried) stays in the table, since that comes and goes
 //! with every connection; instead, a client whose slot points at an avoided
 //! server walks on to the next slots until one points at an available

@@ -1,6 +1,23 @@
-//! Policy: who may get a connection, and where it goes. Decisions only, no
-//! sockets.
-//! (layer doc: written in full once the layer is complete)
+//! # policy: who may get a connection, and where it goes
+//!
+//! Decisions, and only decisions: no sockets, no clocks, no threads. The
+//! event loops ask, tell what happened (a connection opened or closed, a
+//! check failed), and act on the answer; each file can be tested with plain
+//! values.
+//!
+//! | file | the question it answers |
+//! |---|---|
+//! | [`acl`] | may this source address connect at all? (`allow`, `deny`) |
+//! | [`cidr`] | what an address range is (`10.0.0.0/8`), and who is in it |
+//! | [`source_limit`] | has this source its `maxconn-per-source` already? |
+//! | [`limit`] | is there room under a `maxconn` (global, frontend, backend)? |
+//! | [`health`] | which backends are up (rise and fall, from checks and traffic)? |
+//! | [`balance`] | which backend gets this connection (the `balance` algorithms)? |
+//! | [`maglev`] | which backend owns this client's slot (`balance source`)? |
+//!
+//! May import: the ground floor ([`crate::log`]) and the runtime's sync
+//! tools. Nothing above: the settings name these types (a configuration
+//! says `balance leastconn` with [`balance::Algorithm`]), never the reverse.
 
 pub mod acl;
 pub mod balance;

@@ -6,8 +6,8 @@
 //! proxy --config lb.conf
 //! ```
 //!
-//! Hand-written (no clap): one table of flags ([`FLAGS`]), read by
-//! [`flags`](super::flags), then the rules that tie flags together (a flag
+//! Hand-written (no clap): one table of flags (`FLAGS`), read by
+//! [`flags`], then the rules that tie flags together (a flag
 //! of the epoll mode given to another mode, a flag that `--config` replaces).
 //! Every mistake becomes a [`UsageError`] that says what was wrong and what
 //! to do; `main` prints it and exits with status 2.

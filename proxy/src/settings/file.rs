@@ -871,9 +871,7 @@ frontend api
 
     #[test]
     fn check_config_exits_0_for_a_good_file_and_2_for_a_bad_one() {
-        let run = |path: &Path| {
-            crate::main_with_args(&["--check-config".to_string(), path.display().to_string()])
-        };
+        let run = |path: &Path| crate::settings::check::check_config(path);
         let good = temp_file("good", FULL.as_bytes());
         let bad = temp_file("bad", fe("  balance fastest\n").as_bytes());
         let binary = temp_file("binary", b"frontend a\n\xff\xfe\n");

@@ -1,4 +1,25 @@
-//! Settings: what the operator asked for.
+//! # settings: what the operator asked for
+//!
+//! The command line and the configuration file, read and checked before
+//! anything starts, into plain types the modes run from. Every mistake is
+//! reported with where it is and what to write instead, and none stops the
+//! reading: a file with five mistakes gets five messages.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | [`cli`] | the proxy's flags, one table, and the rules that tie them together |
+//! | [`flags`] | reading a command line against a table of flags (the tools use it too) |
+//! | [`config`] | the configuration, as types: frontends, backends, timeouts, `global` |
+//! | [`file`](mod@file) | reading a file: sections, then the checks of a complete frontend |
+//! | [`sections`] | every option of every section, one table each |
+//! | [`reader`] | the machinery: errors with `file:line:column`, values, dispatch |
+//! | [`words`] | words and their columns, "did you mean", lists, durations |
+//! | [`check`] | `proxy --check-config FILE` |
+//!
+//! May import: [`crate::log`], [`crate::policy`], [`crate::conn`] and
+//! [`crate::ops`], whose types a configuration names (an algorithm, a PROXY
+//! version, a log format). The modes above read the settings; nothing here
+//! starts a thread or opens a socket.
 
 pub mod check;
 pub mod cli;

@@ -15,7 +15,7 @@
 //!
 //! | where the connection ended | code | `%s` | `%Tw` | `%Tc` |
 //! |----------------------------|------|------|-------|-------|
-//! | relay [`Ending::Complete`](crate::conn::relay::Ending::Complete): both FINs passed on | `--` | server | wait | connect |
+//! | relay [`Ending::Complete`]: both FINs passed on | `--` | server | wait | connect |
 //! | relay [`Ending::ClientReset`] | `CD` | server | wait | connect |
 //! | relay [`Ending::BackendReset`] | `SD` | server | wait | connect |
 //! | relay [`Ending::IdleTimeout`] (one timer for both sides) | `cD` | server | wait | connect |
