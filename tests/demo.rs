@@ -1,5 +1,6 @@
-//! End to end, the demo: `proxy demo --quick` as a child process, as a
-//! newcomer would run it (the README's first command, shortened).
+//! End to end, the demo: `demo --quick` as a child process, as a newcomer
+//! would run it (the README's first command, shortened), through the
+//! `e2e-demo` binary, the demo's own entry point.
 
 mod common;
 
@@ -39,11 +40,11 @@ fn rows(table: &str) -> Vec<Row> {
         .collect()
 }
 
-// The demo: every mode runs through `proxy demo --quick`, exit status 0, no errors in any row.
+// The demo: every mode runs through `demo --quick`, exit status 0, no errors in any row.
 #[test]
 fn the_quick_demo_runs_every_mode_without_errors() {
-    let mut child = Command::new(proxy_exe())
-        .args(["demo", "--quick"])
+    let mut child = Command::new(demo_exe())
+        .arg("--quick")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

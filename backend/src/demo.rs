@@ -1,22 +1,34 @@
-//! `proxy demo`: the seed's experiment, on this code, in a few seconds.
+//! The demo: the seed's experiment, on this code, in a few seconds
+//! (`cargo run --release -p backend --bin demo [-- --quick]`).
 //!
 //! Three fixture backends answer each request after 50 ms (an I/O-bound
 //! service: the time is spent waiting, not computing). The proxy runs in
-//! each mode in turn, as a child process of this binary, and a closed-loop
-//! load of 256 concurrent clients goes through it, a new connection per
-//! request: more clients than the biggest pool has threads, as in the
-//! seed's argument. The table shows what the seed measured: a pool can complete at
-//! most `threads / 50 ms` requests per second however idle the CPU, while
-//! one event loop approaches `clients / 50 ms`.
+//! each mode in turn, as a child process, and a closed-loop load of 256
+//! concurrent clients goes through it, a new connection per request: more
+//! clients than the biggest pool has threads, as in the seed's argument.
+//! The table shows what the seed measured: a pool can complete at most
+//! `threads / 50 ms` requests per second however idle the CPU, while one
+//! event loop approaches `clients / 50 ms`.
+//!
+//! Each mode runs until it is stopped, so it needs a process of its own.
+//! `cargo run -p backend --bin demo` builds this binary and no other, so
+//! the child is this very binary, started with a hidden first argument:
+//! `demo --run-proxy ARGS...` runs `proxy::main_with_args(ARGS)`, the
+//! `proxy` binary's own entry point, and nothing of the demo. A fresh clone
+//! needs one build, and the proxy measured is the code that ships.
 
 use std::io;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
-use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
-use backend::load::{LoadOptions, LoadReport, run_closed_loop};
+use crate::fixture::{Fixture, FixtureMode, FixtureOptions};
+use crate::load::{LoadOptions, LoadReport, run_closed_loop};
 
-use crate::process::ProxyProcess;
+use proxy::process::ProxyProcess;
+
+/// The hidden first argument that makes this binary the proxy (module docs).
+pub const RUN_PROXY: &str = "--run-proxy";
 
 /// The backends' delay per request.
 const DELAY: Duration = Duration::from_millis(50);
@@ -49,6 +61,49 @@ fn rows(quick: bool) -> Vec<Row> {
     ]
 }
 
+/// The whole `demo` program: `args` without the program name. Returns
+/// the exit status: 0 (the table printed, or the help), 1 (the demo could
+/// not run), 2 (a bad command line); as the proxy (`--run-proxy`), the
+/// proxy's.
+pub fn main_with_args(args: &[String]) -> i32 {
+    if let Some((first, proxy_args)) = args.split_first() {
+        if first == RUN_PROXY {
+            return proxy::main_with_args(proxy_args);
+        }
+    }
+    let quick = match args {
+        [] => false,
+        [flag] if flag == "--quick" => true,
+        [flag] if flag == "-h" || flag == "--help" => {
+            print!("{HELP}");
+            return 0;
+        }
+        _ => {
+            eprintln!("demo: the demo takes only --quick (see 'demo --help')");
+            return 2;
+        }
+    };
+    match run(quick) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("demo: {e}");
+            1
+        }
+    }
+}
+
+const HELP: &str = "\
+demo: the seed's experiment: three backends that answer after 50 ms, the
+proxy in each mode in front of them, 256 clients through each, one table
+
+USAGE
+    demo [--quick]
+
+OPTIONS
+    --quick       a quarter of the requests per row (a few seconds in all)
+    -h, --help    this text
+";
+
 /// Runs the demo and prints the table.
 pub fn run(quick: bool) -> io::Result<()> {
     let fixture = Fixture::start(
@@ -62,7 +117,7 @@ pub fn run(quick: bool) -> io::Result<()> {
     let backends = fixture.addrs().to_vec();
     let exe = std::env::current_exe()?;
     println!(
-        "proxy demo: 3 backends on {} answer each request after {} ms;\n\
+        "demo: 3 backends on {} answer each request after {} ms;\n\
          {CLIENTS} clients, a new connection per request, through each mode in turn.\n",
         ports(&backends),
         DELAY.as_millis()
@@ -88,10 +143,10 @@ pub fn run(quick: bool) -> io::Result<()> {
 }
 
 /// Starts the proxy for `row`, drives the load through it, stops it.
-fn measure(exe: &std::path::Path, row: &Row, backends: &[SocketAddr]) -> io::Result<LoadReport> {
+fn measure(exe: &Path, row: &Row, backends: &[SocketAddr]) -> io::Result<LoadReport> {
     // Port 0: the child picks a free port and reports it in its
     // "listening on" line (info level; per-connection lines are debug).
-    let mut args: Vec<String> = vec!["--listen".into(), "127.0.0.1:0".into()];
+    let mut args: Vec<String> = vec![RUN_PROXY.into(), "--listen".into(), "127.0.0.1:0".into()];
     args.extend(row.flags.iter().cloned());
     for b in backends {
         args.extend(["--backend".to_string(), b.to_string()]);

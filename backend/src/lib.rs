@@ -1,7 +1,9 @@
-//! # backend: the fixture server and the load client
+//! # backend: the tools around the proxy, and the fixture server first
 //!
 //! A load balancer is only as testable as what sits behind it and what
-//! drives it. This crate is both ends, on our own runtime:
+//! drives it. This crate is both ends, on our own runtime, and the
+//! programs built from them. Tools depend on the product, never the
+//! reverse: this crate links the proxy, the proxy links nothing of it.
 //!
 //! ```text
 //!   load client ──GET n──▶ proxy ──▶ fixture :9001 ─┐
@@ -25,6 +27,8 @@
 //! - [`bench`]: the benchmark harness of issue 4 (the `bench` binary):
 //!   our proxy's modes, HAProxy and nginx, measured side by side into
 //!   docs/BENCHMARKS.md.
+//! - [`demo`]: the `demo` binary, the README's first command: fixture
+//!   backends, the proxy in every mode, the load client, one table.
 //! - [`cli`]: the `backend` command line; [`main_with_args`] below runs it:
 //!   one runtime on the main thread serving every port until SIGTERM.
 
@@ -33,6 +37,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod demo;
 pub mod fixture;
 pub mod load;
 

@@ -43,6 +43,11 @@ pub fn backend_exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_e2e-backend"))
 }
 
+/// The demo binary (which starts itself again as each proxy child).
+pub fn demo_exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_e2e-demo"))
+}
+
 // ---------------------------------------------------------------------------
 // The modes under test
 // ---------------------------------------------------------------------------
