@@ -4,14 +4,12 @@
 
 mod common;
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use backend::child::{Capture, Spawn};
 use common::*;
 
-/// The demo takes about 5 s; past this, it is hung.
+/// The demo takes about 5 s; past this, it is hung (and is killed).
 const WATCHDOG: Duration = Duration::from_secs(90);
 
 /// One row of the demo's table.
@@ -43,37 +41,14 @@ fn rows(table: &str) -> Vec<Row> {
 // The demo: every mode runs through `demo --quick`, exit status 0, no errors in any row.
 #[test]
 fn the_quick_demo_runs_every_mode_without_errors() {
-    let mut child = Command::new(demo_exe())
-        .arg("--quick")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the demo");
-    // Drained on threads, so a full pipe never stalls the demo.
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
-    let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
-    let deadline = Instant::now() + WATCHDOG;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for the demo") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the demo did not finish within {WATCHDOG:?}; killed");
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
-    let table = stdout.join().expect("stdout drain");
-    let stderr = stderr.join().expect("stderr drain");
+    let ran = Spawn::new("demo", demo_exe())
+        .args(["--quick"])
+        .stdout(Capture::All)
+        .run(WATCHDOG)
+        .unwrap_or_else(|e| panic!("the demo: {e}"));
+    let table = ran.stdout.join("\n");
+    let stderr = ran.stderr.join("\n");
+    let status = ran.status;
     assert!(status.success(), "exit status {status}\n{table}\n{stderr}");
 
     let rows = rows(&table);

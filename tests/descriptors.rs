@@ -9,8 +9,8 @@ use std::net::{Shutdown, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use backend::child::ChildProcess;
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
-use proxy::process::ProxyProcess;
 
 use common::*;
 
@@ -35,7 +35,7 @@ fn epoll_one_worker_holds_2000_connections_at_once() {
         return;
     }
     // The real backend binary, in its own process: its 2,000 sockets are not ours.
-    let backend = BackendProcess::start(1, &["--mode", "echo"]);
+    let backend = start_backend(1, &["--mode", "echo"]);
     let proxy = start_proxy(Mode::Epoll1, backend.addrs(), &[]);
     let mut clients: Vec<TcpStream> = (0..CONNECTIONS).map(|_| connect(proxy.addr())).collect();
 
@@ -79,7 +79,8 @@ fn epoll_one_worker_holds_2000_connections_at_once() {
     }
     drop(clients);
     stop_cleanly(proxy);
-    assert!(backend.stop().success(), "the backend's exit status");
+    let status = backend.stop().expect("stop the backend");
+    assert!(status.success(), "the backend's exit status: {status}");
 }
 
 /// The lowest RLIMIT_NOFILE that leaves exactly `free` descriptor numbers
@@ -108,7 +109,7 @@ fn limit_leaving(fds: &[(u32, String)], free: usize) -> u64 {
 /// open; `reserved` is how many descriptor numbers it holds invisibly (a
 /// thread blocked in accept(2) has already reserved the number it will
 /// return).
-fn out_of_descriptors(proxy: ProxyProcess, started: fn(&[(u32, String)]) -> bool, reserved: usize) {
+fn out_of_descriptors(proxy: ChildProcess, started: fn(&[(u32, String)]) -> bool, reserved: usize) {
     let pid = proxy.pid();
     assert!(
         wait_until(Duration::from_secs(10), || started(&open_fds(pid))),

@@ -27,8 +27,8 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use backend::child::{self, ChildProcess};
 use nix::unistd::{SysconfVar, sysconf};
-use proxy::process::ProxyProcess;
 
 use common::*;
 
@@ -52,8 +52,8 @@ const EMFILE_MEANING: &str = "out of file descriptors";
 
 /// Starts the proxy in `mode` through `sh -c 'ulimit -n 64 && exec ...'`:
 /// the limit is in place before the proxy's first instruction, and `exec`
-/// keeps the process id, so [`ProxyProcess::pid`] is the proxy's.
-fn start_limited_proxy(mode: Mode, backends: &[SocketAddr]) -> ProxyProcess {
+/// keeps the process id, so [`ChildProcess::pid`] is the proxy's.
+fn start_limited_proxy(mode: Mode, backends: &[SocketAddr]) -> ChildProcess {
     let exe = proxy_exe().to_str().expect("a UTF-8 path to e2e-proxy");
     let mut args: Vec<String> = vec![
         "-c".into(),
@@ -67,7 +67,8 @@ fn start_limited_proxy(mode: Mode, backends: &[SocketAddr]) -> ProxyProcess {
         args.push("--backend".into());
         args.push(backend.to_string());
     }
-    let proxy = ProxyProcess::start(std::path::Path::new("/bin/sh"), &args)
+    let proxy = child::proxy("/bin/sh", &args)
+        .start()
         .unwrap_or_else(|e| panic!("start the proxy under ulimit -n {LIMIT} ({mode:?}): {e}"));
     assert_eq!(
         soft_nofile_of(proxy.pid()),
@@ -151,7 +152,7 @@ fn echo_line(stream: &mut TcpStream, line: &str) -> std::io::Result<()> {
 }
 
 /// Every held connection echoes one line, or the test fails with the log.
-fn check_held(held: &mut [TcpStream], when: &str, proxy: &ProxyProcess) {
+fn check_held(held: &mut [TcpStream], when: &str, proxy: &ChildProcess) {
     for (i, stream) in held.iter_mut().enumerate() {
         if let Err(e) = echo_line(stream, &format!("held {i} {when}\n")) {
             panic!(
@@ -185,7 +186,7 @@ fn emfile_flood(mode: Mode, workers: usize) {
     if runtime::fd_limit::nofile_limits().expect("RLIMIT_NOFILE").0 < (2 * FLOOD + 256) as u64 {
         runtime::fd_limit::raise_nofile_limit().expect("raise RLIMIT_NOFILE");
     }
-    let backend = BackendProcess::start(1, &["--mode", "echo"]);
+    let backend = start_backend(1, &["--mode", "echo"]);
     let proxy = start_limited_proxy(mode, backend.addrs());
     let pid = proxy.pid();
 
@@ -231,7 +232,7 @@ fn emfile_flood(mode: Mode, workers: usize) {
 
     // The proxy says why it stopped accepting.
     let warned = proxy.wait_for_log(EMFILE_WARNING, Duration::from_secs(10));
-    let Some(warning) = warned else {
+    let Ok(warning) = warned else {
         panic!(
             "no {EMFILE_WARNING:?} warning within 10 s of the flood; stderr:\n{}",
             proxy.log().join("\n")
@@ -339,11 +340,12 @@ fn emfile_flood(mode: Mode, workers: usize) {
     }
     drop(held);
     stop_cleanly(proxy);
-    assert!(backend.stop().success(), "the backend's exit status");
+    let status = backend.stop().expect("stop the backend");
+    assert!(status.success(), "the backend's exit status: {status}");
 }
 
 /// How many log lines contain `needle`.
-fn count(proxy: &ProxyProcess, needle: &str) -> usize {
+fn count(proxy: &ChildProcess, needle: &str) -> usize {
     proxy.log().iter().filter(|l| l.contains(needle)).count()
 }
 

@@ -25,9 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use backend::child::{self, ChildProcess};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use nix::sys::signal::Signal;
-use proxy::process::ProxyProcess;
 
 use common::*;
 
@@ -55,29 +55,29 @@ fn fixture(count: usize, mode: FixtureMode) -> Fixture {
 }
 
 /// The proxy's stderr, for failure messages.
-fn said(proxy: &ProxyProcess) -> String {
+fn said(proxy: &ChildProcess) -> String {
     proxy.log().join("\n")
 }
 
 /// Waits for a log line containing `needle`, failing the test if it does
 /// not come within [`SOON`].
-fn expect_log(proxy: &ProxyProcess, needle: &str) -> String {
-    proxy.wait_for_log(needle, SOON).unwrap_or_else(|| {
+fn expect_log(proxy: &ChildProcess, needle: &str) -> String {
+    proxy.wait_for_log(needle, SOON).unwrap_or_else(|e| {
         panic!(
-            "no log line {needle:?} within {SOON:?}; stderr:\n{}",
+            "no log line {needle:?} within {SOON:?} ({e}); stderr:\n{}",
             said(proxy)
         )
     })
 }
 
 /// How many log lines contain `needle`.
-fn count_log(proxy: &ProxyProcess, needle: &str) -> usize {
+fn count_log(proxy: &ChildProcess, needle: &str) -> usize {
     proxy.log().iter().filter(|l| l.contains(needle)).count()
 }
 
 /// Waits until `count` log lines contain `needle` (for a second reload,
 /// whose line looks like the first one's).
-fn expect_log_count(proxy: &ProxyProcess, needle: &str, count: usize) {
+fn expect_log_count(proxy: &ChildProcess, needle: &str, count: usize) {
     assert!(
         wait_until(SOON, || count_log(proxy, needle) >= count),
         "expected {count} log lines {needle:?} within {SOON:?}; stderr:\n{}",
@@ -87,7 +87,7 @@ fn expect_log_count(proxy: &ProxyProcess, needle: &str, count: usize) {
 
 /// The proxy must still be running (not killed by a signal it should have
 /// handled, not exited early).
-fn assert_running(proxy: &mut ProxyProcess, when: &str) {
+fn assert_running(proxy: &mut ChildProcess, when: &str) {
     let status = proxy.wait_exit(Duration::ZERO).expect("try_wait");
     assert!(
         status.is_none(),
@@ -97,7 +97,7 @@ fn assert_running(proxy: &mut ProxyProcess, when: &str) {
 }
 
 /// Waits up to `limit` for the proxy to exit, and requires status 0.
-fn expect_exit_0(proxy: &mut ProxyProcess, limit: Duration, when: &str) {
+fn expect_exit_0(proxy: &mut ChildProcess, limit: Duration, when: &str) {
     match proxy.wait_exit(limit).expect("wait for the proxy") {
         Some(status) => assert_eq!(
             status.code(),
@@ -167,7 +167,7 @@ fn request(addr: SocketAddr, line: &str) -> Result<u16, String> {
 /// Sends requests through `addr` until `streak` in a row are served by a
 /// port in `pool` (at most 1000 requests, within [`SOON`]): the proxy's
 /// workers have all switched to that pool. Every request must succeed.
-fn wait_for_pool(proxy: &ProxyProcess, addr: SocketAddr, pool: &[u16], streak: usize) {
+fn wait_for_pool(proxy: &ChildProcess, addr: SocketAddr, pool: &[u16], streak: usize) {
     let deadline = Instant::now() + SOON;
     let mut in_a_row = 0;
     for n in 0..1000 {
@@ -192,7 +192,7 @@ fn wait_for_pool(proxy: &ProxyProcess, addr: SocketAddr, pool: &[u16], streak: u
 }
 
 /// Sends `n` requests through `addr`: each must be served by a port in `pool`.
-fn all_to(proxy: &ProxyProcess, addr: SocketAddr, pool: &[u16], n: usize) {
+fn all_to(proxy: &ChildProcess, addr: SocketAddr, pool: &[u16], n: usize) {
     for i in 0..n {
         let port = request(addr, &format!("req {i}"))
             .unwrap_or_else(|e| panic!("request {i}: {e}; stderr:\n{}", said(proxy)));
@@ -206,7 +206,7 @@ fn all_to(proxy: &ProxyProcess, addr: SocketAddr, pool: &[u16], n: usize) {
 /// Connects to `addr` until one connect is refused (ECONNREFUSED), for at
 /// most `limit`; then checks that the next few are refused too. A connect
 /// that succeeds meanwhile (the listener not closed yet) is dropped.
-fn expect_refused(proxy: &ProxyProcess, addr: SocketAddr, limit: Duration) {
+fn expect_refused(proxy: &ChildProcess, addr: SocketAddr, limit: Duration) {
     let mut last = String::new();
     let refused = wait_until(limit, || match TcpStream::connect_timeout(&addr, SOON) {
         Err(e) if e.kind() == ErrorKind::ConnectionRefused => true,
@@ -281,14 +281,16 @@ fn frontend(name: &str, listen: &str, backends: &[SocketAddr]) -> String {
 }
 
 /// Starts the epoll mode on `config` with two workers.
-fn start_with_config(config: &ConfigFile, extra: &[&str]) -> ProxyProcess {
+fn start_with_config(config: &ConfigFile, extra: &[&str]) -> ChildProcess {
     let mut args: Vec<String> = ["--config", &config.path().display().to_string()]
         .iter()
         .map(|s| s.to_string())
         .collect();
     args.extend(["--workers", "2"].iter().map(|s| s.to_string()));
     args.extend(extra.iter().map(|s| s.to_string()));
-    ProxyProcess::start(proxy_exe(), &args).unwrap_or_else(|e| panic!("start the proxy: {e}"))
+    child::proxy(proxy_exe(), &args)
+        .start()
+        .unwrap_or_else(|e| panic!("start the proxy: {e}"))
 }
 
 fn ports(addrs: &[SocketAddr]) -> Vec<u16> {
@@ -591,7 +593,7 @@ fn sighup_swaps_the_pool_under_load_without_a_failure() {
         let reloaded = proxy.wait_for_log("reloaded", SOON);
         // Both workers have switched once this many requests in a row go
         // to the new pool; from then on, nothing may go to the old one.
-        let settled = reloaded.is_some().then(|| {
+        let settled = reloaded.is_ok().then(|| {
             wait_for_pool(&proxy, addr, &ports_b, 20);
             Instant::now()
         });
@@ -934,7 +936,7 @@ fn a_connection_cut_while_connecting_is_logged_kc() {
         ],
     );
     let admin_line = expect_log(&proxy, "admin listening on ");
-    let admin = proxy::process::listening_addr(&admin_line).expect("the admin address");
+    let admin = child::listening_addr(&admin_line).expect("the admin address");
     let mut stream = client(proxy.addr()).expect("connect");
     stream.write_all(b"hello\n").expect("send");
     // Counted as active once the proxy has it (and is connecting for it).

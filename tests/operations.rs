@@ -15,7 +15,7 @@
 //! counted by the test's own backends; a backend behind `send-proxy` must
 //! learn the address the client knows it has.
 //!
-//! The proxy's stderr goes to a file ([`Daemon`]), not a pipe: once the
+//! The proxy's stderr goes to a file ([`start_daemon`]), not a pipe: once the
 //! process has exited, the file holds every line it wrote, so "every
 //! connection exactly once" can be checked without guessing when a pipe
 //! reader has caught up.
@@ -27,22 +27,19 @@ use std::fs;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::bench::child::{ChildProcess, free_port};
 use backend::bench::peers::{self, Installed};
+use backend::child::{self, Capture, ChildProcess, Ready, Spawn, free_port};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, poll};
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::Signal;
 use nix::sys::socket::{setsockopt, sockopt};
-use nix::unistd::Pid;
 use proxy::conn::proxy_protocol::{self, Addresses, MAX_HEADER, Version};
 use proxy::ops::access_log::record::JSON_KEYS;
 use testkit::json::{self, Json};
@@ -84,132 +81,54 @@ impl Drop for TestDir {
     }
 }
 
-/// The proxy under test, started with `--config`, its stderr written to a
-/// file (module docs). Killed on drop if still running.
-struct Daemon {
-    child: Child,
-    stderr: PathBuf,
+/// Writes `config` into `dir` and starts the proxy under test on it with
+/// `extra` flags (and `--grace 1s`, so a stop never waits long), its stderr
+/// written to a file (module docs). Killed on drop if still running.
+fn start_daemon(dir: &TestDir, config: &str, extra: &[&str]) -> ChildProcess {
+    let config_path = dir.file("lb.conf");
+    fs::write(&config_path, config).expect("write the configuration");
+    let mut args = vec!["--config".to_string(), config_path.display().to_string()];
+    args.extend(["--grace", "1s"].iter().chain(extra).map(|a| a.to_string()));
+    Spawn::new("proxy", proxy_exe())
+        .args(args)
+        .stderr(Capture::File(dir.file("stderr.log")))
+        .start()
+        .expect("start the proxy")
 }
 
-impl Daemon {
-    /// Writes `config` into `dir` and starts the proxy on it with `extra`
-    /// flags (and `--grace 1s`, so a stop never waits long).
-    fn start(dir: &TestDir, config: &str, extra: &[&str]) -> Daemon {
-        let config_path = dir.file("lb.conf");
-        fs::write(&config_path, config).expect("write the configuration");
-        let stderr = dir.file("stderr.log");
-        let file = fs::File::create(&stderr).expect("create the stderr file");
-        let mut command = Command::new(proxy_exe());
-        command
-            .arg("--config")
-            .arg(&config_path)
-            .args(["--grace", "1s"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file);
-        // SAFETY: the closure runs in the child between fork and exec, where
-        // only async-signal-safe calls are allowed; prctl is one, and the
-        // closure touches no memory shared with the parent.
-        unsafe {
-            command.pre_exec(|| {
-                // The proxy dies with the test process, even if the test
-                // process is killed before any Drop runs.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = command.spawn().expect("start the proxy");
-        Daemon { child, stderr }
-    }
+/// The first line containing `needle`, waiting up to [`SOON`] for it;
+/// fails the test if it does not come or the proxy exits meanwhile.
+fn wait_for_log(daemon: &ChildProcess, needle: &str) -> String {
+    daemon
+        .wait_for_log(needle, SOON)
+        .unwrap_or_else(|e| panic!("{e}; stderr:\n{}", daemon.said()))
+}
 
-    /// Every whole line written to stderr so far (a line still being
-    /// written, without its newline, is left out).
-    fn log(&self) -> Vec<String> {
-        let text = fs::read_to_string(&self.stderr).unwrap_or_default();
-        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
-        whole.lines().map(str::to_string).collect()
-    }
+/// Where frontend `name` listens.
+fn frontend_addr(daemon: &ChildProcess, name: &str) -> SocketAddr {
+    let line = wait_for_log(daemon, &format!("frontend {name} listening on "));
+    child::listening_addr(&line).unwrap_or_else(|| panic!("no address in {line:?}"))
+}
 
-    fn said(&self) -> String {
-        self.log().join("\n")
-    }
+/// Where the admin endpoint listens (`admin 127.0.0.1:0` in the file).
+fn admin_addr(daemon: &ChildProcess) -> SocketAddr {
+    let line = wait_for_log(daemon, "admin listening on ");
+    child::listening_addr(&line).unwrap_or_else(|| panic!("no address in {line:?}"))
+}
 
-    /// The first line containing `needle`, waiting up to [`SOON`] for it;
-    /// fails the test if it does not come or the proxy exits meanwhile.
-    fn wait_for_log(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + SOON;
-        loop {
-            if let Some(line) = self.log().into_iter().find(|l| l.contains(needle)) {
-                return line;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "the proxy exited ({status}) before logging {needle:?}; stderr:\n{}",
-                    self.said()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no log line {needle:?} within {SOON:?}; stderr:\n{}",
-                self.said()
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Where frontend `name` listens.
-    fn frontend_addr(&mut self, name: &str) -> SocketAddr {
-        let line = self.wait_for_log(&format!("frontend {name} listening on "));
-        proxy::process::listening_addr(&line).unwrap_or_else(|| panic!("no address in {line:?}"))
-    }
-
-    /// Where the admin endpoint listens (`admin 127.0.0.1:0` in the file).
-    fn admin_addr(&mut self) -> SocketAddr {
-        let line = self.wait_for_log("admin listening on ");
-        proxy::process::listening_addr(&line).unwrap_or_else(|| panic!("no address in {line:?}"))
-    }
-
-    /// SIGTERM; the proxy must exit 0 within [`SOON`] (plus its 1 s grace).
-    /// Returns every line it wrote to stderr: complete, since it has exited.
-    fn stop(mut self) -> Vec<String> {
-        // Our own child, not yet reaped: the pid cannot have been reused.
-        let pid = Pid::from_raw(self.child.id() as libc::pid_t);
-        if let Err(e) = kill(pid, Signal::SIGTERM) {
-            panic!("kill: {}", io::Error::from(e));
-        }
-        let deadline = Instant::now() + SOON + Duration::from_secs(1);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("wait for the proxy") {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the proxy ignored SIGTERM; stderr:\n{}",
-                self.said()
-            );
-            thread::sleep(Duration::from_millis(10));
-        };
-        assert_eq!(
+/// SIGTERM; the proxy must exit 0 within [`SOON`] (plus its 1 s grace).
+/// Returns every line it wrote to stderr: complete, since it has exited.
+fn stop_daemon(daemon: ChildProcess) -> Vec<String> {
+    match daemon.stop_with(Signal::SIGTERM, SOON + Duration::from_secs(1)) {
+        Ok(status) => assert_eq!(
             status.code(),
             Some(0),
             "exit status {status}; stderr:\n{}",
-            self.said()
-        );
-        let text = fs::read_to_string(&self.stderr).expect("read the stderr file");
-        text.lines().map(str::to_string).collect()
+            daemon.said()
+        ),
+        Err(e) => panic!("{e}; stderr:\n{}", daemon.said()),
     }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+    daemon.log()
 }
 
 /// The tcplog lines among `lines` (the daemon's own messages do not parse).
@@ -220,7 +139,7 @@ fn tcplog_lines(lines: &[String]) -> Vec<ParsedLine> {
 /// Waits (bounded) until the access log on the proxy's stderr has a line
 /// from client `client` on frontend `frontend`, and returns it. Lines reach
 /// stderr in batches, every 200 ms.
-fn wait_for_access_line(daemon: &Daemon, frontend: &str, client: SocketAddr) -> ParsedLine {
+fn wait_for_access_line(daemon: &ChildProcess, frontend: &str, client: SocketAddr) -> ParsedLine {
     let deadline = Instant::now() + SOON;
     loop {
         let found = tcplog_lines(&daemon.log())
@@ -286,7 +205,7 @@ fn end_of(stream: &TcpStream, limit: Duration) -> String {
 }
 
 /// A refused connection: the proxy closes it (reset or FIN) within [`SOON`].
-fn assert_refused(stream: &TcpStream, what: &str, daemon: &Daemon) {
+fn assert_refused(stream: &TcpStream, what: &str, daemon: &ChildProcess) {
     let how = end_of(stream, SOON);
     assert!(
         how == "reset" || how == "eof",
@@ -299,7 +218,7 @@ fn assert_refused(stream: &TcpStream, what: &str, daemon: &Daemon) {
 /// A client the proxy must refuse: it connects (from `source` if given),
 /// and the proxy closes the connection at once, with a reset or a FIN
 /// (perhaps before the connect has returned). Returns the client's port.
-fn refused(source: Option<IpAddr>, addr: SocketAddr, what: &str, daemon: &Daemon) -> u16 {
+fn refused(source: Option<IpAddr>, addr: SocketAddr, what: &str, daemon: &ChildProcess) -> u16 {
     let (port, connected) = open_from(source, addr, CLIENT_TIMEOUT);
     match connected {
         Ok(stream) => assert_refused(&stream, what, daemon),
@@ -764,10 +683,10 @@ impl Mix {
 
     /// Runs `count` connections of mixed fates (fate `i % 6` for the
     /// `i`-th) from 8 threads, and returns what their lines must say.
-    fn run(&self, daemon: &mut Daemon, count: usize) -> Vec<Expected> {
+    fn run(&self, daemon: &ChildProcess, count: usize) -> Vec<Expected> {
         let addrs: HashMap<Fate, SocketAddr> = Fate::ALL
             .iter()
-            .map(|&f| (f, daemon.frontend_addr(f.frontend())))
+            .map(|&f| (f, frontend_addr(daemon, f.frontend())))
             .collect();
         const THREADS: usize = 8;
         let results: Vec<Result<Expected, String>> = thread::scope(|s| {
@@ -973,10 +892,10 @@ fn the_access_log_has_every_connection_exactly_once_with_its_fate() {
     const CONNECTIONS: usize = 200;
     let dir = TestDir::new("access-log");
     let mix = Mix::start();
-    let mut daemon = Daemon::start(&dir, &mix.config(), &[]);
-    let expected = mix.run(&mut daemon, CONNECTIONS);
+    let daemon = start_daemon(&dir, &mix.config(), &[]);
+    let expected = mix.run(&daemon, CONNECTIONS);
     // SIGTERM: the workers' buffered lines are written before the exit.
-    let lines = daemon.stop();
+    let lines = stop_daemon(daemon);
     let parsed = tcplog_lines(&lines);
     let actual = from_tcplog(&parsed);
     assert_logged_once(actual, without_bytes_up(expected), &lines.join("\n"));
@@ -990,9 +909,9 @@ fn access_log_to_a_file_has_the_same_lines() {
     let mix = Mix::start();
     let path = dir.file("access.log");
     let path_arg = path.display().to_string();
-    let mut daemon = Daemon::start(&dir, &mix.config(), &["--access-log", &path_arg]);
-    let expected = mix.run(&mut daemon, CONNECTIONS);
-    let stderr = daemon.stop();
+    let daemon = start_daemon(&dir, &mix.config(), &["--access-log", &path_arg]);
+    let expected = mix.run(&daemon, CONNECTIONS);
+    let stderr = stop_daemon(daemon);
     assert!(
         tcplog_lines(&stderr).is_empty(),
         "access-log lines on stderr with --access-log PATH:\n{}",
@@ -1017,9 +936,9 @@ fn json_access_log_lines_are_objects_with_every_key() {
     const CONNECTIONS: usize = 60;
     let dir = TestDir::new("access-log-json");
     let mix = Mix::start();
-    let mut daemon = Daemon::start(&dir, &mix.config(), &["--log-format", "json"]);
-    let expected = mix.run(&mut daemon, CONNECTIONS);
-    let lines = daemon.stop();
+    let daemon = start_daemon(&dir, &mix.config(), &["--log-format", "json"]);
+    let expected = mix.run(&daemon, CONNECTIONS);
+    let lines = stop_daemon(daemon);
     let said = lines.join("\n");
     assert!(
         tcplog_lines(&lines).is_empty(),
@@ -1095,10 +1014,10 @@ fn metrics_count_exactly_the_traffic_sent() {
         d1.addr(),
         d2.addr(),
     );
-    let mut daemon = Daemon::start(&dir, &config, &[]);
-    let m = daemon.frontend_addr("m");
-    let e = daemon.frontend_addr("e");
-    let admin = daemon.admin_addr();
+    let daemon = start_daemon(&dir, &config, &[]);
+    let m = frontend_addr(&daemon, "m");
+    let e = frontend_addr(&daemon, "e");
+    let admin = admin_addr(&daemon);
     let (sa, sb, sdead) = (
         a.addr().to_string(),
         b.addr().to_string(),
@@ -1244,7 +1163,7 @@ fn metrics_count_exactly_the_traffic_sent() {
     assert_eq!(status, 200, "GET /health: {head}\n{body}");
     let (status, head, _) = http_get(admin, "/nope");
     assert_eq!(status, 404, "GET /nope: {head}");
-    daemon.stop();
+    stop_daemon(daemon);
 }
 
 // ---------------------------------------------------------------------------
@@ -1271,14 +1190,14 @@ fn send_proxy_tells_the_backend_the_client_address() {
         free_v6_port(),
         b6.addr(),
     );
-    let mut daemon = Daemon::start(&dir, &config, &[]);
+    let daemon = start_daemon(&dir, &config, &[]);
     for (frontend, version) in [
         ("v1-4", "v1"),
         ("v2-4", "v2"),
         ("v1-6", "v1"),
         ("v2-6", "v2"),
     ] {
-        let addr = daemon.frontend_addr(frontend);
+        let addr = frontend_addr(&daemon, frontend);
         for _ in 0..3 {
             let (line, me) = learned_through(addr);
             assert_eq!(
@@ -1291,7 +1210,7 @@ fn send_proxy_tells_the_backend_the_client_address() {
     }
     assert_eq!(b4.accepted(), 6);
     assert_eq!(b6.accepted(), 6);
-    daemon.stop();
+    stop_daemon(daemon);
 }
 
 /// A peer (HAProxy, nginx) running as our child, killed on drop, with its
@@ -1345,10 +1264,11 @@ fn start_haproxy(
         "-f".to_string(),
         config.display().to_string(),
     ];
-    let mut process = ChildProcess::spawn("haproxy", program, &args).expect("start HAProxy");
-    process
-        .wait_until_accepting(bind, SOON)
-        .expect("HAProxy accepting");
+    let process = Spawn::new("haproxy", program)
+        .args(args)
+        .ready(Ready::Accepting(bind), SOON)
+        .start()
+        .expect("start HAProxy, accepting");
     Peer {
         _process: process,
         _dir: dir,
@@ -1382,14 +1302,14 @@ fn haproxy_accept_proxy_takes_our_send_proxy_v2() {
         "global\n    access-log off\n\
          frontend out\n    listen 127.0.0.1:0\n    backend {listen} send-proxy-v2\n"
     );
-    let mut daemon = Daemon::start(&dir, &config, &[]);
-    let addr = daemon.frontend_addr("out");
+    let daemon = start_daemon(&dir, &config, &[]);
+    let addr = frontend_addr(&daemon, "out");
     for _ in 0..3 {
         let (line, me) = learned_through(addr);
         // HAProxy's send-proxy is version 1.
         assert_eq!(line, format!("v1 {me} {addr}\n"));
     }
-    daemon.stop();
+    stop_daemon(daemon);
 }
 
 // A real HAProxy's send-proxy-v2 into our accept-proxy, then our send-proxy to a test backend:
@@ -1406,8 +1326,8 @@ fn our_accept_proxy_takes_haproxy_send_proxy_v2() {
          frontend in\n    listen 127.0.0.1:0\n    accept-proxy\n    backend {} send-proxy\n",
         end.addr()
     );
-    let mut daemon = Daemon::start(&dir, &config, &[]);
-    let ours = daemon.frontend_addr("in");
+    let daemon = start_daemon(&dir, &config, &[]);
+    let ours = frontend_addr(&daemon, "in");
     let listen = loopback_port();
     let _haproxy = start_haproxy(&installed, listen, "", ours, "send-proxy-v2");
     for _ in 0..3 {
@@ -1416,7 +1336,7 @@ fn our_accept_proxy_takes_haproxy_send_proxy_v2() {
         let logged = wait_for_access_line(&daemon, "in", me);
         assert_eq!(logged.termination.to_string(), "--", "{logged:?}");
     }
-    daemon.stop();
+    stop_daemon(daemon);
 }
 
 // A real nginx stream proxy with `proxy_protocol on` into our accept-proxy: the same.
@@ -1433,8 +1353,8 @@ fn our_accept_proxy_takes_nginx_proxy_protocol() {
          frontend in\n    listen 127.0.0.1:0\n    accept-proxy\n    backend {} send-proxy-v2\n",
         end.addr()
     );
-    let mut daemon = Daemon::start(&dir, &config, &[]);
-    let ours = daemon.frontend_addr("in");
+    let daemon = start_daemon(&dir, &config, &[]);
+    let ours = frontend_addr(&daemon, "in");
     let listen = loopback_port();
     let peer_dir = peers::TempDir::new("ops-nginx").expect("a directory for nginx");
     let load = nginx
@@ -1466,10 +1386,11 @@ fn our_accept_proxy_takes_nginx_proxy_protocol() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let mut process = ChildProcess::spawn("nginx", &nginx.program, &args).expect("start nginx");
-    process
-        .wait_until_accepting(listen, SOON)
-        .expect("nginx accepting");
+    let process = Spawn::new("nginx", &nginx.program)
+        .args(args)
+        .ready(Ready::Accepting(listen), SOON)
+        .start()
+        .expect("start nginx, accepting");
     let _nginx = Peer {
         _process: process,
         _dir: peer_dir,
@@ -1481,7 +1402,7 @@ fn our_accept_proxy_takes_nginx_proxy_protocol() {
         let logged = wait_for_access_line(&daemon, "in", me);
         assert_eq!(logged.termination.to_string(), "--", "{logged:?}");
     }
-    daemon.stop();
+    stop_daemon(daemon);
 }
 
 // ---------------------------------------------------------------------------
@@ -1504,9 +1425,9 @@ fn accept_proxy_trusts_valid_headers_and_refuses_the_rest() {
          backend {} send-proxy\n",
         end.addr()
     );
-    let mut daemon = Daemon::start(&dir, &config, &[]);
-    let addr = daemon.frontend_addr("pin");
-    let admin = daemon.admin_addr();
+    let daemon = start_daemon(&dir, &config, &[]);
+    let addr = frontend_addr(&daemon, "pin");
+    let admin = admin_addr(&daemon);
 
     // Valid headers, each with the client's first bytes in the same write.
     let v4_source: SocketAddr = "203.0.113.7:40000".parse().unwrap();
@@ -1633,7 +1554,7 @@ fn accept_proxy_trusts_valid_headers_and_refuses_the_rest() {
         valid.len(),
         "a refused client reached the backend"
     );
-    let lines = daemon.stop();
+    let lines = stop_daemon(daemon);
     assert_eq!(
         tcplog_lines(&lines).len(),
         valid.len() + malformed.len(),
@@ -1658,8 +1579,8 @@ fn accept_proxy_trusts_only_the_listed_peers() {
          backend {} send-proxy\n",
         end.addr()
     );
-    let mut daemon = Daemon::start(&dir, &config, &[]);
-    let addr = daemon.frontend_addr("pin");
+    let daemon = start_daemon(&dir, &config, &[]);
+    let addr = frontend_addr(&daemon, "pin");
     let claimed: SocketAddr = "203.0.113.7:40000".parse().unwrap();
     let destination: SocketAddr = "198.51.100.1:443".parse().unwrap();
     let mut bytes = proxy_protocol::encode(Version::V1, claimed, destination);
@@ -1714,11 +1635,11 @@ fn allow_and_deny_decide_before_any_backend_sees_the_client() {
         e2.addr(),
         e3.addr()
     );
-    let mut daemon = Daemon::start(&dir, &config, &[]);
-    let deny2 = daemon.frontend_addr("deny2");
-    let allow3 = daemon.frontend_addr("allow3");
-    let deny6 = daemon.frontend_addr("deny6");
-    let admin = daemon.admin_addr();
+    let daemon = start_daemon(&dir, &config, &[]);
+    let deny2 = frontend_addr(&daemon, "deny2");
+    let allow3 = frontend_addr(&daemon, "allow3");
+    let deny6 = frontend_addr(&daemon, "deny6");
+    let admin = admin_addr(&daemon);
     let ip = |d| Ipv4Addr::new(127, 0, 0, d);
 
     let served_from = |source: Ipv4Addr, addr: SocketAddr, n: usize| {
@@ -1768,7 +1689,7 @@ fn allow_and_deny_decide_before_any_backend_sees_the_client() {
             n
         );
     }
-    let lines = daemon.stop();
+    let lines = stop_daemon(daemon);
     let parsed = tcplog_lines(&lines);
     let denied: Vec<String> = parsed
         .iter()
@@ -1853,9 +1774,9 @@ fn five_hundred_from_one_source_with_a_limit_of_20() {
          backend {} send-proxy\n",
         end.addr()
     );
-    let mut daemon = Daemon::start(&dir, &config, &[]);
-    let addr = daemon.frontend_addr("ps");
-    let admin = daemon.admin_addr();
+    let daemon = start_daemon(&dir, &config, &[]);
+    let addr = frontend_addr(&daemon, "ps");
+    let admin = admin_addr(&daemon);
     let one = IpAddr::from(Ipv4Addr::LOCALHOST);
 
     // A client refused before its connect returned is closed already.
@@ -1931,5 +1852,5 @@ fn five_hundred_from_one_source_with_a_limit_of_20() {
         x.value("proxy_frontend_active_connections", &[("frontend", "ps")]) == Some(0.0)
     });
     assert_eq!(end.presence(IpAddr::from(four)).total, 1);
-    daemon.stop();
+    stop_daemon(daemon);
 }

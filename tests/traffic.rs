@@ -35,17 +35,16 @@
 
 mod common;
 
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use backend::child::{self, ChildProcess, Spawn};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions, reply_line};
-use proxy::process::ProxyProcess;
 
 use common::*;
 
@@ -87,7 +86,7 @@ impl Drop for TempDir {
 /// Starts `proxy --config FILE --workers N` with `config` as the file. The
 /// proxy reads the file before it listens, so the file is gone by the time
 /// this returns.
-fn start_lb(config: &str, workers: usize) -> ProxyProcess {
+fn start_lb(config: &str, workers: usize) -> ChildProcess {
     let dir = TempDir::new("lb");
     let path = dir.write("lb.conf", config);
     let args = [
@@ -96,12 +95,13 @@ fn start_lb(config: &str, workers: usize) -> ProxyProcess {
         "--workers".to_string(),
         workers.to_string(),
     ];
-    ProxyProcess::start(proxy_exe(), &args)
+    child::proxy(proxy_exe(), &args)
+        .start()
         .unwrap_or_else(|e| panic!("start the proxy: {e}\nconfig:\n{config}"))
 }
 
 /// Where frontend `name` listens.
-fn frontend(proxy: &ProxyProcess, name: &str) -> SocketAddr {
+fn frontend(proxy: &ChildProcess, name: &str) -> SocketAddr {
     proxy
         .frontend_addr(name)
         .unwrap_or_else(|e| panic!("{e}\nlog:\n{}", log(proxy)))
@@ -115,17 +115,17 @@ fn backend_lines(addrs: &[SocketAddr], params: &str) -> String {
         .collect()
 }
 
-fn log(proxy: &ProxyProcess) -> String {
+fn log(proxy: &ChildProcess) -> String {
     proxy.log().join("\n")
 }
 
 /// Waits for a log line containing `needle` until `deadline`; fails the
 /// test with `what` and the whole log if it does not come.
-fn expect_log(proxy: &ProxyProcess, needle: &str, deadline: Instant, what: &str) -> String {
+fn expect_log(proxy: &ChildProcess, needle: &str, deadline: Instant, what: &str) -> String {
     let left = deadline.saturating_duration_since(Instant::now());
-    proxy.wait_for_log(needle, left).unwrap_or_else(|| {
+    proxy.wait_for_log(needle, left).unwrap_or_else(|e| {
         panic!(
-            "{what}: no {needle:?} in the log in time; log:\n{}",
+            "{what}: no {needle:?} in the log in time ({e}); log:\n{}",
             log(proxy)
         )
     })
@@ -137,8 +137,8 @@ fn reply_fixture(count: usize) -> Fixture {
 }
 
 /// A `reply` backend of its own process, so that it can be killed alone.
-fn reply_process() -> BackendProcess {
-    BackendProcess::start(1, &["--mode", "reply"])
+fn reply_process() -> ChildProcess {
+    start_backend(1, &["--mode", "reply"])
 }
 
 /// The ports of `addrs`, sorted.
@@ -289,10 +289,10 @@ fn summary(results: &[Served]) -> (Vec<(u16, usize)>, Vec<String>) {
 
 /// Restarts a `reply` backend on `port`, retrying for a few seconds in case
 /// the port is briefly taken (a connection given it as its local port).
-fn restart_on(port: u16) -> BackendProcess {
+fn restart_on(port: u16) -> ChildProcess {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        match BackendProcess::try_start_on(&[port], &["--mode", "reply"]) {
+        match try_start_backend_on(&[port], &["--mode", "reply"]) {
             Ok(backend) => return backend,
             Err(e) if Instant::now() >= deadline => panic!("restart on port {port}: {e}"),
             Err(_) => thread::sleep(Duration::from_millis(50)),
@@ -309,7 +309,7 @@ fn a_killed_backend_costs_no_request_and_comes_back_when_restarted() {
     const INTER: Duration = Duration::from_millis(200);
     const FALL: u32 = 2;
     const RISE: u32 = 2;
-    let mut backends: Vec<BackendProcess> = (0..3).map(|_| reply_process()).collect();
+    let mut backends: Vec<ChildProcess> = (0..3).map(|_| reply_process()).collect();
     let addrs: Vec<SocketAddr> = backends.iter().map(|b| b.addrs()[0]).collect();
     let config = format!(
         "frontend web\n    listen 127.0.0.1:0\n    retries 3\n{}",
@@ -466,7 +466,7 @@ fn timed_out_connects_take_a_blackholed_backend_down_before_its_first_check_ends
         line.contains("(last: traffic: no answer within 300ms)"),
         "taken down by traffic, not by a check: {line}"
     );
-    let tries = |proxy: &ProxyProcess| {
+    let tries = |proxy: &ChildProcess| {
         let lines = proxy.log();
         lines.iter().filter(|l| l.contains(&retried)).count()
     };
@@ -1058,29 +1058,11 @@ fn two_frontends_in_one_file_each_serve_from_their_own_pool() {
 /// started serving fails the test instead of hanging it); its status and
 /// stderr.
 fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(proxy_exe())
+    let ran = Spawn::new("proxy", proxy_exe())
         .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the proxy");
-    let mut stderr = child.stderr.take().expect("piped stderr");
-    let reader = thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let exited = wait_until(Duration::from_secs(10), || {
-        matches!(child.try_wait(), Ok(Some(_)))
-    });
-    if !exited {
-        let _ = child.kill();
-    }
-    let status = child.wait().expect("wait for the proxy");
-    let text = reader.join().expect("the stderr reader");
-    assert!(exited, "the proxy was still running after 10 s:\n{text}");
-    (status.code(), text)
+        .run(Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("the proxy did not run to its exit: {e}"));
+    (ran.status.code(), ran.stderr.join("\n"))
 }
 
 /// Issue 5: "A bad file gets `lb.conf:12:5: ...`-style errors and exit
@@ -1160,7 +1142,7 @@ fn which_backend_from(from: Ipv4Addr, proxy: SocketAddr) -> u16 {
 fn source_keeps_each_client_on_its_backend_and_moves_only_the_clients_of_a_dead_one() {
     const INTER: Duration = Duration::from_millis(200);
     const FALL: u32 = 2;
-    let mut backends: Vec<BackendProcess> = (0..3).map(|_| reply_process()).collect();
+    let mut backends: Vec<ChildProcess> = (0..3).map(|_| reply_process()).collect();
     let addrs: Vec<SocketAddr> = backends.iter().map(|b| b.addrs()[0]).collect();
     let config = format!(
         "frontend web\n    listen 127.0.0.1:0\n    balance source\n{}",

@@ -22,10 +22,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::child;
 use crate::fixture::{Fixture, FixtureMode, FixtureOptions};
 use crate::load::{LoadOptions, LoadReport, run_closed_loop};
-
-use proxy::process::ProxyProcess;
 
 /// The hidden first argument that makes this binary the proxy (module docs).
 pub const RUN_PROXY: &str = "--run-proxy";
@@ -151,7 +150,7 @@ fn measure(exe: &Path, row: &Row, backends: &[SocketAddr]) -> io::Result<LoadRep
     for b in backends {
         args.extend(["--backend".to_string(), b.to_string()]);
     }
-    let proxy = ProxyProcess::start(exe, &args)?;
+    let proxy = child::proxy(exe, &args).start()?;
     let options = LoadOptions {
         target: proxy.addr(),
         clients: CLIENTS,

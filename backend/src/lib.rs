@@ -27,6 +27,9 @@
 //! - [`bench`]: the benchmark harness of issue 4 (the `bench` binary):
 //!   our proxy's modes, HAProxy and nginx, measured side by side into
 //!   docs/BENCHMARKS.md.
+//! - [`child`]: a program as a child process, the workspace's one way to
+//!   run one (the demo's proxies, the benchmark's subjects, every
+//!   end-to-end test's processes); [`procstat`]: a process tree from /proc.
 //! - [`demo`]: the `demo` binary, the README's first command: fixture
 //!   backends, the proxy in every mode, the load client, one table.
 //! - [`cli`]: the `backend` command line; [`main_with_args`] below runs it:
@@ -36,10 +39,12 @@
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
 pub mod bench;
+pub mod child;
 pub mod cli;
 pub mod demo;
 pub mod fixture;
 pub mod load;
+pub mod procstat;
 
 use std::io;
 use std::net::SocketAddr;

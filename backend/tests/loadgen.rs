@@ -4,10 +4,9 @@
 mod common;
 
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, Output, Stdio};
-use std::thread;
 use std::time::{Duration, Instant};
 
+use backend::child::{Capture, Finished, Spawn};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use backend::load::MIB;
 use testkit::json::{self, Json};
@@ -22,40 +21,24 @@ fn start(mode: FixtureMode) -> Fixture {
 
 /// Runs `loadgen` with `args` and returns what it printed and its status;
 /// kills it and fails the test if it runs longer than `secs` seconds.
-fn loadgen(args: &str, secs: u64) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+fn loadgen(args: &str, secs: u64) -> Finished {
+    Spawn::new("loadgen", env!("CARGO_BIN_EXE_loadgen"))
         .args(args.split_whitespace())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start loadgen");
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    // Every run here prints far less than a pipe holds, so waiting before
-    // reading cannot block the child on a full pipe.
-    loop {
-        match child.try_wait().expect("wait for loadgen") {
-            Some(_) => return child.wait_with_output().expect("loadgen's output"),
-            None if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("loadgen {args} ran longer than {secs} s");
-            }
-            None => thread::sleep(Duration::from_millis(10)),
-        }
-    }
+        .stdout(Capture::All)
+        .run(Duration::from_secs(secs))
+        .unwrap_or_else(|e| panic!("loadgen {args}: {e}"))
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// Lines as the text they were.
+fn text(lines: &[String]) -> String {
+    lines.join("\n")
 }
 
 /// The single line a `--json` run printed, parsed.
-fn the_json_line(output: &Output) -> Json {
-    let stdout = text(&output.stdout);
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "exactly one line on stdout: {stdout:?}");
-    json::parse(lines[0]).unwrap_or_else(|e| panic!("{e}: {}", lines[0]))
+fn the_json_line(output: &Finished) -> Json {
+    let lines = &output.stdout;
+    assert_eq!(lines.len(), 1, "exactly one line on stdout: {lines:?}");
+    json::parse(&lines[0]).unwrap_or_else(|e| panic!("{e}: {}", lines[0]))
 }
 
 fn refused_port() -> SocketAddr {

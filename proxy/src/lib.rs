@@ -69,8 +69,6 @@ pub mod ops;
 pub mod policy;
 pub mod settings;
 
-pub mod process;
-
 use blocking::{pool, single};
 use epoll::control;
 use epoll::plan::Plan;

@@ -1,7 +1,10 @@
 //! What the end-to-end test targets share: the proxy under test as a child
 //! process, backends (the in-process fixture, small std-thread backends with
 //! a behaviour of their own, the real `e2e-backend` binary), clients,
-//! payloads and checksums, and a few /proc and rlimit helpers.
+//! payloads and checksums, and a few /proc and rlimit helpers. Every child
+//! process is a `backend::child::ChildProcess`, the workspace's one helper:
+//! ready when it says where it listens, killed on drop, killed with the
+//! test process (PR_SET_PDEATHSIG).
 //!
 //! Every socket is on 127.0.0.1 and every port is picked by the kernel, so
 //! tests run in parallel without knowing about each other. Every wait is
@@ -10,24 +13,22 @@
 // Each test target uses a different part of this module.
 #![allow(dead_code)]
 
-use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use backend::child::{self, ChildProcess, Ready, Spawn};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{Signal, kill};
 use nix::sys::socket::{
     self as sock, AddressFamily, Backlog, SockFlag, SockType, SockaddrIn, SockaddrIn6, SockaddrLike,
 };
-use nix::unistd::Pid;
-use proxy::process::ProxyProcess;
 use runtime::net::{ListenOptions, bind_std};
 
 /// How long any single client read or write may block before the test fails.
@@ -110,7 +111,7 @@ impl Closed {
 
 /// Starts the proxy in `mode` on a free loopback port, with `extra` flags
 /// and one `--backend` per address.
-pub fn start_proxy(mode: Mode, backends: &[SocketAddr], extra: &[&str]) -> ProxyProcess {
+pub fn start_proxy(mode: Mode, backends: &[SocketAddr], extra: &[&str]) -> ChildProcess {
     let mut args: Vec<String> = vec!["--listen".into(), "127.0.0.1:0".into()];
     args.extend(mode.flags().iter().map(|f| f.to_string()));
     args.extend(extra.iter().map(|f| f.to_string()));
@@ -124,12 +125,13 @@ pub fn start_proxy(mode: Mode, backends: &[SocketAddr], extra: &[&str]) -> Proxy
         args.push("--backend".into());
         args.push(backend.to_string());
     }
-    ProxyProcess::start(proxy_exe(), &args)
+    child::proxy(proxy_exe(), &args)
+        .start()
         .unwrap_or_else(|e| panic!("start the proxy ({mode:?}): {e}"))
 }
 
 /// SIGTERM, and the exit status must be 0 (shutdown.rs).
-pub fn stop_cleanly(proxy: ProxyProcess) {
+pub fn stop_cleanly(proxy: ChildProcess) {
     let log = proxy.log();
     match proxy.stop() {
         Ok(status) => assert_eq!(
@@ -433,113 +435,26 @@ pub fn unanswering_backend() -> (TcpListener, Vec<TcpStream>) {
 // The real e2e-backend binary as a child process
 // ---------------------------------------------------------------------------
 
-/// `e2e-backend` running as a child, with the addresses it announced.
-pub struct BackendProcess {
-    child: Child,
-    addrs: Vec<SocketAddr>,
+/// `e2e-backend --port 0` (`ports` times) with `args`, ready once it has
+/// announced every port ([`ChildProcess::addrs`]).
+pub fn start_backend(ports: usize, args: &[&str]) -> ChildProcess {
+    try_start_backend_on(&vec![0; ports], args).unwrap_or_else(|e| panic!("{e}"))
 }
 
-impl BackendProcess {
-    /// Starts `e2e-backend --port 0` (`ports` times) with `args`, and waits
-    /// for one `listening on ADDR` line per port.
-    pub fn start(ports: usize, args: &[&str]) -> BackendProcess {
-        BackendProcess::try_start_on(&vec![0; ports], args).unwrap_or_else(|e| panic!("{e}"))
+/// `e2e-backend` with one `--port` per entry of `ports` (0: any free port)
+/// and `args`, ready once it has announced one `listening on ADDR` line per
+/// port. A port it cannot take is an error (the child says why and exits),
+/// not a panic: a test restarting a backend on its old port may retry.
+pub fn try_start_backend_on(ports: &[u16], args: &[&str]) -> io::Result<ChildProcess> {
+    let mut words: Vec<String> = Vec::new();
+    for port in ports {
+        words.extend(["--port".to_string(), port.to_string()]);
     }
-
-    /// Starts `e2e-backend` with one `--port` per entry of `ports` (0: any
-    /// free port) and `args`, and waits for one `listening on ADDR` line per
-    /// port. A port it cannot take is an error (the child says why and
-    /// exits), not a panic: a test restarting a backend on its old port may
-    /// retry.
-    pub fn try_start_on(ports: &[u16], args: &[&str]) -> Result<BackendProcess, String> {
-        let mut command = Command::new(backend_exe());
-        for port in ports {
-            command.args(["--port", &port.to_string()]);
-        }
-        let mut child = command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("start e2e-backend: {e}"))?;
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        // Drains stderr for the child's whole life, so it never blocks on it.
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut addrs = Vec::new();
-        let mut said = Vec::new();
-        while addrs.len() < ports.len() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(addr) = proxy::process::listening_addr(&line) {
-                        addrs.push(addr);
-                    }
-                    said.push(line);
-                }
-                // Timed out, or the child exited (its stderr closed).
-                Err(_) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!(
-                        "e2e-backend did not announce its ports:\n{}",
-                        said.join("\n")
-                    ));
-                }
-            }
-        }
-        Ok(BackendProcess { child, addrs })
-    }
-
-    pub fn addrs(&self) -> &[SocketAddr] {
-        &self.addrs
-    }
-
-    /// SIGTERM, then the exit status (bounded wait).
-    pub fn stop(mut self) -> ExitStatus {
-        terminate(&mut self.child)
-    }
-
-    /// SIGKILL, as a crash would: no goodbye, every socket closed by the
-    /// kernel. Returns once the process is gone.
-    pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for BackendProcess {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Sends SIGTERM to `child` and waits (at most 10 s, then kills it) for its status.
-pub fn terminate(child: &mut Child) -> ExitStatus {
-    // Our own child, not yet reaped: the pid cannot have been reused.
-    let pid = Pid::from_raw(child.id() as libc::pid_t);
-    must("kill", kill(pid, Signal::SIGTERM));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = child.try_wait().expect("wait for the child") {
-            return status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the child ignored SIGTERM for 10 s; killed");
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
+    words.extend(args.iter().map(|a| a.to_string()));
+    Spawn::new("e2e-backend", backend_exe())
+        .args(words)
+        .ready(Ready::Announced(ports.len()), Duration::from_secs(10))
+        .start()
 }
 
 // ---------------------------------------------------------------------------

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use crate::load::{
     BulkOptions, BulkReport, LoadOptions, LoadReport, Pattern, open_idle, run_bulk, run_closed_loop,
 };
+use crate::procstat::{self, CpuTicks, Memory, thread_cpu};
 
-use super::procstat::{self, CpuTicks, Memory, thread_cpu};
 use super::results::{Cost, IdleMemory, Measured, Outcome};
 use super::subject::{self, Running, Setup, Subject};
 

@@ -8,10 +8,11 @@
 //!   scripts/bench.sh ──▶ target/release/bench --proxy target/release/proxy
 //!        │
 //!        ├─ workloads A, B, C  (workloads.rs: which rows; sizes.rs: how big)
-//!        │     each row: start a subject (subject.rs, child.rs, peers.rs)
+//!        │     each row: start a subject (subject.rs, peers.rs, as a
+//!        │                             crate::child process)
 //!        │               measure it   (measure.rs: the load client from
 //!        │                             crate::load, CPU and memory from
-//!        │                             /proc via procstat.rs)
+//!        │                             /proc via crate::procstat)
 //!        │               stop it
 //!        └─ report.rs + charts.rs + svg.rs ──▶ BENCHMARKS.md, bench/*.svg
 //! ```
@@ -20,9 +21,6 @@
 //!
 //! - [`cli`]: the command line and [`cli::Config`].
 //! - [`machine`]: the machine's description.
-//! - [`procstat`]: CPU ticks and resident memory of a process tree.
-//! - [`child`]: a server as a child process: start, wait until it accepts,
-//!   stop, kill on drop.
 //! - [`peers`]: HAProxy and nginx: detection, configuration, start.
 //! - [`subject`]: what a row measures (direct, one of our modes, a peer).
 //! - [`measure`]: one measurement, the same way for every subject.
@@ -37,14 +35,12 @@
 //! cannot run is a row marked failed, with the reason.
 
 pub mod charts;
-pub mod child;
 pub mod cli;
 pub mod cost_report;
 pub mod machine;
 pub mod markdown;
 pub mod measure;
 pub mod peers;
-pub mod procstat;
 pub mod report;
 pub mod results;
 pub mod seed;

@@ -30,7 +30,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::child::{ChildProcess, START_TIMEOUT, free_port, one_line};
+use crate::child::{
+    Capture, ChildProcess, Ready, START_TIMEOUT, Spawn, TAIL_LINES, free_port, one_line,
+};
 
 /// What to run when a peer is missing.
 pub const INSTALL_HINT: &str = "apt-get install haproxy nginx libnginx-mod-stream";
@@ -374,8 +376,11 @@ pub fn start(
         PeerKind::HAProxy => haproxy_command(installed, peer, &dir, listen, backends, room)?,
         PeerKind::Nginx => nginx_command(installed, peer, &dir, listen, backends, room)?,
     };
-    let mut process = ChildProcess::spawn(label, &program, &args)?;
-    process.wait_until_accepting(listen, START_TIMEOUT)?;
+    let process = Spawn::new(label, &program)
+        .args(&args)
+        .stderr(Capture::Tail(TAIL_LINES))
+        .ready(Ready::Accepting(listen), START_TIMEOUT)
+        .start()?;
     Ok(RunningPeer {
         process,
         addr: listen,

@@ -18,8 +18,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::child::{ChildProcess, START_TIMEOUT, free_port};
 use super::peers::{self, Installed, Peer, RunningPeer};
+use crate::child::{self, Capture, ChildProcess, Ready, START_TIMEOUT, TAIL_LINES, free_port};
 
 /// The subject of a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -165,7 +165,7 @@ impl Running {
             Running::Ours(process, _) => (process, true),
             Running::Peer(peer) => (peer.process, false),
         };
-        match process.stop(libc::SIGTERM) {
+        match process.stop() {
             Ok(status) if status.success() || !ours => None,
             Ok(status) => Some(format!("the proxy exited with {status} after SIGTERM")),
             Err(e) => Some(e.to_string()),
@@ -204,8 +204,10 @@ fn start_ours(setup: &Setup, subject: Subject, backends: &[SocketAddr]) -> io::R
     for backend in backends {
         args.extend(["--backend".to_string(), backend.to_string()]);
     }
-    let mut process = ChildProcess::spawn("proxy", &setup.proxy, &args)?;
-    process.wait_until_accepting(listen, START_TIMEOUT)?;
+    let process = child::proxy(&setup.proxy, &args)
+        .stderr(Capture::Tail(TAIL_LINES))
+        .ready(Ready::Accepting(listen), START_TIMEOUT)
+        .start()?;
     Ok(Running::Ours(process, listen))
 }
 

@@ -1,4 +1,6 @@
-//! What a process tree costs, read from /proc: CPU time and memory.
+//! A process tree read from /proc: which processes it holds, and what it
+//! costs (CPU time and memory). The child helper kills a whole tree with
+//! it ([`crate::child`]); the benchmark sums a subject's cost over one.
 //!
 //! A proxy may be one process with threads (ours, HAProxy) or a master with
 //! worker processes (nginx), so every figure is summed over the *tree*: the
