@@ -41,8 +41,7 @@ use crate::coop;
 use crate::driver::Driver;
 use crate::run_queue::{self, MAIN, Shared, TaskId};
 use crate::slab::Slab;
-use crate::task::{self, Header, JoinHandle, Run};
-use crate::waker::waker_for;
+use crate::task::{self, Header, JoinHandle, Run, waker_for};
 
 /// Polls between two looks at the reactor while tasks keep being ready
 /// (tokio's default is 61).

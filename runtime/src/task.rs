@@ -38,10 +38,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 
 use crate::run_queue::{Shared, TaskId};
 use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::waker;
 
 const SCHEDULED: usize = 1;
 const RUNNING: usize = 1 << 1;
@@ -135,6 +136,24 @@ impl Header {
         self.state.fetch_or(ABORTED, Ordering::AcqRel);
         self.schedule();
     }
+}
+
+/// A waker is an `Arc<Header>`: waking it is [`Header::schedule`]. The
+/// standard library writes the vtable (see `waker.rs` for the hand-written
+/// alternative and why we do not need it).
+impl Wake for Header {
+    fn wake(self: Arc<Self>) {
+        self.schedule();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.schedule();
+    }
+}
+
+/// The waker for a task: waking it schedules the task on its runtime.
+pub(crate) fn waker_for(header: &Arc<Header>) -> Waker {
+    Waker::from(header.clone())
 }
 
 /// Why a task produced no output.
@@ -323,7 +342,7 @@ impl<T> Future for JoinHandle<T> {
             self.slot.taken.set(true);
             return Poll::Ready(output);
         }
-        crate::waker::store(&mut self.slot.waiter.borrow_mut(), cx.waker());
+        waker::store(&mut self.slot.waiter.borrow_mut(), cx.waker());
         Poll::Pending
     }
 }
