@@ -65,6 +65,7 @@ use std::time::Instant;
 
 use crate::slab::{Key, Slab};
 use crate::sys::{self, Epoll, EpollEvent};
+use crate::waker;
 
 /// The token reserved for the executor's eventfd (cross-thread wakes).
 /// Slab keys never reach it: that would need 2^32 generations of slot
@@ -137,16 +138,9 @@ impl ScheduledIo {
         if self.is_ready(direction) {
             return Poll::Ready(());
         }
-        {
-            let mut slot = self.slot(direction).borrow_mut();
-            match slot.as_mut() {
-                // The same task polls again: keep the waker we have, no clone.
-                Some(w) if w.will_wake(cx.waker()) => {}
-                // A new waker replaces the old one silently: one waiter per
-                // direction, so waking the old one would only cost a spurious poll.
-                _ => *slot = Some(cx.waker().clone()),
-            }
-        }
+        // A new waker replaces the old one silently: one waiter per
+        // direction, so waking the old one would only cost a spurious poll.
+        waker::store(&mut self.slot(direction).borrow_mut(), cx.waker());
         if self.is_ready(direction) {
             Poll::Ready(())
         } else {
@@ -176,13 +170,7 @@ impl ScheduledIo {
         if hung_up() {
             return Poll::Ready(());
         }
-        {
-            let mut slot = self.reader.borrow_mut();
-            match slot.as_mut() {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                _ => *slot = Some(cx.waker().clone()),
-            }
-        }
+        waker::store(&mut self.reader.borrow_mut(), cx.waker());
         if hung_up() {
             Poll::Ready(())
         } else {
