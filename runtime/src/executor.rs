@@ -7,7 +7,7 @@
 //!        ┌─ run up to EVENT_INTERVAL ready tasks ─────────────────────────┐
 //!        │   pop id ─> header.start_run ─> poll future with its waker     │
 //!        │              Pending: maybe requeue   Ready: drop it, finish   │
-//!        │   (the main future is one of them, under the id MAIN;          │
+//!        │   (the main future is one of them, under TaskId::BLOCK_ON;     │
 //!        │    when it is Ready, block_on returns)                          │
 //!        └─────────────────────────────────────────────────────────────────┘
 //!        turn the driver: epoll_wait for I/O and timers
@@ -39,7 +39,7 @@ use std::time::Duration;
 use crate::context;
 use crate::coop;
 use crate::driver::Driver;
-use crate::run_queue::{self, MAIN, Shared, TaskId};
+use crate::run_queue::{self, Shared, TaskId};
 use crate::slab::Slab;
 use crate::task::{self, Header, JoinHandle, Run, waker_for};
 
@@ -148,7 +148,7 @@ impl Runtime {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         let _enter = self.enter();
         let mut future = pin!(future);
-        let main = Arc::new(Header::new(MAIN, self.core.shared.clone()));
+        let main = Arc::new(Header::new(TaskId::BLOCK_ON, self.core.shared.clone()));
         let main_waker = waker_for(&main);
         // Tasks spawned before entering (Runtime::spawn) wait in the remote
         // queue; they go first, so a main future that yields lets them run.
@@ -221,7 +221,7 @@ impl Runtime {
         for _ in 0..self.core.event_interval {
             let id = run_queue::pop_local()?;
             self.polls.set(self.polls.get() + 1);
-            if id != MAIN {
+            if id != TaskId::BLOCK_ON {
                 self.core.run_task(id);
                 continue;
             }
@@ -233,7 +233,7 @@ impl Runtime {
                 Poll::Ready(output) => return Some(output),
                 Poll::Pending => {
                     if main.end_run_pending() {
-                        self.core.shared.schedule(MAIN);
+                        self.core.shared.schedule(TaskId::BLOCK_ON);
                     }
                 }
             }
@@ -275,7 +275,7 @@ impl Core {
     {
         let mut handle = None;
         let id = self.tasks.borrow_mut().insert_with(|id| {
-            let header = Arc::new(Header::new(id, self.shared.clone()));
+            let header = Arc::new(Header::new(TaskId(id), self.shared.clone()));
             let (spawned, join) = task::spawned(future, header.clone());
             handle = Some((join, header.clone()));
             Rc::new(Task {
@@ -293,7 +293,7 @@ impl Core {
     /// Polls one task once, or cancels it if an abort is pending.
     fn run_task(&self, id: TaskId) {
         // A clone of the Rc, so the slab is free while the task runs (it may spawn).
-        let Some(task) = self.tasks.borrow().get(id).cloned() else {
+        let Some(task) = self.tasks.borrow().get(id.0).cloned() else {
             return; // already finished: a stale id
         };
         match task.header.start_run() {
@@ -320,7 +320,7 @@ impl Core {
         task.header.complete();
         // The removed Rc is dropped after the slab's borrow ends, so a
         // destructor that spawns or aborts finds the slab free.
-        let removed = self.tasks.borrow_mut().remove(task.header.id);
+        let removed = self.tasks.borrow_mut().remove(task.header.id.0);
         drop(removed);
     }
 }

@@ -67,10 +67,13 @@ use crate::slab::{Key, Slab};
 use crate::sys::{self, Epoll, EpollEvent};
 use crate::waker;
 
-/// The token reserved for the executor's eventfd (cross-thread wakes).
+/// The epoll token of the executor's eventfd (cross-thread wakes): an event
+/// under it means "another thread queued a task", not "a socket is ready".
 /// Slab keys never reach it: that would need 2^32 generations of slot
-/// 0xffff_ffff.
-pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
+/// 0xffff_ffff. A token is a plain `u64` (the kernel's `epoll_event.u64`);
+/// the task id that also reserves `u64::MAX` has a type of its own
+/// (`run_queue::TaskId`), so the two cannot be confused.
+pub(crate) const EVENTFD_TOKEN: u64 = u64::MAX;
 
 /// How many events one `epoll_wait` may return. More simply wait for the next turn.
 const EVENTS_PER_WAIT: usize = 1024;
@@ -232,7 +235,8 @@ impl Reactor {
 
     /// Watches the executor's eventfd under the reserved token.
     pub(crate) fn watch_eventfd(&self, fd: RawFd) -> io::Result<()> {
-        self.epoll.add(fd, sys::EPOLLIN | sys::EPOLLET, WAKE_TOKEN)
+        self.epoll
+            .add(fd, sys::EPOLLIN | sys::EPOLLET, EVENTFD_TOKEN)
     }
 
     /// Registers `fd` for both directions, edge-triggered, and returns its
@@ -307,7 +311,7 @@ impl Reactor {
 
     /// Routes one event to the source its token names.
     fn dispatch(&self, token: u64, bits: u32, wakers: &mut Vec<Waker>) {
-        if token == WAKE_TOKEN {
+        if token == EVENTFD_TOKEN {
             self.woken_remotely.set(true);
             return;
         }

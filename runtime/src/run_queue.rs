@@ -36,15 +36,27 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 
+use crate::slab::Key;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{Mutex, lock};
 use crate::sys::EventFd;
 
 /// Names a task: its key in the executor's slab (index and generation).
-pub(crate) type TaskId = u64;
+///
+/// A type of its own, not a bare `u64`, because the crate has a second kind
+/// of 64-bit name that is also a slab key and also reserves `u64::MAX`: the
+/// epoll token ([`crate::reactor::EVENTFD_TOKEN`] names the eventfd). With
+/// two types, comparing a task id with a token, or queueing a token as a
+/// task, does not compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TaskId(pub(crate) Key);
 
-/// The id of `block_on`'s own future, which lives on the stack, not in the slab.
-pub(crate) const MAIN: TaskId = u64::MAX;
+impl TaskId {
+    /// The id of `block_on`'s own future, which lives on `block_on`'s stack,
+    /// not in the slab. Slab keys never reach it: that would take 2^32
+    /// generations of slot 0xffff_ffff.
+    pub(crate) const BLOCK_ON: TaskId = TaskId(u64::MAX);
+}
 
 /// The part of a runtime that other threads may touch: every task's waker
 /// holds an `Arc` of it, which is why a waker can outlive its runtime and

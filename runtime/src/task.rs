@@ -350,7 +350,7 @@ impl<T> Future for JoinHandle<T> {
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle")
-            .field("id", &self.header.id)
+            .field("id", &self.header.id.0)
             .field("finished", &self.is_finished())
             .finish()
     }
@@ -375,9 +375,9 @@ mod loom_tests {
     fn loom_wake_during_poll_is_neither_lost_nor_doubled() {
         loom::model(|| {
             let shared = Arc::new(Shared::new().expect("eventfd"));
-            let header = Arc::new(Header::new(7, shared.clone()));
+            let header = Arc::new(Header::new(TaskId(7), shared.clone()));
             header.schedule();
-            assert_eq!(remote_ids(&shared), vec![7], "spawn queues it once");
+            assert_eq!(remote_ids(&shared), vec![TaskId(7)], "spawn queues it once");
 
             let event = Arc::new(loom::sync::atomic::AtomicBool::new(false));
             let (h, ev) = (header.clone(), event.clone());
@@ -403,7 +403,7 @@ mod loom_tests {
     fn loom_many_wakers_queue_once_and_complete_tasks_never() {
         loom::model(|| {
             let shared = Arc::new(Shared::new().expect("eventfd"));
-            let header = Arc::new(Header::new(3, shared.clone()));
+            let header = Arc::new(Header::new(TaskId(3), shared.clone()));
             let threads: Vec<_> = (0..2)
                 .map(|_| {
                     let h = header.clone();
@@ -414,7 +414,7 @@ mod loom_tests {
             for t in threads {
                 t.join().expect("waker thread");
             }
-            assert_eq!(remote_ids(&shared), vec![3]);
+            assert_eq!(remote_ids(&shared), vec![TaskId(3)]);
             assert_eq!(header.start_run(), Run::Poll);
             header.complete();
             header.schedule();
@@ -429,7 +429,7 @@ mod loom_tests {
     fn loom_a_remote_push_after_the_executor_looked_raises_the_flag() {
         loom::model(|| {
             let shared = Arc::new(Shared::new().expect("eventfd"));
-            let header = Arc::new(Header::new(5, shared.clone()));
+            let header = Arc::new(Header::new(TaskId(5), shared.clone()));
             let h = header.clone();
             let waker = thread::spawn(move || h.schedule());
             let first = remote_ids(&shared); // the executor looks, concurrently
@@ -438,9 +438,9 @@ mod loom_tests {
                 // The push came after we looked: the flag must tell us so,
                 // which is what stops the executor from sleeping past it.
                 assert!(shared.has_remote(), "remote wake lost");
-                assert_eq!(remote_ids(&shared), vec![5]);
+                assert_eq!(remote_ids(&shared), vec![TaskId(5)]);
             } else {
-                assert_eq!(first, vec![5]);
+                assert_eq!(first, vec![TaskId(5)]);
             }
         });
     }
