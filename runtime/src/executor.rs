@@ -39,7 +39,7 @@ use std::time::Duration;
 use crate::context;
 use crate::coop;
 use crate::driver::Driver;
-use crate::run_queue::{self, Shared, TaskId};
+use crate::run_queue::{Shared, TaskId};
 use crate::slab::Slab;
 use crate::task::{self, Header, JoinHandle, Run, waker_for};
 
@@ -54,8 +54,8 @@ struct Task {
     future: RefCell<Pin<Box<dyn Future<Output = ()>>>>,
 }
 
-/// The executor's state, reachable from `spawn` through a thread-local while
-/// `block_on` runs.
+/// The executor's state, reachable from `spawn` through the thread's context
+/// while `block_on` runs.
 struct Core {
     tasks: RefCell<Slab<Rc<Task>>>,
     shared: Arc<Shared>,
@@ -63,10 +63,6 @@ struct Core {
     task_budget: u32,
     /// Reused buffer for ids taken from the remote queue.
     remote: RefCell<Vec<TaskId>>,
-}
-
-thread_local! {
-    static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
 }
 
 /// Settings for a [`Runtime`]; the defaults suit a proxy.
@@ -156,9 +152,9 @@ impl Runtime {
         main.schedule();
         loop {
             if let Some(output) = self.run_ready(&main, &main_waker, future.as_mut()) {
-                // Yielded tasks still waiting go back to the queue, which
-                // the guards hand to the remote queue for the next block_on.
-                coop::wake_deferred();
+                // Tasks still queued, or yielded and not yet woken, are
+                // handed to the remote queue by the guard, for the next
+                // block_on of this runtime.
                 return output;
             }
             self.park();
@@ -195,19 +191,19 @@ impl Runtime {
         self.driver.timers.borrow().len()
     }
 
-    fn enter(&self) -> EnterGuards {
-        let nested = CURRENT.with(|c| c.borrow().is_some());
+    /// Installs this runtime in the thread's context (driver, executor, local
+    /// queue, budget, deferred wakes); the guard puts back what was there.
+    fn enter(&self) -> context::EnterGuard {
         assert!(
-            !nested,
+            !context::is_entered(),
             "Runtime::block_on called from inside a running runtime: it would block \
              the thread every task runs on; spawn the future instead"
         );
-        let previous = CURRENT.with(|c| c.borrow_mut().replace(self.core.clone()));
-        EnterGuards {
-            _local: self.core.shared.enter_local(),
-            _driver: context::enter(self.driver.clone()),
-            _core: CoreGuard { previous },
-        }
+        self.enter_unchecked()
+    }
+
+    fn enter_unchecked(&self) -> context::EnterGuard {
+        context::enter(&self.core.shared, self.driver.clone(), self.core.clone())
     }
 
     /// Runs up to `event_interval` queued tasks. Returns the main future's
@@ -219,7 +215,7 @@ impl Runtime {
         mut future: Pin<&mut impl Future<Output = T>>,
     ) -> Option<T> {
         for _ in 0..self.core.event_interval {
-            let id = run_queue::pop_local()?;
+            let id = context::pop_local()?;
             self.polls.set(self.polls.get() + 1);
             if id != TaskId::BLOCK_ON {
                 self.core.run_task(id);
@@ -233,7 +229,7 @@ impl Runtime {
                 Poll::Ready(output) => return Some(output),
                 Poll::Pending => {
                     if main.end_run_pending() {
-                        self.core.shared.schedule(TaskId::BLOCK_ON);
+                        context::schedule(&self.core.shared, TaskId::BLOCK_ON);
                     }
                 }
             }
@@ -245,7 +241,7 @@ impl Runtime {
     /// event, a deadline or a wake from another thread.
     fn park(&self) {
         let shared = &self.core.shared;
-        let busy = run_queue::local_len() > 0 || shared.has_remote() || coop::has_deferred();
+        let busy = context::local_len() > 0 || shared.has_remote() || coop::has_deferred();
         let max_wait = if busy { Some(Duration::ZERO) } else { None };
         if let Err(e) = self.driver.turn(max_wait) {
             // epoll_wait fails only on a bad descriptor or pointer (EBADF,
@@ -263,7 +259,7 @@ impl Runtime {
     fn collect_remote(&self) {
         let mut remote = self.core.remote.borrow_mut();
         self.core.shared.take_remote(&mut *remote);
-        run_queue::extend_local(&mut remote);
+        context::extend_local(&mut remote);
     }
 }
 
@@ -309,7 +305,7 @@ impl Core {
             Poll::Ready(()) => self.finish(&task),
             Poll::Pending => {
                 if task.header.end_run_pending() {
-                    self.shared.schedule(id);
+                    context::schedule(&self.shared, id);
                 }
             }
         }
@@ -336,7 +332,8 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let core = CURRENT.with(|c| c.borrow().clone());
+    // Only `Runtime::enter` puts an executor in the context, and it is a Core.
+    let core = context::executor().and_then(|e| e.downcast::<Core>().ok());
     match core {
         Some(core) => core.spawn(future),
         None => {
@@ -345,32 +342,15 @@ where
     }
 }
 
-/// Restores the thread-locals `block_on` set, in reverse order, even when a
-/// task panics through `block_on`.
-struct EnterGuards {
-    _core: CoreGuard,
-    _driver: context::EnterGuard,
-    _local: run_queue::LocalGuard,
-}
-
-struct CoreGuard {
-    previous: Option<Rc<Core>>,
-}
-
-impl Drop for CoreGuard {
-    fn drop(&mut self) {
-        let previous = self.previous.take();
-        let _ = CURRENT.try_with(|c| *c.borrow_mut() = previous);
-    }
-}
-
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.core.shared.close();
-        // Destructors may spawn clean-up tasks: let `spawn` find this runtime
-        // (they are dropped in the next round without running).
-        let previous = CURRENT.with(|c| c.borrow_mut().replace(self.core.clone()));
-        let _core = CoreGuard { previous };
+        // Enter this runtime so that destructors find it: those that
+        // deregister sockets or cancel timers find its driver, and those that
+        // spawn clean-up tasks find its executor (such tasks are dropped in
+        // the next round without running). Unlike block_on this may happen
+        // inside another runtime's block_on; the guard restores that one.
+        let _context = self.enter_unchecked();
         // Dropping a future can spawn (a destructor that starts clean-up);
         // drain until nothing is left, a bounded number of rounds.
         for _ in 0..16 {
@@ -378,9 +358,6 @@ impl Drop for Runtime {
             if tasks.is_empty() {
                 break;
             }
-            // Enter the driver so destructors that deregister or cancel
-            // timers find it, then drop the futures.
-            let _driver = context::enter(self.driver.clone());
             for task in &tasks {
                 task.header.complete();
             }
@@ -402,7 +379,52 @@ impl fmt::Debug for Runtime {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::{oneshot, time};
     use std::sync::Weak;
+
+    /// The one guard restores the whole context: a runtime dropped inside
+    /// another's task (which enters the dropped one, so that destructors find
+    /// it) hands back the outer runtime's driver, executor and queue.
+    #[test]
+    fn a_runtime_dropped_inside_a_task_gives_the_context_back() {
+        let outer = Runtime::new().unwrap();
+        let total = outer.block_on(async {
+            let inner = Runtime::new().unwrap();
+            inner.spawn(std::future::pending::<()>());
+            let queued = spawn(async { 1 }); // in the outer local queue
+            drop(inner);
+            // The outer executor: spawn works and the queued task still runs.
+            let later = spawn(async { 2 });
+            // The outer driver: a timer registers and fires.
+            time::sleep(Duration::from_millis(1)).await;
+            queued.await.unwrap() + later.await.unwrap()
+        });
+        assert_eq!(total, 3);
+        assert_eq!(outer.live_tasks(), 0);
+    }
+
+    /// A task that yielded just before the main future finished is not
+    /// lost with the context: the guard wakes it into the remote queue, and
+    /// it runs first at the next block_on.
+    #[test]
+    fn a_task_deferred_when_block_on_returns_runs_at_the_next_one() {
+        let rt = Runtime::new().unwrap();
+        let done = Rc::new(Cell::new(false));
+        let d = done.clone();
+        rt.block_on(async move {
+            let (tx, rx) = oneshot::channel();
+            spawn(async move {
+                let _ = tx.send(()); // queues the main future...
+                crate::yield_now().await; // ...ahead of this task's deferred wake
+                d.set(true);
+            });
+            rx.await.unwrap();
+        });
+        assert!(!done.get(), "the task had yielded: it has not finished");
+        assert_eq!(rt.live_tasks(), 1);
+        assert!(rt.block_on(async { done.get() }), "it ran before main");
+        assert_eq!(rt.live_tasks(), 0);
+    }
 
     /// Every waker clone holds the header; when the task and all its wakers
     /// are gone the header must be freed. A leak keeps it alive forever, a

@@ -40,6 +40,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use crate::context;
 use crate::run_queue::{Shared, TaskId};
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::waker;
@@ -93,7 +94,7 @@ impl Header {
         // Already queued: it will run. Running: the executor re-queues it
         // after the poll. Complete: nothing to run.
         if previous & (SCHEDULED | RUNNING | COMPLETE) == 0 {
-            self.shared.schedule(self.id);
+            context::schedule(&self.shared, self.id);
         }
     }
 
