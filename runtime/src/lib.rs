@@ -89,6 +89,7 @@ pub mod combinator;
 pub mod fd_limit;
 pub mod mpsc;
 pub mod net;
+pub mod notify;
 pub mod oneshot;
 pub mod signal;
 pub mod thread_pool;
