@@ -21,6 +21,12 @@
 //! to another thread, so its future need not be `Send`). Its `Header` is the
 //! thread-safe part that wakers hold (`task.rs`, `waker.rs`).
 //!
+//! While `block_on` runs, this runtime fills the thread's context
+//! (`context.rs`: driver, executor, local run queue, budget, deferred
+//! wakes); one guard puts the previous context back when it returns or
+//! unwinds. That is how `spawn`, sockets and timers find this runtime
+//! without being handed it.
+//!
 //! Fairness comes from three things: the queue is FIFO; every poll gets an
 //! I/O budget (`coop.rs`); and after `EVENT_INTERVAL` polls we turn the
 //! driver even if tasks are still queued, so a task that yields forever

@@ -26,7 +26,7 @@
 //! `epoll_ctl` after every event: one extra system call per wait.
 //!
 //! We use edge-triggered (`EPOLLET`): the kernel reports a change once, and
-//! we *remember* it in [`ScheduledIo`] until an operation on that direction
+//! we *remember* it in `ScheduledIo` until an operation on that direction
 //! returns `EAGAIN`. Registration happens once, at creation, for both
 //! directions, so no `epoll_ctl` is paid while a connection lives, and
 //! readiness that arrives before anyone asks is not lost: it waits in the
