@@ -295,7 +295,7 @@ mod tests {
             if state.open {
                 return Poll::Ready(());
             }
-            state.waker = Some(cx.waker().clone());
+            crate::waker::store(&mut state.waker, cx.waker());
             Poll::Pending
         }
     }

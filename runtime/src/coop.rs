@@ -26,62 +26,69 @@
 //! the reactor would wait for the event interval). Outside the executor,
 //! where nothing would wake the list, `yield_now` wakes at once.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::future::Future;
+use std::mem;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
+
+use crate::context;
 
 /// How many I/O operations a task may complete in one poll (tokio: 128).
 pub const TASK_BUDGET: u32 = 128;
 
-thread_local! {
-    /// None outside the executor: code driven by hand is never throttled.
-    static BUDGET: Cell<Option<u32>> = const { Cell::new(None) };
-    /// Wakers of yielded tasks, woken after the executor's next reactor turn.
-    static DEFERRED: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
-}
+// The budget and the deferred wakers live in the thread's context
+// (`context.rs`), with the rest of the per-thread state of the runtime.
 
 /// Are yielded tasks waiting for the next reactor turn?
 pub(crate) fn has_deferred() -> bool {
-    DEFERRED.with(|d| !d.borrow().is_empty())
+    context::with(|c| !c.deferred.borrow().is_empty())
 }
 
 fn defer(waker: &Waker) {
-    DEFERRED.with(|d| d.borrow_mut().push(waker.clone()));
+    context::with(|c| c.deferred.borrow_mut().push(waker.clone()));
 }
 
 /// Wakes the tasks that yielded (called by the executor after a turn).
 pub(crate) fn wake_deferred() {
-    let wakers = DEFERRED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    let wakers = context::with(|c| mem::take(&mut *c.deferred.borrow_mut()));
     for waker in wakers {
         waker.wake();
     }
 }
 
 /// Runs `poll` (one task's poll) with a fresh budget.
+#[inline]
 pub(crate) fn with_budget<R>(budget: u32, poll: impl FnOnce() -> R) -> R {
-    struct Restore(Option<u32>);
-    impl Drop for Restore {
+    /// Puts the budget back even if the poll unwinds (a panic in the main
+    /// future leaves `block_on` through here).
+    struct Restore<'a>(&'a Cell<Option<u32>>, Option<u32>);
+    impl Drop for Restore<'_> {
         fn drop(&mut self) {
-            BUDGET.with(|b| b.set(self.0));
+            self.0.set(self.1);
         }
     }
-    let _restore = Restore(BUDGET.with(|b| b.replace(Some(budget))));
-    poll()
+    // The poll runs inside `with`, so the restore needs no second look-up
+    // of the thread-local; code in the poll may use the context freely (it
+    // only takes shared references).
+    context::with(|c| {
+        let _restore = Restore(&c.budget, c.budget.replace(Some(budget)));
+        poll()
+    })
 }
 
 /// Spends one unit of the current task's budget, or, if it is spent,
 /// schedules the task again and returns `Pending`.
 pub fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
-    BUDGET.with(|b| match b.get() {
+    context::with(|c| match c.budget.get() {
         Some(0) => {
             // Deferred like a yield: the task runs again after the others
             // *and* after the reactor has been polled.
-            defer(cx.waker());
+            c.deferred.borrow_mut().push(cx.waker().clone());
             Poll::Pending
         }
         Some(n) => {
-            b.set(Some(n - 1));
+            c.budget.set(Some(n - 1));
             Poll::Ready(())
         }
         None => Poll::Ready(()),
@@ -91,9 +98,9 @@ pub fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
 /// Gives back the unit spent by [`poll_proceed`] when the operation turned
 /// out to block: only operations that complete are charged.
 pub fn refund() {
-    BUDGET.with(|b| {
-        if let Some(n) = b.get() {
-            b.set(Some(n.saturating_add(1)));
+    context::with(|c| {
+        if let Some(n) = c.budget.get() {
+            c.budget.set(Some(n.saturating_add(1)));
         }
     });
 }
@@ -119,7 +126,7 @@ impl Future for YieldNow {
             return Poll::Ready(());
         }
         self.yielded = true;
-        let in_executor = BUDGET.with(|b| b.get().is_some());
+        let in_executor = context::with(|c| c.budget.get().is_some());
         if in_executor {
             defer(cx.waker());
         } else {

@@ -7,7 +7,7 @@
 //!        ┌─ run up to EVENT_INTERVAL ready tasks ─────────────────────────┐
 //!        │   pop id ─> header.start_run ─> poll future with its waker     │
 //!        │              Pending: maybe requeue   Ready: drop it, finish   │
-//!        │   (the main future is one of them, under the id MAIN;          │
+//!        │   (the main future is one of them, under TaskId::BLOCK_ON;     │
 //!        │    when it is Ready, block_on returns)                          │
 //!        └─────────────────────────────────────────────────────────────────┘
 //!        turn the driver: epoll_wait for I/O and timers
@@ -20,6 +20,12 @@
 //! A task lives in a slab on this thread (`Rc`, not `Arc`: it never moves
 //! to another thread, so its future need not be `Send`). Its `Header` is the
 //! thread-safe part that wakers hold (`task.rs`, `waker.rs`).
+//!
+//! While `block_on` runs, this runtime fills the thread's context
+//! (`context.rs`: driver, executor, local run queue, budget, deferred
+//! wakes); one guard puts the previous context back when it returns or
+//! unwinds. That is how `spawn`, sockets and timers find this runtime
+//! without being handed it.
 //!
 //! Fairness comes from three things: the queue is FIFO; every poll gets an
 //! I/O budget (`coop.rs`); and after `EVENT_INTERVAL` polls we turn the
@@ -39,10 +45,9 @@ use std::time::Duration;
 use crate::context;
 use crate::coop;
 use crate::driver::Driver;
-use crate::run_queue::{self, MAIN, Shared, TaskId};
+use crate::run_queue::{Shared, TaskId};
 use crate::slab::Slab;
-use crate::task::{self, Header, JoinHandle, Run};
-use crate::waker::waker_for;
+use crate::task::{self, Header, JoinHandle, Run, waker_for};
 
 /// Polls between two looks at the reactor while tasks keep being ready
 /// (tokio's default is 61).
@@ -55,8 +60,8 @@ struct Task {
     future: RefCell<Pin<Box<dyn Future<Output = ()>>>>,
 }
 
-/// The executor's state, reachable from `spawn` through a thread-local while
-/// `block_on` runs.
+/// The executor's state, reachable from `spawn` through the thread's context
+/// while `block_on` runs.
 struct Core {
     tasks: RefCell<Slab<Rc<Task>>>,
     shared: Arc<Shared>,
@@ -64,10 +69,6 @@ struct Core {
     task_budget: u32,
     /// Reused buffer for ids taken from the remote queue.
     remote: RefCell<Vec<TaskId>>,
-}
-
-thread_local! {
-    static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
 }
 
 /// Settings for a [`Runtime`]; the defaults suit a proxy.
@@ -149,7 +150,7 @@ impl Runtime {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         let _enter = self.enter();
         let mut future = pin!(future);
-        let main = Arc::new(Header::new(MAIN, self.core.shared.clone()));
+        let main = Arc::new(Header::new(TaskId::BLOCK_ON, self.core.shared.clone()));
         let main_waker = waker_for(&main);
         // Tasks spawned before entering (Runtime::spawn) wait in the remote
         // queue; they go first, so a main future that yields lets them run.
@@ -157,9 +158,9 @@ impl Runtime {
         main.schedule();
         loop {
             if let Some(output) = self.run_ready(&main, &main_waker, future.as_mut()) {
-                // Yielded tasks still waiting go back to the queue, which
-                // the guards hand to the remote queue for the next block_on.
-                coop::wake_deferred();
+                // Tasks still queued, or yielded and not yet woken, are
+                // handed to the remote queue by the guard, for the next
+                // block_on of this runtime.
                 return output;
             }
             self.park();
@@ -196,19 +197,19 @@ impl Runtime {
         self.driver.timers.borrow().len()
     }
 
-    fn enter(&self) -> EnterGuards {
-        let nested = CURRENT.with(|c| c.borrow().is_some());
+    /// Installs this runtime in the thread's context (driver, executor, local
+    /// queue, budget, deferred wakes); the guard puts back what was there.
+    fn enter(&self) -> context::EnterGuard {
         assert!(
-            !nested,
+            !context::is_entered(),
             "Runtime::block_on called from inside a running runtime: it would block \
              the thread every task runs on; spawn the future instead"
         );
-        let previous = CURRENT.with(|c| c.borrow_mut().replace(self.core.clone()));
-        EnterGuards {
-            _local: self.core.shared.enter_local(),
-            _driver: context::enter(self.driver.clone()),
-            _core: CoreGuard { previous },
-        }
+        self.enter_unchecked()
+    }
+
+    fn enter_unchecked(&self) -> context::EnterGuard {
+        context::enter(&self.core.shared, self.driver.clone(), self.core.clone())
     }
 
     /// Runs up to `event_interval` queued tasks. Returns the main future's
@@ -220,9 +221,9 @@ impl Runtime {
         mut future: Pin<&mut impl Future<Output = T>>,
     ) -> Option<T> {
         for _ in 0..self.core.event_interval {
-            let id = run_queue::pop_local()?;
+            let id = context::pop_local()?;
             self.polls.set(self.polls.get() + 1);
-            if id != MAIN {
+            if id != TaskId::BLOCK_ON {
                 self.core.run_task(id);
                 continue;
             }
@@ -234,7 +235,7 @@ impl Runtime {
                 Poll::Ready(output) => return Some(output),
                 Poll::Pending => {
                     if main.end_run_pending() {
-                        self.core.shared.schedule(MAIN);
+                        context::schedule(&self.core.shared, TaskId::BLOCK_ON);
                     }
                 }
             }
@@ -246,7 +247,7 @@ impl Runtime {
     /// event, a deadline or a wake from another thread.
     fn park(&self) {
         let shared = &self.core.shared;
-        let busy = run_queue::local_len() > 0 || shared.has_remote() || coop::has_deferred();
+        let busy = context::local_len() > 0 || shared.has_remote() || coop::has_deferred();
         let max_wait = if busy { Some(Duration::ZERO) } else { None };
         if let Err(e) = self.driver.turn(max_wait) {
             // epoll_wait fails only on a bad descriptor or pointer (EBADF,
@@ -264,7 +265,7 @@ impl Runtime {
     fn collect_remote(&self) {
         let mut remote = self.core.remote.borrow_mut();
         self.core.shared.take_remote(&mut *remote);
-        run_queue::extend_local(&mut remote);
+        context::extend_local(&mut remote);
     }
 }
 
@@ -276,7 +277,7 @@ impl Core {
     {
         let mut handle = None;
         let id = self.tasks.borrow_mut().insert_with(|id| {
-            let header = Arc::new(Header::new(id, self.shared.clone()));
+            let header = Arc::new(Header::new(TaskId(id), self.shared.clone()));
             let (spawned, join) = task::spawned(future, header.clone());
             handle = Some((join, header.clone()));
             Rc::new(Task {
@@ -294,7 +295,7 @@ impl Core {
     /// Polls one task once, or cancels it if an abort is pending.
     fn run_task(&self, id: TaskId) {
         // A clone of the Rc, so the slab is free while the task runs (it may spawn).
-        let Some(task) = self.tasks.borrow().get(id).cloned() else {
+        let Some(task) = self.tasks.borrow().get(id.0).cloned() else {
             return; // already finished: a stale id
         };
         match task.header.start_run() {
@@ -310,7 +311,7 @@ impl Core {
             Poll::Ready(()) => self.finish(&task),
             Poll::Pending => {
                 if task.header.end_run_pending() {
-                    self.shared.schedule(id);
+                    context::schedule(&self.shared, id);
                 }
             }
         }
@@ -321,7 +322,7 @@ impl Core {
         task.header.complete();
         // The removed Rc is dropped after the slab's borrow ends, so a
         // destructor that spawns or aborts finds the slab free.
-        let removed = self.tasks.borrow_mut().remove(task.header.id);
+        let removed = self.tasks.borrow_mut().remove(task.header.id.0);
         drop(removed);
     }
 }
@@ -337,7 +338,8 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let core = CURRENT.with(|c| c.borrow().clone());
+    // Only `Runtime::enter` puts an executor in the context, and it is a Core.
+    let core = context::executor().and_then(|e| e.downcast::<Core>().ok());
     match core {
         Some(core) => core.spawn(future),
         None => {
@@ -346,32 +348,15 @@ where
     }
 }
 
-/// Restores the thread-locals `block_on` set, in reverse order, even when a
-/// task panics through `block_on`.
-struct EnterGuards {
-    _core: CoreGuard,
-    _driver: context::EnterGuard,
-    _local: run_queue::LocalGuard,
-}
-
-struct CoreGuard {
-    previous: Option<Rc<Core>>,
-}
-
-impl Drop for CoreGuard {
-    fn drop(&mut self) {
-        let previous = self.previous.take();
-        let _ = CURRENT.try_with(|c| *c.borrow_mut() = previous);
-    }
-}
-
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.core.shared.close();
-        // Destructors may spawn clean-up tasks: let `spawn` find this runtime
-        // (they are dropped in the next round without running).
-        let previous = CURRENT.with(|c| c.borrow_mut().replace(self.core.clone()));
-        let _core = CoreGuard { previous };
+        // Enter this runtime so that destructors find it: those that
+        // deregister sockets or cancel timers find its driver, and those that
+        // spawn clean-up tasks find its executor (such tasks are dropped in
+        // the next round without running). Unlike block_on this may happen
+        // inside another runtime's block_on; the guard restores that one.
+        let _context = self.enter_unchecked();
         // Dropping a future can spawn (a destructor that starts clean-up);
         // drain until nothing is left, a bounded number of rounds.
         for _ in 0..16 {
@@ -379,9 +364,6 @@ impl Drop for Runtime {
             if tasks.is_empty() {
                 break;
             }
-            // Enter the driver so destructors that deregister or cancel
-            // timers find it, then drop the futures.
-            let _driver = context::enter(self.driver.clone());
             for task in &tasks {
                 task.header.complete();
             }
@@ -403,7 +385,52 @@ impl fmt::Debug for Runtime {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::{oneshot, time};
     use std::sync::Weak;
+
+    /// The one guard restores the whole context: a runtime dropped inside
+    /// another's task (which enters the dropped one, so that destructors find
+    /// it) hands back the outer runtime's driver, executor and queue.
+    #[test]
+    fn a_runtime_dropped_inside_a_task_gives_the_context_back() {
+        let outer = Runtime::new().unwrap();
+        let total = outer.block_on(async {
+            let inner = Runtime::new().unwrap();
+            inner.spawn(std::future::pending::<()>());
+            let queued = spawn(async { 1 }); // in the outer local queue
+            drop(inner);
+            // The outer executor: spawn works and the queued task still runs.
+            let later = spawn(async { 2 });
+            // The outer driver: a timer registers and fires.
+            time::sleep(Duration::from_millis(1)).await;
+            queued.await.unwrap() + later.await.unwrap()
+        });
+        assert_eq!(total, 3);
+        assert_eq!(outer.live_tasks(), 0);
+    }
+
+    /// A task that yielded just before the main future finished is not
+    /// lost with the context: the guard wakes it into the remote queue, and
+    /// it runs first at the next block_on.
+    #[test]
+    fn a_task_deferred_when_block_on_returns_runs_at_the_next_one() {
+        let rt = Runtime::new().unwrap();
+        let done = Rc::new(Cell::new(false));
+        let d = done.clone();
+        rt.block_on(async move {
+            let (tx, rx) = oneshot::channel();
+            spawn(async move {
+                let _ = tx.send(()); // queues the main future...
+                crate::yield_now().await; // ...ahead of this task's deferred wake
+                d.set(true);
+            });
+            rx.await.unwrap();
+        });
+        assert!(!done.get(), "the task had yielded: it has not finished");
+        assert_eq!(rt.live_tasks(), 1);
+        assert!(rt.block_on(async { done.get() }), "it ran before main");
+        assert_eq!(rt.live_tasks(), 0);
+    }
 
     /// Every waker clone holds the header; when the task and all its wakers
     /// are gone the header must be freed. A leak keeps it alive forever, a

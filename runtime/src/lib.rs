@@ -7,20 +7,24 @@
 //!
 //! ## The tour, floor by floor
 //!
-//! Imports only go downwards; no two modules import each other.
+//! Imports go down, never up; inside a floor they go one way too (the
+//! arrows), so no module reaches itself through its imports
+//! (`runtime/tests/layout.rs` checks it).
 //!
 //! ```text
-//!  ┌──────────────────────────────────────────────────────────────────────┐
-//!  │ executor   block_on, spawn, the run loop        threads (N runtimes)  │  top
-//!  ├──────────────────────────────────────────────────────────────────────┤
-//!  │ net  time  signal  (async_fd)     oneshot mpsc combinator thread_pool │  what tasks use
-//!  ├──────────────────────────────────────────────────────────────────────┤
-//!  │ task + waker (state word, JoinHandle)   run_queue   coop   context    │  tasks and wakes
-//!  ├──────────────────────────────────────────────────────────────────────┤
-//!  │ driver = reactor (epoll, readiness) + timer (deadline store)          │  what the thread waits on
-//!  ├──────────────────────────────────────────────────────────────────────┤
-//!  │ sys (every system call, every unsafe)   slab   sync (std or loom)     │  ground
-//!  └──────────────────────────────────────────────────────────────────────┘
+//!  ┌──────────────────────────────────────────────────────────────────────────┐
+//!  │ executor   block_on, spawn, the run loop          threads (N runtimes)    │  top
+//!  ├──────────────────────────────────────────────────────────────────────────┤
+//!  │ async_fd <- net, signal    time    fd_limit                               │  what tasks use
+//!  │ oneshot  mpsc  notify  combinator  thread_pool                            │
+//!  ├──────────────────────────────────────────────────────────────────────────┤
+//!  │ run_queue <- context <- coop, task                                        │  tasks and wakes
+//!  │ (remote queue) (the one thread-local) (budget) (state word, JoinHandle)   │
+//!  ├──────────────────────────────────────────────────────────────────────────┤
+//!  │ driver = reactor (epoll, readiness) + timer (deadline store)              │  what the thread waits on
+//!  ├──────────────────────────────────────────────────────────────────────────┤
+//!  │ sys (every system call, every unsafe)  slab  sync (std or loom)  waker    │  ground
+//!  └──────────────────────────────────────────────────────────────────────────┘
 //! ```
 //!
 //! Read it in this order:
@@ -28,11 +32,19 @@
 //! 2. `slab` and [`reactor`]: how a readiness event finds its task, and why
 //!    we chose edge-triggered epoll.
 //! 3. `timer` and `driver`: how the nearest deadline bounds `epoll_wait`.
-//! 4. [`task`], [`waker`], `run_queue`: the state word that makes wakes never
-//!    lost and never doubled, and how a wake from another thread crosses over.
-//! 5. [`executor`]: `block_on`, the loop that ties it together; [`coop`]: fairness.
-//! 6. [`async_fd`], [`net`], [`time`], [`signal`]: the futures a program uses.
-//! 7. [`thread_pool`]: the other model, a fixed set of blocking threads
+//! 4. [`waker`] and [`task`]: the waker contract, and the state word that
+//!    makes wakes never lost and never doubled; `run_queue`: how a wake from
+//!    another thread crosses over.
+//! 5. `context`: the one thread-local a runtime fills while its `block_on`
+//!    runs (driver, executor, local run queue, budget, deferred wakes), put
+//!    back by one guard; [`coop`]: the budget, fairness.
+//! 6. [`executor`]: `block_on`, the loop that ties it together.
+//! 7. [`async_fd`], [`net`], [`time`], [`signal`]: the futures a program
+//!    uses; [`fd_limit`]: how many descriptors it may hold.
+//! 8. [`oneshot`], [`mpsc`], [`notify`], [`combinator`]: waiting for one
+//!    value, for a stream of them, for an event many tasks wait on, and for
+//!    two futures at once.
+//! 9. [`thread_pool`]: the other model, a fixed set of blocking threads
 //!    taking jobs from a queue, and the bridge between the two.
 //!
 //! `docs/RUNTIME.md` walks the same path with diagrams, from `block_on` to
@@ -70,6 +82,7 @@ mod sync;
 mod sys;
 #[cfg(all(test, not(loom)))]
 mod test_support;
+pub mod waker;
 
 // What the thread waits on.
 mod driver;
@@ -81,7 +94,6 @@ mod context;
 pub mod coop;
 mod run_queue;
 pub mod task;
-pub mod waker;
 
 // What tasks use.
 pub mod async_fd;
@@ -89,6 +101,7 @@ pub mod combinator;
 pub mod fd_limit;
 pub mod mpsc;
 pub mod net;
+pub mod notify;
 pub mod oneshot;
 pub mod signal;
 pub mod thread_pool;

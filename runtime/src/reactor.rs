@@ -26,7 +26,7 @@
 //! `epoll_ctl` after every event: one extra system call per wait.
 //!
 //! We use edge-triggered (`EPOLLET`): the kernel reports a change once, and
-//! we *remember* it in [`ScheduledIo`] until an operation on that direction
+//! we *remember* it in `ScheduledIo` until an operation on that direction
 //! returns `EAGAIN`. Registration happens once, at creation, for both
 //! directions, so no `epoll_ctl` is paid while a connection lives, and
 //! readiness that arrives before anyone asks is not lost: it waits in the
@@ -65,11 +65,15 @@ use std::time::Instant;
 
 use crate::slab::{Key, Slab};
 use crate::sys::{self, Epoll, EpollEvent};
+use crate::waker;
 
-/// The token reserved for the executor's eventfd (cross-thread wakes).
+/// The epoll token of the executor's eventfd (cross-thread wakes): an event
+/// under it means "another thread queued a task", not "a socket is ready".
 /// Slab keys never reach it: that would need 2^32 generations of slot
-/// 0xffff_ffff.
-pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
+/// 0xffff_ffff. A token is a plain `u64` (the kernel's `epoll_event.u64`);
+/// the task id that also reserves `u64::MAX` has a type of its own
+/// (`run_queue::TaskId`), so the two cannot be confused.
+pub(crate) const EVENTFD_TOKEN: u64 = u64::MAX;
 
 /// How many events one `epoll_wait` may return. More simply wait for the next turn.
 const EVENTS_PER_WAIT: usize = 1024;
@@ -137,16 +141,9 @@ impl ScheduledIo {
         if self.is_ready(direction) {
             return Poll::Ready(());
         }
-        {
-            let mut slot = self.slot(direction).borrow_mut();
-            match slot.as_mut() {
-                // The same task polls again: keep the waker we have, no clone.
-                Some(w) if w.will_wake(cx.waker()) => {}
-                // A new waker replaces the old one silently: one waiter per
-                // direction, so waking the old one would only cost a spurious poll.
-                _ => *slot = Some(cx.waker().clone()),
-            }
-        }
+        // A new waker replaces the old one silently: one waiter per
+        // direction, so waking the old one would only cost a spurious poll.
+        waker::store(&mut self.slot(direction).borrow_mut(), cx.waker());
         if self.is_ready(direction) {
             Poll::Ready(())
         } else {
@@ -176,13 +173,7 @@ impl ScheduledIo {
         if hung_up() {
             return Poll::Ready(());
         }
-        {
-            let mut slot = self.reader.borrow_mut();
-            match slot.as_mut() {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                _ => *slot = Some(cx.waker().clone()),
-            }
-        }
+        waker::store(&mut self.reader.borrow_mut(), cx.waker());
         if hung_up() {
             Poll::Ready(())
         } else {
@@ -244,7 +235,8 @@ impl Reactor {
 
     /// Watches the executor's eventfd under the reserved token.
     pub(crate) fn watch_eventfd(&self, fd: RawFd) -> io::Result<()> {
-        self.epoll.add(fd, sys::EPOLLIN | sys::EPOLLET, WAKE_TOKEN)
+        self.epoll
+            .add(fd, sys::EPOLLIN | sys::EPOLLET, EVENTFD_TOKEN)
     }
 
     /// Registers `fd` for both directions, edge-triggered, and returns its
@@ -319,7 +311,7 @@ impl Reactor {
 
     /// Routes one event to the source its token names.
     fn dispatch(&self, token: u64, bits: u32, wakers: &mut Vec<Waker>) {
-        if token == WAKE_TOKEN {
+        if token == EVENTFD_TOKEN {
             self.woken_remotely.set(true);
             return;
         }

@@ -1,6 +1,7 @@
 //! The run queue: the ids of the tasks that are ready to be polled.
 //!
-//! A wake can come from two kinds of places, and they take two paths:
+//! A wake can come from two kinds of places, and they take two paths
+//! (`context::schedule` picks one):
 //!
 //! ```text
 //!   the runtime's own thread                  any other thread
@@ -9,8 +10,9 @@
 //!          │                                           │
 //!          v                                           v
 //!   local queue: VecDeque<TaskId>             remote queue: Mutex<Vec<TaskId>>
-//!   in a thread-local, no lock, no syscall    then, if no notification is pending,
-//!          │                                  write the eventfd -> epoll_wait returns
+//!   in the thread's context (context.rs):     (here, in `Shared`), then, if no
+//!   a thread-local, so it needs no lock,      notification is pending, write the
+//!   and no system call                        eventfd -> epoll_wait returns
 //!          │                                           │
 //!          └────────────> the executor pops <──────────┘
 //!                         (the remote queue is only emptied into the
@@ -29,22 +31,32 @@
 //! the flag was clear. The executor clears the flag, *then* empties the
 //! queue. Whatever the interleaving, an id pushed after the executor looked
 //! finds the flag clear and writes the eventfd, so the next `epoll_wait`
-//! returns at once. (`loom_tests` in `task.rs` checks this exhaustively.)
+//! returns at once. (`loom_tests` in `task.rs` checks this under every
+//! interleaving loom explores, within its preemption bound.)
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::io;
-use std::sync::Arc;
 
+use crate::slab::Key;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{Mutex, lock};
 use crate::sys::EventFd;
 
 /// Names a task: its key in the executor's slab (index and generation).
-pub(crate) type TaskId = u64;
+///
+/// A type of its own, not a bare `u64`, because the crate has a second kind
+/// of 64-bit name that is also a slab key and also reserves `u64::MAX`: the
+/// epoll token ([`crate::reactor::EVENTFD_TOKEN`] names the eventfd). With
+/// two types, comparing a task id with a token, or queueing a token as a
+/// task, does not compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TaskId(pub(crate) Key);
 
-/// The id of `block_on`'s own future, which lives on the stack, not in the slab.
-pub(crate) const MAIN: TaskId = u64::MAX;
+impl TaskId {
+    /// The id of `block_on`'s own future, which lives on `block_on`'s stack,
+    /// not in the slab. Slab keys never reach it: that would take 2^32
+    /// generations of slot 0xffff_ffff.
+    pub(crate) const BLOCK_ON: TaskId = TaskId(u64::MAX);
+}
 
 /// The part of a runtime that other threads may touch: every task's waker
 /// holds an `Arc` of it, which is why a waker can outlive its runtime and
@@ -56,16 +68,6 @@ pub(crate) struct Shared {
     notified: AtomicBool,
     closed: AtomicBool,
     pub(crate) eventfd: EventFd,
-}
-
-struct LocalQueue {
-    runtime_id: u64,
-    tasks: VecDeque<TaskId>,
-}
-
-thread_local! {
-    /// The local queue of the runtime whose `block_on` is running on this thread.
-    static LOCAL: RefCell<Option<LocalQueue>> = const { RefCell::new(None) };
 }
 
 fn next_runtime_id() -> u64 {
@@ -85,30 +87,14 @@ impl Shared {
         })
     }
 
-    /// Puts `id` on the queue of this runtime: locally when we are on its
-    /// thread inside `block_on`, remotely otherwise.
-    pub(crate) fn schedule(&self, id: TaskId) {
-        if !self.push_local(id) {
-            self.push_remote(id);
-        }
+    /// Names this runtime among the others in the process (never 0).
+    pub(crate) fn id(&self) -> u64 {
+        self.runtime_id
     }
 
-    fn push_local(&self, id: TaskId) -> bool {
-        LOCAL
-            .try_with(|cell| match cell.try_borrow_mut() {
-                Ok(mut queue) => match queue.as_mut() {
-                    Some(q) if q.runtime_id == self.runtime_id => {
-                        q.tasks.push_back(id);
-                        true
-                    }
-                    _ => false,
-                },
-                Err(_) => false,
-            })
-            .unwrap_or(false)
-    }
-
-    fn push_remote(&self, id: TaskId) {
+    /// Queues `id` from a thread that is not running this runtime (or from a
+    /// `block_on` that is leaving), and makes sure the executor hears of it.
+    pub(crate) fn push_remote(&self, id: TaskId) {
         if self.closed.load(Ordering::Acquire) {
             return; // the runtime is gone: waking is a no-op
         }
@@ -136,57 +122,4 @@ impl Shared {
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
     }
-
-    /// Installs this runtime's local queue on the current thread (entering
-    /// `block_on`); the guard restores what was there before.
-    pub(crate) fn enter_local(self: &Arc<Self>) -> LocalGuard {
-        let queue = LocalQueue {
-            runtime_id: self.runtime_id,
-            tasks: VecDeque::new(),
-        };
-        let previous = LOCAL.with(|cell| cell.borrow_mut().replace(queue));
-        LocalGuard {
-            shared: self.clone(),
-            previous,
-        }
-    }
-}
-
-/// Restores the thread's previous local queue when `block_on` returns (or
-/// unwinds). Ids still queued move to the remote queue, so the next
-/// `block_on` of the same runtime finds them.
-pub(crate) struct LocalGuard {
-    shared: Arc<Shared>,
-    previous: Option<LocalQueue>,
-}
-
-impl Drop for LocalGuard {
-    fn drop(&mut self) {
-        let previous = self.previous.take();
-        let left = LOCAL.try_with(|cell| std::mem::replace(&mut *cell.borrow_mut(), previous));
-        if let Ok(Some(left)) = left {
-            for id in left.tasks {
-                self.shared.push_remote(id);
-            }
-        }
-    }
-}
-
-/// Takes the next id from this thread's local queue.
-pub(crate) fn pop_local() -> Option<TaskId> {
-    LOCAL.with(|cell| cell.borrow_mut().as_mut().and_then(|q| q.tasks.pop_front()))
-}
-
-/// How many ids wait in this thread's local queue.
-pub(crate) fn local_len() -> usize {
-    LOCAL.with(|cell| cell.borrow().as_ref().map_or(0, |q| q.tasks.len()))
-}
-
-/// Appends ids to this thread's local queue (after taking remote ones).
-pub(crate) fn extend_local(ids: &mut Vec<TaskId>) {
-    LOCAL.with(|cell| {
-        if let Some(q) = cell.borrow_mut().as_mut() {
-            q.tasks.extend(ids.drain(..));
-        }
-    });
 }

@@ -1,11 +1,19 @@
 //! The one place that chooses between `std` and `loom` synchronisation types.
 //!
-//! Code that other threads touch (the thread pool, the task state word, the
-//! cross-thread run queue) imports `Mutex`, `Condvar`, `Arc`, atomics and
-//! `thread` from here rather than from `std`. A normal build gets `std`'s types.
-//! Under `RUSTFLAGS="--cfg loom"` the same code gets loom's instrumented types,
-//! and loom's model checker then explores every interleaving of the threads in
-//! a test (see the `loom_*` tests and `scripts/loom.sh`).
+//! Code whose cross-thread protocol loom checks takes what it needs of the
+//! atomics, `Mutex` and `lock` from here, not from `std`: the task state word
+//! (`task.rs`), the remote run queue (`run_queue.rs`), `Notify`, the
+//! channels, and the thread pool, which also takes `Condvar`, `thread` and
+//! `Arc`. A normal build gets `std`'s types. Under `RUSTFLAGS="--cfg loom"`
+//! the same code gets loom's instrumented types, and loom's model checker
+//! then explores the interleavings of the threads in a test, up to
+//! `LOOM_MAX_PREEMPTIONS` forced preemptions (see the `loom_*` tests and
+//! `scripts/loom.sh`).
+//!
+//! `Arc` comes from here only where nothing turns it into a `Waker` (the
+//! pool, `oneshot`, `mpsc`). A task's header and the runtime's `Shared` are
+//! in `std::sync::Arc`: `Waker::from` takes only `std`'s `Arc`, so loom
+//! cannot see their reference counts, only the atomics inside them.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic;

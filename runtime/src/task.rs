@@ -38,10 +38,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 
+use crate::context;
 use crate::run_queue::{Shared, TaskId};
 use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::waker;
 
 const SCHEDULED: usize = 1;
 const RUNNING: usize = 1 << 1;
@@ -92,7 +94,7 @@ impl Header {
         // Already queued: it will run. Running: the executor re-queues it
         // after the poll. Complete: nothing to run.
         if previous & (SCHEDULED | RUNNING | COMPLETE) == 0 {
-            self.shared.schedule(self.id);
+            context::schedule(&self.shared, self.id);
         }
     }
 
@@ -135,6 +137,24 @@ impl Header {
         self.state.fetch_or(ABORTED, Ordering::AcqRel);
         self.schedule();
     }
+}
+
+/// A waker is an `Arc<Header>`: waking it is [`Header::schedule`]. The
+/// standard library writes the vtable (see `waker.rs` for the hand-written
+/// alternative and why we do not need it).
+impl Wake for Header {
+    fn wake(self: Arc<Self>) {
+        self.schedule();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.schedule();
+    }
+}
+
+/// The waker for a task: waking it schedules the task on its runtime.
+pub(crate) fn waker_for(header: &Arc<Header>) -> Waker {
+    Waker::from(header.clone())
 }
 
 /// Why a task produced no output.
@@ -323,7 +343,7 @@ impl<T> Future for JoinHandle<T> {
             self.slot.taken.set(true);
             return Poll::Ready(output);
         }
-        crate::waker::store(&mut self.slot.waiter.borrow_mut(), cx.waker());
+        waker::store(&mut self.slot.waiter.borrow_mut(), cx.waker());
         Poll::Pending
     }
 }
@@ -331,7 +351,7 @@ impl<T> Future for JoinHandle<T> {
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle")
-            .field("id", &self.header.id)
+            .field("id", &self.header.id.0)
             .field("finished", &self.is_finished())
             .finish()
     }
@@ -356,9 +376,9 @@ mod loom_tests {
     fn loom_wake_during_poll_is_neither_lost_nor_doubled() {
         loom::model(|| {
             let shared = Arc::new(Shared::new().expect("eventfd"));
-            let header = Arc::new(Header::new(7, shared.clone()));
+            let header = Arc::new(Header::new(TaskId(7), shared.clone()));
             header.schedule();
-            assert_eq!(remote_ids(&shared), vec![7], "spawn queues it once");
+            assert_eq!(remote_ids(&shared), vec![TaskId(7)], "spawn queues it once");
 
             let event = Arc::new(loom::sync::atomic::AtomicBool::new(false));
             let (h, ev) = (header.clone(), event.clone());
@@ -384,7 +404,7 @@ mod loom_tests {
     fn loom_many_wakers_queue_once_and_complete_tasks_never() {
         loom::model(|| {
             let shared = Arc::new(Shared::new().expect("eventfd"));
-            let header = Arc::new(Header::new(3, shared.clone()));
+            let header = Arc::new(Header::new(TaskId(3), shared.clone()));
             let threads: Vec<_> = (0..2)
                 .map(|_| {
                     let h = header.clone();
@@ -395,7 +415,7 @@ mod loom_tests {
             for t in threads {
                 t.join().expect("waker thread");
             }
-            assert_eq!(remote_ids(&shared), vec![3]);
+            assert_eq!(remote_ids(&shared), vec![TaskId(3)]);
             assert_eq!(header.start_run(), Run::Poll);
             header.complete();
             header.schedule();
@@ -410,7 +430,7 @@ mod loom_tests {
     fn loom_a_remote_push_after_the_executor_looked_raises_the_flag() {
         loom::model(|| {
             let shared = Arc::new(Shared::new().expect("eventfd"));
-            let header = Arc::new(Header::new(5, shared.clone()));
+            let header = Arc::new(Header::new(TaskId(5), shared.clone()));
             let h = header.clone();
             let waker = thread::spawn(move || h.schedule());
             let first = remote_ids(&shared); // the executor looks, concurrently
@@ -419,9 +439,9 @@ mod loom_tests {
                 // The push came after we looked: the flag must tell us so,
                 // which is what stops the executor from sleeping past it.
                 assert!(shared.has_remote(), "remote wake lost");
-                assert_eq!(remote_ids(&shared), vec![5]);
+                assert_eq!(remote_ids(&shared), vec![TaskId(5)]);
             } else {
-                assert_eq!(first, vec![5]);
+                assert_eq!(first, vec![TaskId(5)]);
             }
         });
     }

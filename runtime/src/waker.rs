@@ -42,33 +42,51 @@
 //!
 //! A waker outliving its task or its runtime is harmless: a finished task
 //! ignores wakes (`task.rs`), and a closed runtime ignores remote pushes.
+//!
+//! The implementation, `impl Wake for Header`, sits in `task.rs` next to the
+//! state word it drives. This file keeps the one helper every waker slot of
+//! the crate uses, [`store`], and so it imports nothing from the crate: the
+//! reactor and the timer store, a floor below the tasks, use it too.
 
-use std::sync::Arc;
-use std::task::{Wake, Waker};
+use std::task::Waker;
 
-use crate::task::Header;
-
-impl Wake for Header {
-    fn wake(self: Arc<Self>) {
-        self.schedule();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.schedule();
-    }
-}
-
-/// The waker for a task: waking it schedules the task on its runtime.
-pub(crate) fn waker_for(header: &Arc<Header>) -> Waker {
-    Waker::from(header.clone())
-}
-
-/// Remembers `new` as the waker to wake later, skipping the clone (an atomic
-/// increment) when the stored one already wakes the same task: the common
-/// case, a task polling the same future again.
-pub(crate) fn store(slot: &mut Option<Waker>, new: &Waker) {
+/// Remembers `new` in `slot` as the waker to wake later, unless the waker
+/// already there wakes the same task ([`Waker::will_wake`]). Returns whether
+/// the slot changed.
+///
+/// This is the idiom of every future that parks a waker: a task polls the
+/// same future again and again with the same waker, and skipping the clone
+/// saves an atomic increment (and the old waker's drop) each time. A
+/// different waker (the future moved to another task, or a combinator
+/// polled it with its own) replaces the old one, which is dropped without
+/// being woken: a slot holds one waiter.
+///
+/// The return value tells a caller that keeps a *copy* of the waker
+/// elsewhere (a waiter list behind a lock, as `notify.rs` does) when that
+/// copy needs updating too, so a poll with an unchanged waker takes no lock.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::task::{Wake, Waker};
+///
+/// struct Nothing;
+/// impl Wake for Nothing {
+///     fn wake(self: Arc<Self>) {}
+/// }
+///
+/// let waker = Waker::from(Arc::new(Nothing));
+/// let mut slot = None;
+/// assert!(runtime::waker::store(&mut slot, &waker), "empty: stored");
+/// assert!(!runtime::waker::store(&mut slot, &waker.clone()), "same task: kept");
+/// let other = Waker::from(Arc::new(Nothing));
+/// assert!(runtime::waker::store(&mut slot, &other), "another task: replaced");
+/// ```
+pub fn store(slot: &mut Option<Waker>, new: &Waker) -> bool {
     match slot {
-        Some(old) if old.will_wake(new) => {}
-        _ => *slot = Some(new.clone()),
+        Some(old) if old.will_wake(new) => false,
+        _ => {
+            *slot = Some(new.clone());
+            true
+        }
     }
 }

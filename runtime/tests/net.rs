@@ -6,7 +6,7 @@ mod common;
 
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, SocketAddrV4};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -14,8 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use common::{Fnv1a, XorShift, raise_nofile_limit, within};
+use common::{Fnv1a, XorShift, within};
+use nix::errno::Errno;
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, connect, socket};
 use runtime::async_fd::AsyncFd;
+use runtime::fd_limit::raise_nofile_limit;
 use runtime::net::{ListenOptions, TcpListener, TcpStream};
 use runtime::reactor::Direction;
 use runtime::time::{Elapsed, timeout};
@@ -135,33 +138,12 @@ fn connection_refused_is_an_error() {
 /// Starts a non-blocking connect to `addr` and returns the socket without
 /// waiting: a filler for a listener's accept queue.
 fn start_connect(addr: SocketAddrV4) -> OwnedFd {
-    let ty = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
-    // SAFETY: socket takes three integers.
-    let fd = unsafe { libc::socket(libc::AF_INET, ty, 0) };
-    assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
-    // SAFETY: `fd` was just returned by socket() and is owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let sin = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: addr.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(addr.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    };
-    // SAFETY: `sin` is a valid sockaddr_in of the length passed, alive for the call.
-    let ret = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&sin as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
-    if ret != 0 {
-        let e = io::Error::last_os_error();
-        assert_eq!(e.raw_os_error(), Some(libc::EINPROGRESS), "connect: {e}");
+    let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
+    let fd = socket(AddressFamily::Inet, SockType::Stream, flags, None).expect("socket");
+    match connect(fd.as_raw_fd(), &SockaddrIn::from(addr)) {
+        Ok(()) | Err(Errno::EINPROGRESS) => fd,
+        Err(e) => panic!("connect: {e}"),
     }
-    fd
 }
 
 // A connect to a listener whose accept queue is full never completes; time::timeout bounds it, and it leaves nothing registered.
@@ -339,7 +321,7 @@ fn a_thousand_concurrent_clients() {
     within(120, || {
         const CLIENTS: usize = 1000;
         const SIZE: usize = 4096;
-        let limit = raise_nofile_limit();
+        let limit = raise_nofile_limit().expect("raise RLIMIT_NOFILE");
         assert!(
             limit >= 2 * CLIENTS as u64 + 200,
             "RLIMIT_NOFILE hard limit {limit} is too low"
@@ -391,7 +373,7 @@ fn a_thousand_concurrent_clients() {
 fn five_thousand_socket_pairs_registered_at_once() {
     within(120, || {
         const PAIRS: usize = 5000;
-        let limit = raise_nofile_limit();
+        let limit = raise_nofile_limit().expect("raise RLIMIT_NOFILE");
         if limit < 10_300 {
             eprintln!("note: skipping, RLIMIT_NOFILE hard limit is {limit}, need ~10,300");
             return;

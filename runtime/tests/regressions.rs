@@ -6,16 +6,19 @@
 //! `--exact <test name>` and an environment variable that selects the body.
 
 use std::future::poll_fn;
-use std::io::{self, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsRawFd;
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal as NixSignal, kill};
+use nix::unistd::Pid;
+use runtime::fd_limit::set_nofile_soft_limit;
 use runtime::net::{TcpListener, TcpStream, is_fd_exhaustion};
 use runtime::{Runtime, oneshot, spawn, time, yield_now};
 
@@ -28,12 +31,48 @@ fn in_child_process(test_name: &str) -> bool {
     if std::env::var(CHILD_ENV).as_deref() == Ok(test_name) {
         return true;
     }
-    let exe = std::env::current_exe().expect("path of the test binary");
-    let out = Command::new(exe)
-        .args(["--exact", test_name, "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, test_name)
+    let out = child_command(test_name)
         .output()
         .expect("start the child test process");
+    check_child(test_name, out);
+    false
+}
+
+/// Like [`in_child_process`], but while the child runs the parent calls
+/// `poke` with its pid about every 5 ms (to signal it from outside).
+fn in_child_process_poked(test_name: &str, mut poke: impl FnMut(Pid)) -> bool {
+    if std::env::var(CHILD_ENV).as_deref() == Ok(test_name) {
+        return true;
+    }
+    let mut child = child_command(test_name)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the child test process");
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("a pid fits in i32"));
+    while child.try_wait().expect("wait for the child").is_none() {
+        poke(pid);
+        thread::sleep(Duration::from_millis(5));
+    }
+    check_child(
+        test_name,
+        child.wait_with_output().expect("the child's output"),
+    );
+    false
+}
+
+/// This test binary, to run `test_name` alone with `CHILD_ENV` set.
+fn child_command(test_name: &str) -> Command {
+    let exe = std::env::current_exe().expect("path of the test binary");
+    let mut command = Command::new(exe);
+    command
+        .args(["--exact", test_name, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, test_name);
+    command
+}
+
+/// Asserts that the child ran the test body and passed.
+fn check_child(test_name: &str, out: Output) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -45,18 +84,11 @@ fn in_child_process(test_name: &str) -> bool {
         stdout.contains("1 passed"),
         "the child did not run the test body:\n{stdout}"
     );
-    false
 }
 
 /// Sets the soft RLIMIT_NOFILE of this (child) process.
 fn set_fd_limit(limit: u64) {
-    let rl = libc::rlimit {
-        rlim_cur: limit,
-        rlim_max: limit,
-    };
-    // SAFETY: `rl` is a valid rlimit that lives across the call.
-    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) };
-    assert_eq!(rc, 0, "setrlimit: {}", io::Error::last_os_error());
+    set_nofile_soft_limit(limit).expect("setrlimit");
 }
 
 /// Opens /dev/null until the process is out of descriptors (bounded).
@@ -331,43 +363,39 @@ fn a_reused_fd_number_does_not_inherit_the_old_sockets_readiness() {
     });
 }
 
-/// Pitfall: EINTR from epoll_wait. A stream of signals must neither end a
-/// timed wait early nor lose the timer.
+/// Pitfall: EINTR from epoll_wait. A stream of interruptions must neither
+/// end a timed wait early nor lose the timer.
+///
+/// The interruptions come from outside, with no signal handler to install:
+/// the parent stops the child (SIGSTOP) and lets it go on (SIGCONT) again
+/// and again, and Linux makes an `epoll_wait` resumed that way return EINTR
+/// (signal(7), "Interruption of system calls and library functions by stop
+/// signals").
 #[test]
 fn eintr_during_epoll_wait_neither_ends_a_sleep_early_nor_loses_it() {
-    if !in_child_process("eintr_during_epoll_wait_neither_ends_a_sleep_early_nor_loses_it") {
+    let mut pokes = 0;
+    let poke = |pid: Pid| {
+        // Errors mean the child has just exited: nothing left to interrupt.
+        if kill(pid, NixSignal::SIGSTOP).is_ok() {
+            thread::sleep(Duration::from_millis(1));
+            let _ = kill(pid, NixSignal::SIGCONT);
+            pokes += 1;
+        }
+    };
+    if !in_child_process_poked(
+        "eintr_during_epoll_wait_neither_ends_a_sleep_early_nor_loses_it",
+        poke,
+    ) {
+        assert!(
+            pokes >= 10,
+            "only {pokes} stop/continue rounds reached the child"
+        );
         return;
     }
-    extern "C" fn ignore(_: libc::c_int) {}
-    // SAFETY: a zeroed sigaction with a handler that does nothing (and so is
-    // async-signal-safe), no SA_RESTART: epoll_wait returns EINTR.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
-        assert_eq!(
-            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
-            0
-        );
-    }
-    // SAFETY: pthread_self has no preconditions.
-    let target = unsafe { libc::pthread_self() } as usize;
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
-    let sender = thread::spawn(move || {
-        let mut sent = 0;
-        while stop_rx.recv_timeout(Duration::from_millis(5)).is_err() && sent < 200 {
-            // SAFETY: `target` is the test thread, alive until it joins us.
-            unsafe { libc::pthread_kill(target as libc::pthread_t, libc::SIGUSR1) };
-            sent += 1;
-        }
-        sent
-    });
     let rt = Runtime::new().unwrap();
     let started = Instant::now();
     rt.block_on(time::sleep(Duration::from_millis(300)));
     let elapsed = started.elapsed();
-    stop_tx.send(()).unwrap();
-    let sent = sender.join().unwrap();
-    assert!(sent >= 10, "only {sent} signals were sent during the sleep");
     assert!(
         elapsed >= Duration::from_millis(300),
         "the sleep ended early: {elapsed:?}"

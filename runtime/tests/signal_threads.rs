@@ -15,21 +15,23 @@ use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::Duration;
 
 use common::within;
+use nix::sys::pthread::{pthread_kill, pthread_self};
+use nix::sys::signal::{SigSet, Signal as NixSignal};
 use runtime::net::{ListenOptions, TcpListener};
 use runtime::signal::{Signal, Signals};
 use runtime::threads::spawn_runtimes;
 use runtime::time::timeout;
 use runtime::{Runtime, spawn};
 
+/// The nix name of one of our signals.
+fn nix_signal(signal: Signal) -> NixSignal {
+    NixSignal::try_from(signal.number()).expect("a signal number nix knows")
+}
+
 /// Is `signal` blocked on the calling thread?
-fn blocked_here(signal: i32) -> bool {
-    // SAFETY: all-zero bytes are a valid sigset_t; pthread_sigmask only writes into it.
-    let mut current: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: a null new-set pointer only queries the mask into `current`.
-    let ret = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut current) };
-    assert_eq!(ret, 0);
-    // SAFETY: `current` is an initialised sigset_t.
-    unsafe { libc::sigismember(&current, signal) == 1 }
+fn blocked_here(signal: Signal) -> bool {
+    let mask = SigSet::thread_get_mask().expect("pthread_sigmask");
+    mask.contains(nix_signal(signal))
 }
 
 /// Sends `signal` to the calling thread only.
@@ -37,17 +39,10 @@ fn raise_on_this_thread(signal: Signal) {
     // Only ever send a signal we are sure is blocked: otherwise its default
     // action (terminate) would take every other test down with us.
     assert!(
-        blocked_here(signal.number()),
+        blocked_here(signal),
         "Signals::new did not block {signal:?} on this thread; not sending it"
     );
-    // SAFETY: pthread_self is always a valid thread to signal, and the signal is blocked.
-    let ret = unsafe { libc::pthread_kill(libc::pthread_self(), signal.number()) };
-    assert_eq!(
-        ret,
-        0,
-        "pthread_kill: {}",
-        io::Error::from_raw_os_error(ret)
-    );
+    pthread_kill(pthread_self(), nix_signal(signal)).expect("pthread_kill");
 }
 
 /// Opens a `Signals` for `signal`, raises it on this thread, and expects

@@ -1,5 +1,6 @@
-//! Helpers shared by the integration tests: a watchdog, descriptor limits,
-//! thread CPU time, and a few deterministic data generators.
+//! Helpers shared by the integration tests: a watchdog, thread CPU time and
+//! id, and a few deterministic data generators. (Descriptor limits come
+//! from the runtime itself: `runtime::fd_limit`.)
 //!
 //! Each test binary uses a different subset, hence the `dead_code` allowance.
 #![allow(dead_code)]
@@ -8,6 +9,9 @@ use std::panic;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::Duration;
+
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::sys::time::TimeVal;
 
 /// Runs `f` on a fresh thread and returns its result; panics if it takes
 /// longer than `secs` seconds (the hung thread is left behind: the test has
@@ -38,39 +42,16 @@ pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'stat
     }
 }
 
-/// Raises the soft RLIMIT_NOFILE to the hard limit; returns the new soft limit.
-pub fn raise_nofile_limit() -> libc::rlim_t {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable rlimit for the call.
-    let ret = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-    assert_eq!(ret, 0, "getrlimit: {}", std::io::Error::last_os_error());
-    if lim.rlim_cur < lim.rlim_max {
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: `lim` is a valid rlimit; raising the soft limit up to the hard one is allowed.
-        let ret = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
-        assert_eq!(ret, 0, "setrlimit: {}", std::io::Error::last_os_error());
-    }
-    lim.rlim_cur
-}
-
 /// CPU time (user + system) consumed so far by the calling thread.
 pub fn thread_cpu_time() -> Duration {
-    // SAFETY: all-zero bytes are a valid `rusage`.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a valid, writable rusage for the call.
-    let ret = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-    assert_eq!(ret, 0, "getrusage: {}", std::io::Error::last_os_error());
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    let usage = getrusage(UsageWho::RUSAGE_THREAD).expect("getrusage");
+    let tv = |t: TimeVal| Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000);
+    tv(usage.user_time()) + tv(usage.system_time())
 }
 
 /// The kernel id of the calling thread.
 pub fn gettid() -> i32 {
-    // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::gettid() }
+    nix::unistd::gettid().as_raw()
 }
 
 /// A xorshift64 generator: a deterministic pseudo-random byte stream.
