@@ -136,7 +136,7 @@ pub fn run(settings: &Settings) -> io::Result<()> {
             crate::error!("could not stop the listener: {e}");
         }
         // What is left when the drain ends is closed by the process exit.
-        let _ = lifecycle::drain(&signals, || live.open(), grace, first).await;
+        let _ = lifecycle::drain(&signals, &*live, grace, first).await;
         io::Result::Ok(())
     })?;
     // The accept thread has ended, or is blocked handing over a job that

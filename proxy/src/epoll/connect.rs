@@ -19,8 +19,9 @@
 //! so a retry never duplicates data; a backend is never tried twice for one
 //! client.
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::Instant;
 
@@ -225,15 +226,20 @@ impl Local {
         }
     }
 
-    /// Ready once any of the `full` backends has room again: every full
-    /// backend's waiters get this task, so the first place given back
-    /// anywhere wakes it.
+    /// Ready once any of the `full` backends has room again: this task
+    /// waits on every one of them, so the first place given back anywhere
+    /// wakes it. The waits are taken before the limits are looked at, so a
+    /// place given back in between is not missed.
     async fn some_room(&self, full: &[usize]) {
         let limits = &self.shared.backend_limits;
+        let mut changes: Vec<_> = full.iter().map(|&index| limits[index].changed()).collect();
+        if full.iter().any(|&index| limits[index].has_room()) {
+            return;
+        }
         poll_fn(|cx| {
             let mut ready = false;
-            for &index in full {
-                ready |= limits[index].poll_room(cx).is_ready();
+            for change in &mut changes {
+                ready |= Pin::new(change).poll(cx).is_ready();
             }
             if ready {
                 Poll::Ready(())

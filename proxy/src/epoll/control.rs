@@ -125,9 +125,7 @@ impl Control {
         self.published.set_draining();
         // Every connection holds a place under the global maxconn from its
         // accept to its end: the count of those places is the count to drain.
-        let global = self.global.clone();
-        let open = move || global.open() as usize;
-        let cut = shutdown::drain(&signals, open, self.grace, first).await == Drained::Cut;
+        let cut = shutdown::drain(&signals, &*self.global, self.grace, first).await == Drained::Cut;
         self.finish(cut).await;
         Ok(())
     }

@@ -3,9 +3,9 @@
 //! connections at the end of a graceful stop.
 
 use std::cell::{Cell, RefCell};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+
+use runtime::notify::Notify;
 
 use crate::ops::access_log::sink::Sink;
 use crate::policy::limit::Limit;
@@ -30,82 +30,30 @@ pub struct WorkerContext {
 /// and logs `KD` (`KC`, `KQ`, `KR` if cut before its relay), instead of
 /// vanishing silently in the process exit.
 ///
-/// Each waiting future has a slot for its waker, reused after it is
-/// dropped, so a long relay that polls it often costs no allocation.
+/// A flag and a [`Notify`]: a connection takes its `Notified` before it
+/// looks at the flag, so a switch fired in between is not missed. Waiting
+/// costs a connection one registration (a lock of this worker's own waiter
+/// list, which no other thread touches) when its relay first waits, and
+/// nothing on the polls after that.
 #[derive(Debug, Default)]
 pub struct KillSwitch {
     fired: Cell<bool>,
-    wakers: RefCell<Vec<Option<Waker>>>,
-    free: RefCell<Vec<usize>>,
+    notify: Notify,
 }
 
 impl KillSwitch {
     /// Fires the switch: every future from [`KillSwitch::fired`] completes.
     pub fn fire(&self) {
         self.fired.set(true);
-        let wakers: Vec<Waker> = self
-            .wakers
-            .borrow_mut()
-            .iter_mut()
-            .flat_map(Option::take)
-            .collect();
-        // Woken outside the borrow: a wake may run code of its own.
-        for waker in wakers {
-            waker.wake();
-        }
+        self.notify.notify_all();
     }
 
-    /// A future that completes once the switch is fired.
-    pub fn fired(&self) -> Fired<'_> {
-        Fired {
-            switch: self,
-            slot: None,
+    /// Completes once the switch is fired.
+    pub async fn fired(&self) {
+        let notified = self.notify.notified();
+        if self.fired.get() {
+            return;
         }
-    }
-}
-
-/// The future of [`KillSwitch::fired`].
-#[derive(Debug)]
-pub struct Fired<'a> {
-    switch: &'a KillSwitch,
-    slot: Option<usize>,
-}
-
-impl Future for Fired<'_> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.switch.fired.get() {
-            return Poll::Ready(());
-        }
-        let mut wakers = self.switch.wakers.borrow_mut();
-        let slot = match self.slot {
-            Some(slot) => slot,
-            None => {
-                let slot = self.switch.free.borrow_mut().pop().unwrap_or_else(|| {
-                    wakers.push(None);
-                    wakers.len() - 1
-                });
-                self.slot = Some(slot);
-                slot
-            }
-        };
-        if let Some(entry) = wakers.get_mut(slot) {
-            if !entry.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *entry = Some(cx.waker().clone());
-            }
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for Fired<'_> {
-    fn drop(&mut self) {
-        if let Some(slot) = self.slot {
-            if let Some(entry) = self.switch.wakers.borrow_mut().get_mut(slot) {
-                *entry = None;
-            }
-            self.switch.free.borrow_mut().push(slot);
-        }
+        notified.await;
     }
 }

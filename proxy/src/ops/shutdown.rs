@@ -13,7 +13,7 @@
 //!   SIGTERM / SIGINT
 //!      ▼
 //!   draining: listeners closed (new clients are refused by the kernel),
-//!      │      open connections go on; every 100 ms: how many are left?
+//!      │      open connections go on; the last one to end wakes the drain
 //!      │
 //!      ├── none left ───────────────────────▶ exit 0
 //!      ├── grace period over ───────────────▶ exit 0, closing what is left
@@ -30,6 +30,7 @@
 //! time, on the main thread) and keeps the simplest form: a thread that
 //! exits at the first SIGTERM or SIGINT ([`exit_on_signals`]).
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,14 +38,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, Signal as NixSignal};
+use runtime::combinator::{Either, select};
+use runtime::notify::Notify;
 use runtime::signal::{Signal, Signals};
 use runtime::time;
 
+use crate::policy::limit::Limit;
+
 /// The default grace period: as long as Kubernetes waits after SIGTERM.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
-
-/// How often a drain looks at the count of open connections.
-const DRAIN_POLL: Duration = Duration::from_millis(100);
 
 /// The signals the proxy acts on.
 pub const HANDLED: [Signal; 4] = [
@@ -102,11 +104,24 @@ pub fn exit_on_signals() -> io::Result<()> {
     Ok(())
 }
 
-/// A count of the connections a mode has open, so a drain knows when it is
-/// done. Each connection holds a [`Connection`] guard for its whole life.
+/// What a drain waits on: the connections a mode has open, counted, and a
+/// way to be woken when the last one ends (no polling of the count).
+pub trait OpenCount {
+    /// Connections open now.
+    fn open(&self) -> usize;
+    /// Completes once none is open.
+    fn drained(&self) -> impl Future<Output = ()> + '_;
+}
+
+/// The pool mode's count of the connections it has open. Each connection
+/// holds a [`Connection`] guard for its whole life. (The epoll mode counts
+/// its places under the global `maxconn` instead, which every connection
+/// holds anyway: one shared count per connection, not two.)
 #[derive(Debug, Default)]
 pub struct Live {
     open: AtomicUsize,
+    /// Notified by the guard that brings the count to zero.
+    emptied: Notify,
 }
 
 /// One open connection, counted in [`Live`] until dropped.
@@ -126,16 +141,41 @@ impl Live {
         self.open.fetch_add(1, Ordering::Relaxed);
         Connection { live: self.clone() }
     }
+}
 
-    /// Connections open now.
-    pub fn open(&self) -> usize {
+impl OpenCount for Live {
+    fn open(&self) -> usize {
         self.open.load(Ordering::Relaxed)
+    }
+
+    async fn drained(&self) {
+        loop {
+            // Taken before the count is read: a last connection that ends in
+            // between is not missed.
+            let emptied = self.emptied.notified();
+            if self.open() == 0 {
+                return;
+            }
+            emptied.await;
+        }
+    }
+}
+
+impl OpenCount for Limit {
+    fn open(&self) -> usize {
+        Limit::open(self) as usize
+    }
+
+    fn drained(&self) -> impl Future<Output = ()> + '_ {
+        Limit::drained(self)
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.live.open.fetch_sub(1, Ordering::Relaxed);
+        if self.live.open.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.live.emptied.notify_all();
+        }
     }
 }
 
@@ -154,12 +194,13 @@ pub enum Drained {
     Cut,
 }
 
-/// Waits, after a stop signal, until every connection in `live` is done,
+/// Waits, after a stop signal, until every connection of `count` is done,
 /// the grace period is over, or a second stop signal comes. The caller has
-/// already stopped accepting.
+/// already stopped accepting. Woken by the last connection's end, by a
+/// signal, or by the end of the grace period: nothing polls the count.
 pub async fn drain(
     signals: &Signals,
-    open: impl Fn() -> usize,
+    count: &impl OpenCount,
     grace: Duration,
     first: Signal,
 ) -> Drained {
@@ -168,34 +209,39 @@ pub async fn drain(
         "{}: stopping: no new connections; {} open may take up to {grace:?} to finish \
          (send it again to exit at once)",
         first.name(),
-        open()
+        count.open()
     );
     loop {
-        let open = open();
-        if open == 0 {
-            crate::info!("every connection finished; exiting");
-            return Drained::Finished;
-        }
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            crate::warn!("grace period of {grace:?} over: closing {open} connections; exiting");
-            return Drained::Cut;
-        }
-        match time::timeout(left.min(DRAIN_POLL), signals.recv()).await {
-            Ok(Ok(signal)) if is_stop(signal) => {
+        let ended = time::timeout(left, select(count.drained(), signals.recv())).await;
+        let open = count.open();
+        match ended {
+            Ok(Either::Left(())) => {
+                crate::info!("every connection finished; exiting");
+                return Drained::Finished;
+            }
+            Err(time::Elapsed) => {
+                crate::warn!("grace period of {grace:?} over: closing {open} connections; exiting");
+                return Drained::Cut;
+            }
+            Ok(Either::Right(Ok(signal))) if is_stop(signal) => {
                 crate::warn!(
                     "{} again: closing {open} connections; exiting",
                     signal.name()
                 );
                 return Drained::Cut;
             }
-            Ok(Ok(signal)) => crate::warn!("{} while stopping: ignored", signal.name()),
-            Ok(Err(e)) => {
-                // Signals can no longer be read: keep draining on the clock.
-                crate::error!("reading signals failed: {e}");
-                time::sleep(left.min(DRAIN_POLL)).await;
+            Ok(Either::Right(Ok(signal))) => {
+                crate::warn!("{} while stopping: ignored", signal.name())
             }
-            Err(_) => {} // the poll interval: look at the count again
+            Ok(Either::Right(Err(e))) => {
+                // Signals can no longer be read: drain on the clock alone.
+                crate::error!("reading signals failed: {e}");
+                return match time::timeout(left, count.drained()).await {
+                    Ok(()) => Drained::Finished,
+                    Err(time::Elapsed) => Drained::Cut,
+                };
+            }
         }
     }
 }

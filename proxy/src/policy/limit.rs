@@ -12,35 +12,37 @@
 //!   ───────────                            ───────────────
 //!   room().await  ◀── woken ──┐            permit = try_acquire()
 //!   accept()                  │            ... relay ...
-//!   spawn(connection) ──────▶ └──────────  drop(permit): open -= 1, wake waiters
+//!   spawn(connection) ──────▶ └──────────  drop(permit): open -= 1, notify_all
 //! ```
 //!
 //! ## Waiting without a lock on the busy path
 //!
 //! Below the ceiling nobody waits, and taking or giving back a place touches
-//! only the atomic count. A waker list (behind a mutex) is used only at the
-//! ceiling. The one subtle point is the race between a waiter that finds no
-//! room and a permit given back at that moment. Both sides use sequentially
-//! consistent operations, in this order:
+//! only the atomic count (and, on the way back, one more atomic add that
+//! finds nobody waiting). At the ceiling, waiters wait on a
+//! [`Notify`](runtime::notify::Notify): each one takes its `Notified` first,
+//! then looks at the count, so a place given back between the two is not
+//! missed (the `Notify` explains why that order loses no wake).
 //!
 //! ```text
-//!   waiter:   push its waker; set `waiting`;     then load `open`
-//!   releaser: decrement `open`;                  then load `waiting`
+//!   waiter:   n = room.notified();  has_room()?  no: n.await, look again
+//!   releaser: open -= 1;            room.notify_all()
 //! ```
-//!
-//! Whichever goes second sees the other's write: either the waiter sees the
-//! room, or the releaser sees the flag and wakes the waiter. No wake-up is
-//! lost, and no release takes the lock unless someone is waiting.
 //!
 //! Waking is for *all* waiters: there may be one per event loop (each
 //! paused accept loop) and one per queued connection, and whoever wakes
 //! first takes the place; the others find none and wait again. At the
 //! ceiling that is a handful of wake-ups per close, a price paid only there.
+//!
+//! A graceful stop waits for the count to reach zero ([`Limit::drained`]):
+//! a second `Notify`, notified only by the release that empties the limit,
+//! so the draining thread is woken once, when the last connection ends,
+//! not at every close.
 
-use std::future::{Future, poll_fn};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+
+use runtime::notify::{Notified, Notify};
 
 /// A shared count of open connections with an optional ceiling.
 #[derive(Debug)]
@@ -50,9 +52,10 @@ pub struct Limit {
     max: AtomicU32,
     /// Places taken now.
     open: AtomicU32,
-    /// Someone is (or may be) in `waiters`: a release must wake them.
-    waiting: AtomicBool,
-    waiters: Mutex<Vec<Waker>>,
+    /// Notified when a place is given back or the ceiling moves.
+    room: Notify,
+    /// Notified when the last place is given back.
+    emptied: Notify,
 }
 
 /// A place taken under a [`Limit`]; dropping it gives the place back.
@@ -67,8 +70,8 @@ impl Limit {
         Arc::new(Limit {
             max: AtomicU32::new(max.unwrap_or(u32::MAX)),
             open: AtomicU32::new(0),
-            waiting: AtomicBool::new(false),
-            waiters: Mutex::new(Vec::new()),
+            room: Notify::new(),
+            emptied: Notify::new(),
         })
     }
 
@@ -83,7 +86,7 @@ impl Limit {
     /// it rose.
     pub fn set_max(&self, max: Option<u32>) {
         self.max.store(max.unwrap_or(u32::MAX), SeqCst);
-        self.wake_waiters();
+        self.room.notify_all();
     }
 
     /// Places taken now.
@@ -108,50 +111,40 @@ impl Limit {
             })
     }
 
-    /// Ready once a place is free (without taking it); until then the
-    /// task's waker is kept and woken by the next release.
-    pub fn poll_room(&self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.has_room() {
-            return Poll::Ready(());
-        }
-        {
-            let mut waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
-            if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
-                waiters.push(cx.waker().clone());
-            }
-            self.waiting.store(true, SeqCst);
-        }
-        // Checked again after the flag is set: a release in between either
-        // saw the flag (and will wake us) or left room we see now.
-        if self.has_room() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
+    /// Completes at the next place given back (or ceiling moved) after it
+    /// was made: take it *before* looking at [`Limit::has_room`], and a
+    /// place freed in between is not missed.
+    pub fn changed(&self) -> Notified<'_> {
+        self.room.notified()
     }
 
     /// Waits until a place is free (without taking it).
-    pub fn room(&self) -> impl Future<Output = ()> + '_ {
-        poll_fn(|cx| self.poll_room(cx))
+    pub async fn room(&self) {
+        loop {
+            let changed = self.changed();
+            if self.has_room() {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// Waits until no place is taken: what a graceful stop waits for.
+    pub async fn drained(&self) {
+        loop {
+            let emptied = self.emptied.notified();
+            if self.open() == 0 {
+                return;
+            }
+            emptied.await;
+        }
     }
 
     fn release(&self) {
-        self.open.fetch_sub(1, SeqCst);
-        self.wake_waiters();
-    }
-
-    fn wake_waiters(&self) {
-        if self.waiting.load(SeqCst) {
-            let waiters = {
-                let mut waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
-                self.waiting.store(false, SeqCst);
-                std::mem::take(&mut *waiters)
-            };
-            // Woken outside the lock: a wake may run code of its own.
-            for waker in waiters {
-                waker.wake();
-            }
+        if self.open.fetch_sub(1, SeqCst) == 1 {
+            self.emptied.notify_all();
         }
+        self.room.notify_all();
     }
 }
 
@@ -245,5 +238,45 @@ mod tests {
         }
         assert!(peak.load(SeqCst) <= 3, "peak {}", peak.load(SeqCst));
         assert_eq!(limit.open(), 0);
+    }
+
+    #[test]
+    fn a_drain_is_woken_by_the_last_release_only() {
+        let limit = Limit::new(None);
+        let places: Vec<Permit> = (0..3).filter_map(|_| limit.try_acquire()).collect();
+        let (tx, rx) = mpsc::channel();
+        let drainer = {
+            let limit = limit.clone();
+            thread::spawn(move || {
+                let rt = runtime::Runtime::new().expect("a runtime");
+                rt.block_on(async {
+                    limit.drained().await;
+                    let _ = tx.send(limit.open());
+                });
+            })
+        };
+        let mut places = places;
+        // Two of three given back: still waiting.
+        places.truncate(1);
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+        drop(places);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(0));
+        drainer.join().expect("the drainer thread");
+    }
+
+    #[test]
+    fn changed_completes_after_a_release_made_since() {
+        let limit = Limit::new(Some(1));
+        let held = limit.try_acquire().expect("the only place");
+        let rt = runtime::Runtime::new().expect("a runtime");
+        let changed = limit.changed();
+        assert!(!limit.has_room());
+        // Given back after `changed` was made and before it is polled.
+        drop(held);
+        rt.block_on(async {
+            let waited = runtime::time::timeout(Duration::from_secs(10), changed).await;
+            assert!(waited.is_ok(), "the release was missed");
+        });
+        assert!(limit.has_room());
     }
 }

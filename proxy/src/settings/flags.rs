@@ -18,7 +18,9 @@ use super::words::did_you_mean;
 pub struct Flag<S> {
     /// `--listen`.
     pub name: &'static str,
-    /// What the value is called in the help: `ADDR`.
+    /// What the value is called in the help: `ADDR`. Empty for a switch
+    /// (`--json`, `--quick`), which takes no value: its `set` is called with
+    /// the empty string, and it never "needs" anything.
     pub arg: &'static str,
     /// What the value looks like, for "--listen needs an address like ...".
     pub needs: &'static str,
@@ -93,7 +95,12 @@ pub fn read<'a, S>(
         let Some(flag) = flags.iter().find(|f| f.name == arg) else {
             return Err(UsageError::new(program, unknown(arg, flags)));
         };
-        let Some(value) = it.next() else {
+        let value = if flag.arg.is_empty() {
+            Some("")
+        } else {
+            it.next().map(String::as_str)
+        };
+        let Some(value) = value else {
             let message = format!("{} needs {}", flag.name, flag.needs);
             return Err(UsageError::new(program, message));
         };
@@ -116,6 +123,7 @@ pub fn help<S>(flags: &[Flag<S>]) -> String {
     let mut out = String::new();
     for flag in flags {
         let head = format!("{} {}", flag.name, flag.arg);
+        let head = head.trim_end();
         out.push_str(&format!("    {head:<24} {}\n", flag.help));
     }
     out.push_str(&format!("    {:<24} this text\n", "-h, --help"));
@@ -131,6 +139,7 @@ mod tests {
     struct Settings {
         port: u16,
         names: Vec<String>,
+        quick: bool,
     }
 
     const FLAGS: &[Flag<Settings>] = &[
@@ -156,6 +165,16 @@ mod tests {
                 Ok(())
             },
         },
+        Flag {
+            name: "--quick",
+            arg: "",
+            needs: "",
+            help: "a switch",
+            set: |s, _| {
+                s.quick = true;
+                Ok(())
+            },
+        },
     ];
 
     fn args(line: &str) -> Vec<String> {
@@ -175,6 +194,21 @@ mod tests {
         let read = read("tool", &args, FLAGS, &mut s).expect("good flags");
         assert_eq!(read, Read::Flags(vec!["--name", "--port", "--name"]));
         assert_eq!((s.port, s.names), (80, vec!["a".into(), "b".into()]));
+    }
+
+    #[test]
+    fn a_switch_takes_no_value() {
+        let args = args("--quick --port 80");
+        let mut s = Settings::default();
+        let read = read("tool", &args, FLAGS, &mut s).expect("good flags");
+        assert_eq!(read, Read::Flags(vec!["--quick", "--port"]));
+        assert!(s.quick);
+        assert_eq!(s.port, 80);
+        let text = help(FLAGS);
+        assert!(
+            text.contains("    --quick                  a switch\n"),
+            "{text}"
+        );
     }
 
     #[test]
