@@ -4,14 +4,17 @@
 //! backend --port 9001 --port 9002 --delay-ms 50 --mode reply
 //! ```
 //!
-//! Hand-written like the proxy's (no clap): one loop over the arguments,
-//! one `match` per flag. Every mistake becomes a [`UsageError`] that says
-//! what was wrong and what to do; the binary prints it and exits with
-//! status 2.
+//! One table of flags ([`FLAGS`]), read by the proxy's own flag reader
+//! (`proxy::settings::flags`): the same rules, the same "did you mean",
+//! the same messages as `proxy`'s command line. Every mistake becomes a
+//! [`UsageError`] that says what was wrong and what to do; the binary
+//! prints it and exits with status 2.
 
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
+
+pub use proxy::settings::flags::UsageError;
+use proxy::settings::flags::{self, Flag, Read};
 
 use crate::fixture::{FixtureMode, FixtureOptions};
 
@@ -28,6 +31,19 @@ pub struct Settings {
     pub delay: Duration,
     /// `banner`: the first line sent.
     pub banner: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let defaults = FixtureOptions::default();
+        Settings {
+            ports: Vec::new(),
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            mode: defaults.mode,
+            delay: defaults.delay,
+            banner: defaults.banner,
+        }
+    }
 }
 
 impl Settings {
@@ -52,27 +68,12 @@ pub enum Command {
     Version,
 }
 
-/// A command-line mistake, with what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageError(pub String);
-
-impl fmt::Display for UsageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (see 'backend --help')", self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-fn err<T>(message: impl Into<String>) -> Result<T, UsageError> {
-    Err(UsageError(message.into()))
-}
-
 /// The text of `backend --help`.
 pub fn help() -> String {
-    let defaults = FixtureOptions::default();
-    format!(
-        "\
+    format!("{HELP_HEAD}{}{HELP_TAIL}", flags::help(FLAGS))
+}
+
+const HELP_HEAD: &str = "\
 backend: the fixture server the proxy is tested and measured against
 
 USAGE
@@ -91,14 +92,9 @@ MODES (--mode)
     reset    read a line, then close with a reset (the client sees ECONNRESET)
 
 OPTIONS
-    --port N         a port to listen on; repeat for more; 0 picks a free port
-    --host IP        the address to listen on            [default: 127.0.0.1]
-    --mode MODE      reply | echo | cpu | banner | reset  [default: reply]
-    --delay-ms MS    reply, cpu: the delay per request     [default: 0]
-    --banner TEXT    banner: the first line sent           [default: {banner}]
-    -h, --help       this text
-    -V, --version    the version
+";
 
+const HELP_TAIL: &str = "
 Each port is announced on stderr once it listens, with its real port:
     backend: listening on 127.0.0.1:9001 (reply, delay 50ms)
 SIGTERM or Ctrl-C (SIGINT) stops it with exit status 0.
@@ -106,123 +102,109 @@ SIGTERM or Ctrl-C (SIGINT) stops it with exit status 0.
 EXAMPLES
     backend --port 9001 --port 9002 --port 9003 --delay-ms 50
     backend --port 0 --mode echo
-",
-        banner = defaults.banner
-    )
-}
+";
+
+/// Every flag: its name, its value, its help, what it sets.
+pub const FLAGS: &[Flag<Settings>] = &[
+    Flag {
+        name: "--port",
+        arg: "N",
+        needs: "a port number",
+        help: "a port to listen on; repeat for more; 0 picks a free port",
+        set: |s, v| add_port(&mut s.ports, v),
+    },
+    Flag {
+        name: "--host",
+        arg: "IP",
+        needs: "an IP address",
+        help: "the address to listen on            [default: 127.0.0.1]",
+        set: |s, v| {
+            s.host = parse_host(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--mode",
+        arg: "MODE",
+        needs: "a mode",
+        help: "reply | echo | cpu | banner | reset [default: reply]",
+        set: |s, v| {
+            s.mode = parse_mode(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--delay-ms",
+        arg: "MS",
+        needs: "a number of milliseconds",
+        help: "reply, cpu: the delay per request   [default: 0]",
+        set: |s, v| {
+            s.delay = parse_delay(v)?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--banner",
+        arg: "TEXT",
+        needs: "the banner text",
+        help: "banner: the first line sent         [default: backend ready]",
+        set: |s, v| {
+            s.banner = v.to_string();
+            Ok(())
+        },
+    },
+];
 
 /// Parses the arguments after the program name.
 pub fn parse(args: &[String]) -> Result<Command, UsageError> {
-    let defaults = FixtureOptions::default();
-    let mut settings = Settings {
-        ports: Vec::new(),
-        host: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        mode: defaults.mode,
-        delay: defaults.delay,
-        banner: defaults.banner,
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = |what: &str| match it.next() {
-            Some(v) => Ok(v.as_str()),
-            None => err(format!("{flag} needs {what}")),
-        };
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(Command::Help),
-            "-V" | "--version" => return Ok(Command::Version),
-            "--port" => add_port(&mut settings.ports, value("a port number")?)?,
-            "--host" => settings.host = parse_host(value("an IP address")?)?,
-            "--mode" => settings.mode = parse_mode(value("a mode")?)?,
-            "--delay-ms" => settings.delay = parse_delay(value("a number of milliseconds")?)?,
-            "--banner" => settings.banner = value("the banner text")?.to_string(),
-            other => return err(unknown_flag(other)),
-        }
+    let mut settings = Settings::default();
+    match flags::read("backend", args, FLAGS, &mut settings)? {
+        Read::Help => return Ok(Command::Help),
+        Read::Version => return Ok(Command::Version),
+        Read::Flags(_) => {}
     }
     if settings.ports.is_empty() {
-        return err("no port: give at least one --port N (0 picks a free one)");
+        return Err(UsageError::new(
+            "backend",
+            "no port: give at least one --port N (0 picks a free one)",
+        ));
     }
     Ok(Command::Run(settings))
 }
 
 /// Adds a port, refusing one given twice (only port 0, "any", may repeat:
 /// each 0 becomes a different port).
-fn add_port(ports: &mut Vec<u16>, value: &str) -> Result<(), UsageError> {
-    let port: u16 = match value.parse() {
-        Ok(port) => port,
-        Err(_) => {
-            return err(format!(
-                "--port: '{value}' is not a port number (0 to 65535)"
-            ));
-        }
-    };
+fn add_port(ports: &mut Vec<u16>, value: &str) -> Result<(), String> {
+    let port: u16 = value
+        .parse()
+        .map_err(|_| format!("'{value}' is not a port number (0 to 65535)"))?;
     if port != 0 && ports.contains(&port) {
-        return err(format!("--port {port} is given twice"));
+        return Err(format!("{port} is given twice"));
     }
     ports.push(port);
     Ok(())
 }
 
-fn parse_host(value: &str) -> Result<IpAddr, UsageError> {
-    value.parse().or_else(|_| {
-        err(format!(
-            "--host: '{value}' is not an IP address like 127.0.0.1 or ::1 \
-             (host names are not resolved)"
-        ))
+fn parse_host(value: &str) -> Result<IpAddr, String> {
+    value.parse().map_err(|_| {
+        format!(
+            "'{value}' is not an IP address like 127.0.0.1 or ::1 (host names are not resolved)"
+        )
     })
 }
 
-fn parse_mode(value: &str) -> Result<FixtureMode, UsageError> {
+fn parse_mode(value: &str) -> Result<FixtureMode, String> {
     FixtureMode::parse(value).ok_or_else(|| {
         let names: Vec<&str> = FixtureMode::ALL.iter().map(|m| m.name()).collect();
-        UsageError(format!(
-            "--mode: unknown mode '{value}'; use {}",
-            names.join(", ")
-        ))
+        format!("unknown mode '{value}'; use {}", names.join(", "))
     })
 }
 
-fn parse_delay(value: &str) -> Result<Duration, UsageError> {
-    match value.parse::<u64>() {
-        Ok(ms) => Ok(Duration::from_millis(ms)),
-        Err(_) => err(format!(
-            "--delay-ms: '{value}' is not a whole number of milliseconds"
-        )),
-    }
-}
-
-const FLAGS: &[&str] = &[
-    "--port",
-    "--host",
-    "--mode",
-    "--delay-ms",
-    "--banner",
-    "--help",
-    "--version",
-];
-
-fn unknown_flag(flag: &str) -> String {
-    match FLAGS.iter().min_by_key(|known| edit_distance(flag, known)) {
-        Some(best) if edit_distance(flag, best) <= 2 => {
-            format!("unknown option '{flag}' (did you mean '{best}'?)")
-        }
-        _ => format!("unknown option '{flag}'"),
-    }
-}
-
-/// Levenshtein distance, for "did you mean" hints.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
+fn parse_delay(value: &str) -> Result<Duration, String> {
+    value
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| format!("'{value}' is not a whole number of milliseconds"))
 }
 
 #[cfg(test)]
@@ -242,7 +224,7 @@ mod tests {
 
     fn error(s: &str) -> String {
         match parse(&args(s)) {
-            Err(UsageError(message)) => message,
+            Err(e) => e.message,
             other => panic!("expected an error from '{s}', got {other:?}"),
         }
     }
@@ -289,7 +271,7 @@ mod tests {
             "unknown option '--prot' (did you mean '--port'?)"
         );
         assert_eq!(error("9001"), "unknown option '9001'");
-        let shown = UsageError("x".to_string()).to_string();
+        let shown = UsageError::new("backend", "x").to_string();
         assert_eq!(shown, "x (see 'backend --help')");
     }
 
@@ -300,7 +282,15 @@ mod tests {
         assert_eq!(parse(&args("-V")), Ok(Command::Version));
         let text = help();
         for flag in FLAGS {
-            assert!(text.contains(flag), "the help lacks {flag}");
+            assert!(text.contains(flag.name), "the help lacks {}", flag.name);
         }
+        for also in ["-h, --help", "-V, --version"] {
+            assert!(text.contains(also), "the help lacks {also}");
+        }
+        let banner = FixtureOptions::default().banner;
+        assert!(
+            text.contains(&format!("[default: {banner}]")),
+            "the help's banner default is the fixture's"
+        );
     }
 }

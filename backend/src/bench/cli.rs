@@ -3,8 +3,13 @@
 //! ```text
 //! bench --proxy target/release/proxy [--quick] [--out DIR] [--no-peers] [--only a,b,c]
 //! ```
+//!
+//! One table of flags, read by the proxy's own flag reader
+//! (`proxy::settings::flags`), as every command line of the workspace is.
 
 use std::path::PathBuf;
+
+use proxy::settings::flags::{self, Flag, Read, UsageError};
 
 /// What a run should do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,12 +40,16 @@ pub enum Command {
     Run(Config),
     /// Print the help.
     Help,
+    /// Print the version.
+    Version,
 }
 
 /// The text of `bench --help`.
 pub fn help() -> String {
-    format!(
-        "\
+    format!("{HELP_HEAD}{}{HELP_TAIL}", flags::help(FLAGS))
+}
+
+const HELP_HEAD: &str = "\
 bench: the benchmark harness (issue 4): our proxy, HAProxy and nginx, side by side
 
 USAGE
@@ -49,64 +58,124 @@ USAGE
 Usually run through scripts/bench.sh, which builds the release binaries first.
 
 OPTIONS
-    --proxy PATH    the proxy binary to measure (required)
-    --quick         tiny sizes: checks the harness end to end in well under a minute
-    --out DIR       write DIR/BENCHMARKS.md and DIR/bench/*.svg
-                    [default: {DEFAULT_OUT}; with --quick: {DEFAULT_QUICK_OUT}, so a quick run
-                    never overwrites the committed report unless --out says so]
-    --no-peers      do not measure HAProxy and nginx even if installed
-    --only LIST     only these workloads, comma-separated: a, b, c  [default: a,b,c]
-    -h, --help      this text
+";
 
+const HELP_TAIL: &str = "
 WORKLOADS
     a   the seed's: 50 ms backend, a new connection per request; every mode of ours
     b   a CPU-bound backend: the pool's plateau at the core count
     c   the proxy's own cost: connections/s, keep-alive, bulk MiB/s, idle memory
-"
-    )
+";
+
+/// What the flags set; [`parse`] turns it into a [`Config`].
+#[derive(Debug)]
+struct Args {
+    proxy: Option<PathBuf>,
+    quick: bool,
+    out: Option<PathBuf>,
+    peers: bool,
+    workloads: [bool; 3],
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            proxy: None,
+            quick: false,
+            out: None,
+            peers: true,
+            workloads: [true; 3],
+        }
+    }
+}
+
+/// Every flag: its name, its value, its help, what it sets.
+const FLAGS: &[Flag<Args>] = &[
+    Flag {
+        name: "--proxy",
+        arg: "PATH",
+        needs: "the path of the proxy binary",
+        help: "the proxy binary to measure (required)",
+        set: |a, v| {
+            a.proxy = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--quick",
+        arg: "",
+        needs: "",
+        help: "tiny sizes: checks the harness end to end in well under a minute",
+        set: |a, _| {
+            a.quick = true;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--out",
+        arg: "DIR",
+        needs: "a directory",
+        help: "write DIR/BENCHMARKS.md and DIR/bench/*.svg\n\
+               \x20                            [default: docs; with --quick: target/bench-quick, so\n\
+               \x20                            a quick run never overwrites the committed report\n\
+               \x20                            unless --out says so]",
+        set: |a, v| {
+            a.out = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--no-peers",
+        arg: "",
+        needs: "",
+        help: "do not measure HAProxy and nginx even if installed",
+        set: |a, _| {
+            a.peers = false;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--only",
+        arg: "LIST",
+        needs: "a list like a,c",
+        help: "only these workloads, comma-separated: a, b, c  [default: a,b,c]",
+        set: |a, v| {
+            a.workloads = parse_workloads(v)?;
+            Ok(())
+        },
+    },
+];
+
+/// `a,c` as which of the workloads A, B, C run.
+fn parse_workloads(list: &str) -> Result<[bool; 3], String> {
+    let mut workloads = [false; 3];
+    for name in list.split(',') {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "a" => workloads[0] = true,
+            "b" => workloads[1] = true,
+            "c" => workloads[2] = true,
+            other => return Err(format!("unknown workload '{other}'; use a, b or c")),
+        }
+    }
+    Ok(workloads)
 }
 
 /// Parses the arguments after the program name.
-pub fn parse(args: &[String]) -> Result<Command, String> {
-    let mut proxy = None;
-    let mut quick = false;
-    let mut out = None;
-    let mut peers = true;
-    let mut workloads = [true; 3];
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(Command::Help),
-            "--proxy" => {
-                proxy = Some(PathBuf::from(
-                    it.next()
-                        .ok_or("--proxy needs the path of the proxy binary")?,
-                ))
-            }
-            "--quick" => quick = true,
-            "--out" => out = Some(PathBuf::from(it.next().ok_or("--out needs a directory")?)),
-            "--no-peers" => peers = false,
-            "--only" => {
-                let list = it.next().ok_or("--only needs a list like a,c")?;
-                workloads = [false; 3];
-                for name in list.split(',') {
-                    match name.trim().to_ascii_lowercase().as_str() {
-                        "a" => workloads[0] = true,
-                        "b" => workloads[1] = true,
-                        "c" => workloads[2] = true,
-                        other => {
-                            return Err(format!(
-                                "--only: unknown workload '{other}'; use a, b or c"
-                            ));
-                        }
-                    }
-                }
-            }
-            other => return Err(format!("unknown option '{other}' (see 'bench --help')")),
-        }
+pub fn parse(args: &[String]) -> Result<Command, UsageError> {
+    let mut read = Args::default();
+    match flags::read("bench", args, FLAGS, &mut read)? {
+        Read::Help => return Ok(Command::Help),
+        Read::Version => return Ok(Command::Version),
+        Read::Flags(_) => {}
     }
-    let proxy = proxy.ok_or("--proxy PATH is required: the proxy binary to measure")?;
-    let out = out.unwrap_or_else(|| {
+    let proxy = read.proxy.ok_or_else(|| {
+        UsageError::new(
+            "bench",
+            "--proxy PATH is required: the proxy binary to measure",
+        )
+    })?;
+    let quick = read.quick;
+    let out = read.out.unwrap_or_else(|| {
         PathBuf::from(if quick {
             DEFAULT_QUICK_OUT
         } else {
@@ -122,8 +191,8 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         proxy,
         quick,
         out,
-        peers,
-        workloads,
+        peers: read.peers,
+        workloads: read.workloads,
         command,
     }))
 }
@@ -157,27 +226,28 @@ mod tests {
     }
 
     #[test]
+    fn the_help_says_the_default_directories() {
+        let text = help();
+        let defaults = format!("[default: {DEFAULT_OUT}; with --quick: {DEFAULT_QUICK_OUT},");
+        assert!(text.contains(&defaults), "{text}");
+        for flag in FLAGS {
+            assert!(text.contains(flag.name), "the help lacks {}", flag.name);
+        }
+    }
+
+    #[test]
     fn options_parse() {
         let c = config("--proxy target/release/proxy --no-peers --only a,C");
         assert_eq!(c.proxy, PathBuf::from("target/release/proxy"));
         assert!(!c.peers);
         assert_eq!(c.workloads, [true, false, true]);
         assert!(matches!(parse(&args("--help")), Ok(Command::Help)));
-        assert!(
-            parse(&args(""))
-                .unwrap_err()
-                .contains("--proxy PATH is required")
-        );
-        assert!(
-            parse(&args("--proxy p --only d"))
-                .unwrap_err()
-                .contains("unknown workload")
-        );
-        assert!(
-            parse(&args("--proxy p --fast"))
-                .unwrap_err()
-                .contains("unknown option")
-        );
-        assert!(parse(&args("--proxy")).is_err());
+        let error = |s: &str| parse(&args(s)).unwrap_err().to_string();
+        assert!(error("").contains("--proxy PATH is required"));
+        assert!(error("--proxy p --only d").contains("unknown workload"));
+        assert!(error("--proxy p --fast").contains("unknown option"));
+        assert!(error("--proxy p --fast").ends_with("(see 'bench --help')"));
+        assert!(error("--proxy").contains("--proxy needs the path of the proxy binary"));
+        assert!(matches!(parse(&args("-V")), Ok(Command::Version)));
     }
 }

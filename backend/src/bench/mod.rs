@@ -204,6 +204,10 @@ pub fn main_with_args(args: &[String]) -> i32 {
             print!("{}", cli::help());
             return 0;
         }
+        Ok(Command::Version) => {
+            println!("bench {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
         Err(e) => {
             eprintln!("bench: {e}");
             return 2;

@@ -12,10 +12,11 @@
 //! itself: a load client that saturates its core measures itself, not the
 //! server, and the reader must be able to tell.
 //!
-//! The command line is parsed by hand (no dependencies), in two steps:
-//! [`read_flags`] turns the words into typed values, each checked on its
-//! own; [`command`] checks how they combine and picks the run. Every
-//! mistake is a message and exit status 2.
+//! The command line is read in two steps: [`read_flags`] turns the words
+//! into typed values, each checked on its own, by one table of flags
+//! ([`FLAGS`]) and the proxy's own flag reader (`proxy::settings::flags`,
+//! the workspace's one); [`command`] checks how they combine and picks the
+//! run. Every mistake is a [`UsageError`] and exit status 2.
 
 use std::io;
 use std::net::SocketAddr;
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use backend::load::{
     BulkOptions, LoadOptions, MIB, Pattern, cpu_share, open_idle, run_bulk, run_closed_loop,
 };
+use proxy::settings::flags::{self, Flag, Read, UsageError};
 
 /// From this share of one core up, the summary warns that the client may
 /// have been the limit (the closed loop and bulk runs use one thread).
@@ -58,8 +60,8 @@ fn main() -> ExitCode {
 fn main_with_args(args: &[String]) -> u8 {
     let command = match read_flags(args).and_then(command) {
         Ok(command) => command,
-        Err(message) => {
-            eprintln!("loadgen: {message} (see 'loadgen --help')");
+        Err(e) => {
+            eprintln!("loadgen: {e}");
             return 2;
         }
     };
@@ -93,7 +95,8 @@ fn main_with_args(args: &[String]) -> u8 {
 }
 
 fn help() -> String {
-    "\
+    format!(
+        "\
 loadgen: the load client; a summary for people, or one JSON line with --json
 
 USAGE
@@ -115,17 +118,7 @@ RUNS
                    idle for DUR, then checks each still answers and closes.
 
 OPTIONS
-    --target ADDR     where to connect: IP:PORT (a proxy, or a backend)
-    --clients C       concurrent clients (default 64)
-    --requests N      requests in total (default 1000)
-    --duration DUR    issue requests for DUR instead of counting them
-    --timeout DUR     the longest one request, or one stalled step, may take
-                      (default 10s)
-    --streams S       bulk connections at once (default 1)
-    --hold DUR        how long --idle holds its connections (default 10s)
-    --json            print only the report, as one line of JSON
-    -h, --help        this text
-
+{options}
     DUR is a whole number with a unit: 500ms, 2s, 1m.
 
 CPU
@@ -137,8 +130,9 @@ EXIT STATUS
     0 done (request errors are counted in the report, not fatal); 1 the run
     failed (could not start, a bulk echo not intact, an idle connection lost);
     2 a bad command line.
-"
-    .to_string()
+",
+        options = flags::help(FLAGS)
+    )
 }
 
 // ---- the command line -------------------------------------------------------
@@ -147,7 +141,6 @@ EXIT STATUS
 /// [`command`]'s business.
 #[derive(Debug, Default)]
 struct Flags {
-    help: bool,
     json: bool,
     target: Option<SocketAddr>,
     clients: Option<usize>,
@@ -181,71 +174,111 @@ enum Command {
     },
 }
 
-/// Reads the words of the command line into [`Flags`]. `--help` anywhere
-/// wins over everything else, mistakes included.
-fn read_flags(args: &[String]) -> Result<Flags, String> {
+/// Reads the words of the command line into [`Flags`], with the names of
+/// the flags given (for [`command`]'s "does not apply"); `None` for the
+/// help. `--help` anywhere wins over everything else, mistakes included.
+fn read_flags(args: &[String]) -> Result<Option<(Flags, Vec<&str>)>, UsageError> {
     if args.iter().any(|arg| arg == "--help" || arg == "-h") {
-        return Ok(Flags {
-            help: true,
-            ..Flags::default()
-        });
+        return Ok(None);
     }
     let mut flags = Flags::default();
-    let mut words = args.iter();
-    while let Some(flag) = words.next() {
-        let flag = flag.as_str();
-        if flag == "--json" {
-            flags.json = true;
-            continue;
-        }
-        if !takes_value(flag) {
-            return Err(format!("unknown option {flag:?}"));
-        }
-        let value = words
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value"))?;
-        store(&mut flags, flag, value)?;
-    }
-    Ok(flags)
-}
-
-fn takes_value(flag: &str) -> bool {
-    matches!(
-        flag,
-        "--target"
-            | "--clients"
-            | "--requests"
-            | "--duration"
-            | "--timeout"
-            | "--keepalive"
-            | "--bulk"
-            | "--streams"
-            | "--idle"
-            | "--hold"
-    )
-}
-
-/// Parses `value` as `flag` wants it and stores it, once.
-fn store(flags: &mut Flags, flag: &str, value: &str) -> Result<(), String> {
-    match flag {
-        "--target" => set(&mut flags.target, flag, address(value)?),
-        "--clients" => set(&mut flags.clients, flag, count(flag, value)?),
-        "--requests" => set(&mut flags.requests, flag, count(flag, value)?),
-        "--keepalive" => set(&mut flags.keepalive, flag, count(flag, value)?),
-        "--streams" => set(&mut flags.streams, flag, count(flag, value)?),
-        "--idle" => set(&mut flags.idle, flag, count(flag, value)?),
-        "--bulk" => set(&mut flags.bulk_mib, flag, positive(flag, value)?),
-        "--duration" => set(&mut flags.duration, flag, duration(flag, value)?),
-        "--timeout" => set(&mut flags.timeout, flag, duration(flag, value)?),
-        "--hold" => set(&mut flags.hold, flag, duration(flag, value)?),
-        _ => Err(format!("unknown option {flag:?}")),
+    match flags::read("loadgen", args, FLAGS, &mut flags)? {
+        Read::Flags(given) => Ok(Some((flags, given))),
+        // -V: this tool has no version of its own to tell; the help says
+        // what it is.
+        Read::Help | Read::Version => Ok(None),
     }
 }
+
+/// Every flag: its name, its value, its help, what it sets.
+const FLAGS: &[Flag<Flags>] = &[
+    Flag {
+        name: "--target",
+        arg: "ADDR",
+        needs: "a value: IP:PORT, like 127.0.0.1:8080",
+        help: "where to connect: IP:PORT (a proxy, or a backend)",
+        set: |f, v| set(&mut f.target, address(v)?),
+    },
+    Flag {
+        name: "--clients",
+        arg: "C",
+        needs: "a value: a number of clients",
+        help: "concurrent clients (default 64)",
+        set: |f, v| set(&mut f.clients, count(v)?),
+    },
+    Flag {
+        name: "--requests",
+        arg: "N",
+        needs: "a value: a number of requests",
+        help: "requests in total (default 1000)",
+        set: |f, v| set(&mut f.requests, count(v)?),
+    },
+    Flag {
+        name: "--duration",
+        arg: "DUR",
+        needs: "a value: a duration like 5s",
+        help: "issue requests for DUR instead of counting them",
+        set: |f, v| set(&mut f.duration, duration(v)?),
+    },
+    Flag {
+        name: "--timeout",
+        arg: "DUR",
+        needs: "a value: a duration like 10s",
+        help: "the longest one request, or one stalled step, may take\n\
+               \x20                            (default 10s)",
+        set: |f, v| set(&mut f.timeout, duration(v)?),
+    },
+    Flag {
+        name: "--keepalive",
+        arg: "K",
+        needs: "a value: requests per connection",
+        help: "K requests per connection (an echo backend)",
+        set: |f, v| set(&mut f.keepalive, count(v)?),
+    },
+    Flag {
+        name: "--bulk",
+        arg: "MIB",
+        needs: "a value: a number of MiB",
+        help: "MIB mebibytes through the target and back",
+        set: |f, v| set(&mut f.bulk_mib, positive(v)?),
+    },
+    Flag {
+        name: "--streams",
+        arg: "S",
+        needs: "a value: a number of streams",
+        help: "bulk connections at once (default 1)",
+        set: |f, v| set(&mut f.streams, count(v)?),
+    },
+    Flag {
+        name: "--idle",
+        arg: "K",
+        needs: "a value: a number of connections",
+        help: "K idle connections, held for --hold",
+        set: |f, v| set(&mut f.idle, count(v)?),
+    },
+    Flag {
+        name: "--hold",
+        arg: "DUR",
+        needs: "a value: a duration like 10s",
+        help: "how long --idle holds its connections (default 10s)",
+        set: |f, v| set(&mut f.hold, duration(v)?),
+    },
+    Flag {
+        name: "--json",
+        arg: "",
+        needs: "",
+        help: "print only the report, as one line of JSON",
+        set: |f, _| {
+            f.json = true;
+            Ok(())
+        },
+    },
+];
 
 /// Stores `value` in `slot` unless the flag was already given.
-fn set<T>(slot: &mut Option<T>, flag: &str, value: T) -> Result<(), String> {
+fn set<T>(slot: &mut Option<T>, value: T) -> Result<(), String> {
     if slot.is_some() {
-        return Err(format!("{flag} given twice"));
+        return Err("given twice".to_string());
     }
     *slot = Some(value);
     Ok(())
@@ -254,32 +287,35 @@ fn set<T>(slot: &mut Option<T>, flag: &str, value: T) -> Result<(), String> {
 fn address(value: &str) -> Result<SocketAddr, String> {
     value
         .parse()
-        .map_err(|_| format!("--target {value:?} is not IP:PORT (e.g. 127.0.0.1:8080)"))
+        .map_err(|_| format!("'{value}' is not IP:PORT (e.g. 127.0.0.1:8080)"))
 }
 
 /// A whole number above zero.
-fn positive(flag: &str, value: &str) -> Result<u64, String> {
+fn positive(value: &str) -> Result<u64, String> {
     match value.parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!(
-            "{flag} {value:?}: expected a whole number above zero"
-        )),
+        _ => Err(format!("'{value}': expected a whole number above zero")),
     }
 }
 
 /// A whole number above zero that counts things in memory.
-fn count(flag: &str, value: &str) -> Result<usize, String> {
-    usize::try_from(positive(flag, value)?).map_err(|_| format!("{flag} {value:?} is too large"))
+fn count(value: &str) -> Result<usize, String> {
+    usize::try_from(positive(value)?).map_err(|_| format!("'{value}' is too large"))
 }
 
 /// A duration above zero: a whole number and a unit, `500ms`, `2s`, `1m`.
-fn duration(flag: &str, value: &str) -> Result<Duration, String> {
+fn duration(value: &str) -> Result<Duration, String> {
     match parse_duration(value) {
         Some(d) if !d.is_zero() => Ok(d),
         _ => Err(format!(
-            "{flag} {value:?}: expected a duration above zero like 500ms, 2s or 1m"
+            "'{value}': expected a duration above zero like 500ms, 2s or 1m"
         )),
     }
+}
+
+/// A mistake in how the flags combine.
+fn usage(message: impl Into<String>) -> UsageError {
+    UsageError::new("loadgen", message)
 }
 
 /// `500ms`, `2s`, `1m` as a `Duration`; None for anything else.
@@ -295,48 +331,63 @@ fn parse_duration(text: &str) -> Option<Duration> {
     }
 }
 
-/// Checks how the flags combine and builds the run they ask for.
-fn command(flags: Flags) -> Result<Command, String> {
-    if flags.help {
+/// Checks how the flags combine and builds the run they ask for (`None`
+/// from [`read_flags`]: the help).
+fn command(read: Option<(Flags, Vec<&str>)>) -> Result<Command, UsageError> {
+    let Some((flags, given)) = read else {
         return Ok(Command::Help);
-    }
+    };
     let target = flags
         .target
-        .ok_or("--target ADDR is required: where to send the load")?;
+        .ok_or_else(|| usage("--target ADDR is required: where to send the load"))?;
     let timeout = flags.timeout.unwrap_or(DEFAULT_TIMEOUT);
     match (flags.bulk_mib, flags.idle) {
-        (Some(_), Some(_)) => Err("--bulk and --idle are two different runs; give one".into()),
-        (Some(mib), None) => bulk_command(&flags, target, mib, timeout),
-        (None, Some(count)) => idle_command(&flags, target, count, timeout),
+        (Some(_), Some(_)) => Err(usage("--bulk and --idle are two different runs; give one")),
+        (Some(mib), None) => {
+            refuse(&given, "--bulk", BULK_REFUSES)?;
+            bulk_command(&flags, target, mib, timeout)
+        }
+        (None, Some(count)) => {
+            refuse(&given, "--idle", IDLE_REFUSES)?;
+            Ok(idle_command(&flags, target, count, timeout))
+        }
         (None, None) => {
-            refuse(&flags, "the closed loop", &["--streams", "--hold"])?;
+            refuse(&given, "the closed loop", &["--streams", "--hold"])?;
             closed_loop_command(&flags, target, timeout)
         }
     }
 }
 
-/// The bulk run's options (`--bulk MIB`): the closed loop's and the idle
-/// run's flags have no meaning here.
+/// What the closed loop's and the idle run's flags mean to a bulk run: nothing.
+const BULK_REFUSES: &[&str] = &[
+    "--clients",
+    "--requests",
+    "--duration",
+    "--keepalive",
+    "--hold",
+];
+
+/// What the closed loop's and the bulk run's flags, and `--json`, mean to
+/// an idle run: nothing.
+const IDLE_REFUSES: &[&str] = &[
+    "--clients",
+    "--requests",
+    "--duration",
+    "--keepalive",
+    "--streams",
+    "--json",
+];
+
+/// The bulk run's options (`--bulk MIB`).
 fn bulk_command(
     flags: &Flags,
     target: SocketAddr,
     mib: u64,
     timeout: Duration,
-) -> Result<Command, String> {
-    refuse(
-        flags,
-        "--bulk",
-        &[
-            "--clients",
-            "--requests",
-            "--duration",
-            "--keepalive",
-            "--hold",
-        ],
-    )?;
+) -> Result<Command, UsageError> {
     let bytes = mib
         .checked_mul(MIB)
-        .ok_or(format!("--bulk {mib}: too many MiB"))?;
+        .ok_or_else(|| usage(format!("--bulk {mib}: too many MiB")))?;
     let options = BulkOptions {
         target,
         bytes,
@@ -349,32 +400,14 @@ fn bulk_command(
     })
 }
 
-/// The idle run's options (`--idle COUNT`): the closed loop's and the bulk
-/// run's flags, and `--json`, have no meaning here.
-fn idle_command(
-    flags: &Flags,
-    target: SocketAddr,
-    count: usize,
-    timeout: Duration,
-) -> Result<Command, String> {
-    refuse(
-        flags,
-        "--idle",
-        &[
-            "--clients",
-            "--requests",
-            "--duration",
-            "--keepalive",
-            "--streams",
-            "--json",
-        ],
-    )?;
-    Ok(Command::Idle {
+/// The idle run's options (`--idle COUNT`).
+fn idle_command(flags: &Flags, target: SocketAddr, count: usize, timeout: Duration) -> Command {
+    Command::Idle {
         target,
         count,
         hold: flags.hold.unwrap_or(DEFAULT_HOLD),
         timeout,
-    })
+    }
 }
 
 /// The closed loop's options: `--requests` and `--duration` exclude each
@@ -384,11 +417,13 @@ fn closed_loop_command(
     flags: &Flags,
     target: SocketAddr,
     timeout: Duration,
-) -> Result<Command, String> {
+) -> Result<Command, UsageError> {
     let defaults = LoadOptions::default();
     let requests = match (flags.requests, flags.duration) {
         (Some(_), Some(_)) => {
-            return Err("--requests and --duration both say when to stop; give one".into());
+            return Err(usage(
+                "--requests and --duration both say when to stop; give one",
+            ));
         }
         (Some(n), None) => n,
         (None, Some(_)) => usize::MAX,
@@ -412,24 +447,12 @@ fn closed_loop_command(
     })
 }
 
-/// Fails if any of `names` was given: it means nothing to `run`.
-fn refuse(flags: &Flags, run: &str, names: &[&str]) -> Result<(), String> {
-    for &name in names {
-        let given = match name {
-            "--clients" => flags.clients.is_some(),
-            "--requests" => flags.requests.is_some(),
-            "--duration" => flags.duration.is_some(),
-            "--keepalive" => flags.keepalive.is_some(),
-            "--streams" => flags.streams.is_some(),
-            "--hold" => flags.hold.is_some(),
-            "--json" => flags.json,
-            _ => false,
-        };
-        if given {
-            return Err(format!("{name} does not apply to {run}"));
-        }
+/// Fails if any of `names` was `given`: it means nothing to `run`.
+fn refuse(given: &[&str], run: &str, names: &[&str]) -> Result<(), UsageError> {
+    match names.iter().find(|name| given.contains(name)) {
+        Some(name) => Err(usage(format!("{name} does not apply to {run}"))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 // ---- the runs ---------------------------------------------------------------
@@ -532,7 +555,9 @@ mod tests {
 
     fn parse(line: &str) -> Result<Command, String> {
         let args: Vec<String> = line.split_whitespace().map(String::from).collect();
-        read_flags(&args).and_then(command)
+        read_flags(&args)
+            .and_then(command)
+            .map_err(|e| e.to_string())
     }
 
     #[test]
