@@ -2,13 +2,16 @@
 //!
 //! A benchmark without its machine is a rumour: the report opens with the
 //! CPU model, the number of cores, the kernel and the memory, all read from
-//! /proc (no `lscpu`, `uname` or `free` subprocess needed), and the date.
+//! /proc (no `lscpu`, `uname` or `free` subprocess needed), and the date
+//! (by the proxy's calendar, `proxy::log::utc`, the workspace's one).
 //!
 //! The one limit the harness raises, RLIMIT_NOFILE, is raised with
 //! [`runtime::fd_limit::raise_nofile_limit`], the workspace's one copy.
 
 use std::fs;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
+
+use proxy::log::utc::{Civil, civil, since_epoch};
 
 /// What the report says about the machine.
 #[derive(Debug, Clone, Default)]
@@ -63,49 +66,34 @@ pub fn ephemeral_ports() -> Option<u64> {
 
 /// Now, as `YYYY-MM-DD HH:MM UTC`.
 pub fn utc_now() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    utc_from_unix(secs)
+    report_date(since_epoch(SystemTime::now()))
 }
 
-/// Seconds since 1970 as `YYYY-MM-DD HH:MM UTC`, by the civil-from-days
-/// algorithm (Howard Hinnant's), so no date library is needed.
-pub fn utc_from_unix(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let minute_of_day = (secs % 86_400) / 60;
-    // Shift the epoch to 0000-03-01, so leap days fall at the end of a year.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
-        minute_of_day / 60,
-        minute_of_day % 60
-    )
+/// A time since the Unix epoch as the report's date line shows it,
+/// `YYYY-MM-DD HH:MM UTC`: to the minute, which is all a run's date needs.
+pub fn report_date(since_epoch: Duration) -> String {
+    let Civil {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        ..
+    } = civil(since_epoch);
+    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    // The calendar is proxy::log::utc's, and tested there; this checks the
+    // report's layout of it.
     #[test]
-    fn dates_from_unix_seconds() {
-        assert_eq!(utc_from_unix(0), "1970-01-01 00:00 UTC");
-        assert_eq!(utc_from_unix(951_782_400), "2000-02-29 00:00 UTC");
-        assert_eq!(utc_from_unix(1_709_210_096), "2024-02-29 12:34 UTC");
-        assert_eq!(utc_from_unix(4_102_444_799), "2099-12-31 23:59 UTC");
+    fn the_report_date_is_to_the_minute_in_utc() {
+        assert_eq!(report_date(Duration::ZERO), "1970-01-01 00:00 UTC");
+        let leap_day = Duration::from_millis(1_709_210_096_999);
+        assert_eq!(report_date(leap_day), "2024-02-29 12:34 UTC");
     }
 
     #[test]

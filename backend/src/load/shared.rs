@@ -6,7 +6,9 @@
 //! Why a file of its own: load/mod.rs re-exports the patterns, so a pattern
 //! that took these from load/mod.rs would import the file that imports it.
 //! Here, importing nothing of the crate, it is taken by every pattern, and
-//! load/mod.rs re-exports what of it is public.
+//! load/mod.rs re-exports what of it is public. Strings in the JSON reports
+//! are escaped by the proxy's escaper (`proxy::log::json`), the
+//! workspace's one, so a report and an access-log line agree on JSON.
 
 use std::fmt;
 use std::future::Future;
@@ -15,6 +17,7 @@ use std::time::Duration;
 
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::time::TimeVal;
+use proxy::log::json::push_string;
 use runtime::time;
 
 /// The longest reply read; a peer that sends more is misbehaving and the
@@ -90,7 +93,7 @@ impl JsonObject {
         if self.text.len() > 1 {
             self.text.push(',');
         }
-        push_json_string(&mut self.text, key);
+        push_string(&mut self.text, key);
         self.text.push(':');
         self
     }
@@ -132,7 +135,7 @@ impl JsonObject {
         match value {
             Some(s) => {
                 let mut quoted = String::with_capacity(s.len() + 2);
-                push_json_string(&mut quoted, s);
+                push_string(&mut quoted, s);
                 self.raw(key, &quoted)
             }
             None => self.raw(key, "null"),
@@ -147,25 +150,6 @@ impl JsonObject {
         self.text.push('}');
         self.text
     }
-}
-
-/// Appends `s` as a JSON string: quoted, with `"` and `\` escaped, and every
-/// control character (which JSON forbids raw, and which would break the
-/// one-line promise) written as an escape.
-fn push_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 // ---- bulk streams -----------------------------------------------------------
@@ -202,13 +186,14 @@ pub(super) fn stream_share(total: u64, streams: usize, index: usize) -> u64 {
 mod tests {
     use super::*;
 
+    // The escaping itself is proxy::log::json's, and tested there; this
+    // checks that keys and strings go through it.
     #[test]
-    fn json_strings_escape_quotes_backslashes_and_control_characters() {
-        let mut out = String::new();
-        push_json_string(&mut out, "a\"b\\c\nd\re\tf\u{1}g\u{1f}h\u{7f}é");
-        assert_eq!(
-            out,
-            r#""a\"b\\c\nd\re\tf\u0001g\u001fh"#.to_string() + "\u{7f}é\""
-        );
+    fn keys_and_strings_are_escaped() {
+        let text = JsonObject::new()
+            .string("a\"b", Some("c\nd\u{7f}"))
+            .string("none", None)
+            .finish();
+        assert_eq!(text, r#"{"a\"b":"c\nd\u007f","none":null}"#);
     }
 }
