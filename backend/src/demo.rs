@@ -22,6 +22,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use proxy::settings::flags::{self, Flag, Read};
+
 use crate::child;
 use crate::fixture::{Fixture, FixtureMode, FixtureOptions};
 use crate::load::{LoadOptions, LoadReport, run_closed_loop};
@@ -70,18 +72,22 @@ pub fn main_with_args(args: &[String]) -> i32 {
             return proxy::main_with_args(proxy_args);
         }
     }
-    let quick = match args {
-        [] => false,
-        [flag] if flag == "--quick" => true,
-        [flag] if flag == "-h" || flag == "--help" => {
-            print!("{HELP}");
+    let mut quick = false;
+    match flags::read("demo", args, FLAGS, &mut quick) {
+        Ok(Read::Flags(_)) => {}
+        Ok(Read::Help) => {
+            print!("{HELP}{}", flags::help(FLAGS));
             return 0;
         }
-        _ => {
-            eprintln!("demo: the demo takes only --quick (see 'demo --help')");
+        Ok(Read::Version) => {
+            println!("demo {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("demo: {e}");
             return 2;
         }
-    };
+    }
     match run(quick) {
         Ok(()) => 0,
         Err(e) => {
@@ -99,9 +105,19 @@ USAGE
     demo [--quick]
 
 OPTIONS
-    --quick       a quarter of the requests per row (a few seconds in all)
-    -h, --help    this text
 ";
+
+/// The demo's one flag, read like every command line of the workspace.
+const FLAGS: &[Flag<bool>] = &[Flag {
+    name: "--quick",
+    arg: "",
+    needs: "",
+    help: "a quarter of the requests per row (a few seconds in all)",
+    set: |quick, _| {
+        *quick = true;
+        Ok(())
+    },
+}];
 
 /// Runs the demo and prints the table.
 pub fn run(quick: bool) -> io::Result<()> {
@@ -196,4 +212,24 @@ fn print_row(row: &Row, report: &LoadReport) {
 fn ports(addrs: &[SocketAddr]) -> String {
     let ports: Vec<String> = addrs.iter().map(|a| a.port().to_string()).collect();
     format!("127.0.0.1:{{{}}}", ports.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(line: &str) -> i32 {
+        let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+        main_with_args(&args)
+    }
+
+    #[test]
+    fn the_command_line_takes_quick_and_hands_run_proxy_to_the_proxy() {
+        assert_eq!(status("--help"), 0);
+        assert_eq!(status("--quik"), 2, "a typo is a usage error");
+        assert_eq!(status("--quick --quick extra"), 2);
+        // The proxy's own command line: its help, its usage errors.
+        assert_eq!(status("--run-proxy --help"), 0);
+        assert_eq!(status("--run-proxy --listen"), 2);
+    }
 }
