@@ -335,8 +335,11 @@ async fn hold_then_answer(addr: SocketAddr, count: usize) -> io::Result<usize> {
 
 /// A minimal round-robin relay for `connections` connections, each relayed
 /// request first, reply second (the load client half-closes after its
-/// request). Stands in for the proxy, which this crate cannot depend on,
-/// so that one target can reach three backends.
+/// request), so that one target can reach three backends. Not the proxy,
+/// though this crate links it: these tests check the load client's
+/// counting, and a relay with no modes, timeouts or balancing of its own
+/// cannot be what a failure here is about (the proxy is tested end to end
+/// in tests/).
 fn round_robin_relay(
     backends: Vec<SocketAddr>,
     connections: usize,

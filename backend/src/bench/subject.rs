@@ -6,9 +6,11 @@
 //!   ours / peer:  load client ──▶ proxy (a child process) ──▶ fixture backends
 //! ```
 //!
-//! Ours is the `proxy` binary given by `--proxy` (the harness cannot link
-//! it: the proxy crate depends on this one), started in one of its modes on
-//! a free loopback port. The peers are HAProxy and nginx ([`super::peers`]).
+//! Ours is the `proxy` binary given by `--proxy`, started in one of its
+//! modes on a free loopback port. This crate links the proxy, but the
+//! harness still runs it as a child, built in release, like the peers: its
+//! memory, CPU time and descriptors must be its own, apart from the load
+//! client's, and measured the same way as HAProxy's and nginx's. The peers are HAProxy and nginx ([`super::peers`]).
 //! Each measurement starts a fresh process and stops it afterwards, so its
 //! peak memory and CPU time belong to that measurement alone.
 
