@@ -17,7 +17,6 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::{self, JoinHandle};
@@ -671,17 +670,15 @@ pub fn open_fds(pid: u32) -> Vec<(u32, String)> {
 /// `pre_exec` closure), and nix has no safe prlimit(2). The limits of this
 /// process itself are `runtime::fd_limit`'s.
 pub fn set_nofile_limit_of(pid: u32, soft: u64) {
-    let out = Command::new("prlimit")
-        .arg(format!("--pid={pid}"))
-        .arg(format!("--nofile={soft}:"))
-        .stdin(Stdio::null())
-        .output()
+    let out = Spawn::new("prlimit", "prlimit")
+        .args([format!("--pid={pid}"), format!("--nofile={soft}:")])
+        .run(Duration::from_secs(10))
         .unwrap_or_else(|e| panic!("prlimit (set): cannot run prlimit(1) from util-linux: {e}"));
     assert!(
         out.status.success(),
         "prlimit (set) --pid={pid} --nofile={soft}: {}: {}",
         out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
+        out.stderr.join("\n").trim()
     );
     assert_eq!(
         soft_nofile_of(pid),

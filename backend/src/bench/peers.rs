@@ -27,7 +27,6 @@ use std::fs;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::child::{
@@ -131,12 +130,15 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// Runs `program args` and returns stdout and stderr together (nginx
-/// prints its version on stderr).
+/// Runs `program args` (at most [`START_TIMEOUT`]: a program that hangs
+/// when asked its version is not one to measure) and returns stdout and
+/// stderr together, a line each (nginx prints its version on stderr).
 fn output_of(program: &Path, args: &[&str]) -> io::Result<String> {
-    let output = Command::new(program).args(args).output()?;
-    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    let output = Spawn::new(&program.display().to_string(), program)
+        .args(args)
+        .stdout(Capture::All)
+        .run(START_TIMEOUT)?;
+    let text = [output.stdout, output.stderr].concat().join("\n");
     if output.status.success() {
         Ok(text)
     } else {
@@ -457,6 +459,16 @@ fn nginx_command(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_version_probe_reads_both_streams_and_says_how_it_failed() {
+        let sh = Path::new("sh");
+        let text = output_of(sh, &["-c", "echo out; echo err >&2"]).unwrap();
+        assert_eq!(text, "out\nerr");
+        let e = output_of(sh, &["-c", "echo no such option >&2; exit 1"]).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("failed") && e.contains("no such option"), "{e}");
+    }
 
     fn addrs() -> (SocketAddr, Vec<SocketAddr>) {
         (
