@@ -31,6 +31,13 @@ pub fn set_nofile_soft_limit(soft: u64) -> io::Result<()> {
     sys::set_nofile_soft_limit(soft)
 }
 
+/// Sets the soft limit of another process (of the same user), keeping its
+/// hard limit: how a test lowers the limit of a server it started, once the
+/// server is running and its own descriptors are known.
+pub fn set_nofile_soft_limit_of(pid: u32, soft: u64) -> io::Result<()> {
+    sys::set_nofile_soft_limit_of(pid, soft)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +49,15 @@ mod tests {
         let raised = raise_nofile_limit().expect("setrlimit");
         assert_eq!(raised, hard);
         assert!(raised >= soft);
+    }
+
+    #[test]
+    fn another_process_limit_is_set_by_pid_and_a_missing_one_is_an_error() {
+        // This process, by its pid, to the soft limit it has: nothing
+        // changes for the tests running beside this one.
+        let (soft, _) = nofile_limits().expect("getrlimit");
+        set_nofile_soft_limit_of(std::process::id(), soft).expect("prlimit of ourselves");
+        assert_eq!(nofile_limits().expect("getrlimit").0, soft);
+        assert!(set_nofile_soft_limit_of(u32::MAX, soft).is_err());
     }
 }

@@ -474,6 +474,29 @@ pub(crate) fn set_nofile_soft_limit(soft: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Sets the soft RLIMIT_NOFILE of process `pid` (0: this one), keeping its
+/// hard limit: prlimit(2), which may act on another process of the same
+/// user (a parent lowering its running child's limit).
+pub(crate) fn set_nofile_soft_limit_of(pid: u32, soft: u64) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a null new-limit pointer only reads the limits into `old`,
+    // which is valid and writable for the whole call.
+    cvt(unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) })?;
+    let new = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: `new` is a valid rlimit, only read by the call; a null
+    // old-limit pointer is allowed. The kernel refuses (EINVAL, EPERM) a soft
+    // limit above the hard one, and a process we may not act on.
+    cvt(unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &new, std::ptr::null_mut()) })?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -662,28 +662,16 @@ pub fn open_fds(pid: u32) -> Vec<(u32, String)> {
 }
 
 /// Sets the soft RLIMIT_NOFILE of a running process (ours: our child),
-/// keeping its hard limit, and checks that it took.
-///
-/// Through util-linux's prlimit(1) (`--nofile=SOFT:` sets the soft limit
-/// alone): the tests set the limit of a proxy that is already running,
-/// from what it holds once at rest, so it cannot be set before exec (a
-/// `pre_exec` closure), and nix has no safe prlimit(2). The limits of this
-/// process itself are `runtime::fd_limit`'s.
+/// keeping its hard limit, and checks that it took. The tests set the limit
+/// of a proxy that is already running, from what it holds once at rest, so
+/// it cannot be set before exec.
 pub fn set_nofile_limit_of(pid: u32, soft: u64) {
-    let out = Spawn::new("prlimit", "prlimit")
-        .args([format!("--pid={pid}"), format!("--nofile={soft}:")])
-        .run(Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("prlimit (set): cannot run prlimit(1) from util-linux: {e}"));
-    assert!(
-        out.status.success(),
-        "prlimit (set) --pid={pid} --nofile={soft}: {}: {}",
-        out.status,
-        out.stderr.join("\n").trim()
-    );
+    runtime::fd_limit::set_nofile_soft_limit_of(pid, soft)
+        .unwrap_or_else(|e| panic!("prlimit of {pid} to {soft}: {e}"));
     assert_eq!(
         soft_nofile_of(pid),
         Some(soft),
-        "prlimit (set): the soft limit of {pid} did not change"
+        "prlimit: the soft limit of {pid} did not change"
     );
 }
 
