@@ -1,11 +1,6 @@
 //! The demo under test: the same entry point as the `demo` binary, which
 //! starts itself again as each proxy child (`--run-proxy`).
 fn main() {
-    // args_os, not args: a non-UTF-8 argument becomes a usage error (its bad
-    // bytes replaced by U+FFFD) instead of a panic.
-    let args: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
+    let args = proxy::settings::flags::program_args();
     std::process::exit(backend::demo::main_with_args(&args));
 }

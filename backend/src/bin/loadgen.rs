@@ -43,12 +43,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_STREAMS: usize = 1;
 
 fn main() -> ExitCode {
-    // args_os, not args: a non-UTF-8 argument becomes a usage error (its
-    // bad bytes replaced by U+FFFD) instead of a panic.
-    let args: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|arg| arg.to_string_lossy().into_owned())
-        .collect();
+    let args = proxy::settings::flags::program_args();
     ExitCode::from(main_with_args(&args))
 }
 

@@ -77,6 +77,17 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// This process's arguments, after the program name: what every binary of
+/// the workspace hands its `main_with_args`. `args_os`, not `args`: a
+/// non-UTF-8 argument becomes a usage error (its bad bytes replaced by
+/// U+FFFD) instead of a panic.
+pub fn program_args() -> Vec<String> {
+    std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// Reads `args` (without the program name) into `settings` by `flags`.
 pub fn read<'a, S>(
     program: &'static str,
