@@ -219,7 +219,14 @@ impl Local {
                 return Err(NoBackend::Unavailable);
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || time::timeout(left, self.some_room(full)).await.is_err() {
+            // Boxed: the wait for room is the rare path (every candidate at
+            // its maxconn), and held inline its timer would make every
+            // connection's task, for its whole life, that much bigger.
+            if left.is_zero()
+                || Box::pin(time::timeout(left, self.some_room(full)))
+                    .await
+                    .is_err()
+            {
                 return Err(NoBackend::Full);
             }
             avoid.truncate(tried.len());

@@ -34,7 +34,7 @@ use runtime::combinator::{Either, select};
 use runtime::net::TcpStream;
 
 use super::frontend::Shared;
-use super::worker_context::WorkerContext;
+use super::worker_context::{Fired, WorkerContext};
 use crate::conn::proxy_protocol::{self, Addresses};
 use crate::conn::relay::{self, Ending};
 use crate::ops::access_log::record::Record;
@@ -55,6 +55,17 @@ pub(crate) struct Local {
     pub(super) balancer: RefCell<Balancer>,
     /// The board generation last copied into `balancer`.
     pub(super) seen_generation: Cell<u64>,
+}
+
+/// A connection ready for its relay: the backend's socket, which backend,
+/// the client's bytes sent before the relay (counted with its own), and the
+/// places it holds until it ends (its source's, its backend's, and the
+/// backend's gauge of open connections).
+pub(super) struct Connected<'a> {
+    backend: TcpStream,
+    index: usize,
+    early_payload: u64,
+    _places: (Option<SourcePermit>, Permit, Option<Active<'a>>),
 }
 
 /// The places a connection holds under the global and frontend maxconn.
@@ -134,11 +145,19 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
     let counters = local.counters.clone();
     counters::inc(&counters.connections);
     let _active = Active::new(&counters.active);
-    let ran = select(local.run(&client, &mut trace), local.worker.kill.fired()).await;
-    let result = match ran {
-        Either::Left(result) => result,
-        // Cut before its relay began (the relay reacts to the switch on
-        // its own): the phase says where it was, as HAProxy's `K` codes do.
+    // One wait on the kill switch for the connection's whole life: steps 1
+    // to 4 race it here, and the relay watches it itself (it must reset
+    // both sockets when it fires).
+    let mut kill = local.worker.kill.fired();
+    let prepared = select(local.prepare(&client, &mut trace), &mut kill).await;
+    let result = match prepared {
+        Either::Left(Ok(connected)) => {
+            local.relay(&client, connected, &mut kill, &mut trace).await;
+            Ok(())
+        }
+        Either::Left(Err(refusal)) => Err(refusal),
+        // Cut before its relay began: the phase says where it was, as
+        // HAProxy's `K` codes do.
         Either::Right(()) => Err(Refusal::new(
             "cut by the stop",
             Termination::new(Cause::Killed, trace.phase),
@@ -208,18 +227,22 @@ impl Local {
         }
     }
 
-    /// The steps of the module docs, up to the end of the relay.
-    async fn run(&self, client: &TcpStream, trace: &mut Trace) -> Result<(), Refusal> {
+    /// Steps 1 to 4 of the module docs: everything before the relay.
+    async fn prepare(
+        &self,
+        client: &TcpStream,
+        trace: &mut Trace,
+    ) -> Result<Connected<'_>, Refusal> {
         // 1. Who is the client? Behind another balancer, its PROXY header says.
         let (destination, early) = self.identify(client, trace).await?;
         // 2. May it connect at all?
-        let _per_source = self.admit(trace.client.ip())?;
+        let per_source = self.admit(trace.client.ip())?;
         // 3. A backend (the places under the global and frontend maxconn
         // were taken by the accept loop): waiting for one below its maxconn
         // may take `timeout queue`, retries included.
         let waiting = Instant::now();
         let deadline = waiting + self.shared.frontend.timeouts.queue();
-        let (index, backend, _backend_place) = self.connect(trace, waiting, deadline).await?;
+        let (index, backend, backend_place) = self.connect(trace, waiting, deadline).await?;
         // Small writes (a request line, a prompt) go out at once, not batched.
         let _ = client.set_nodelay(true);
         let _ = backend.set_nodelay(true);
@@ -227,15 +250,17 @@ impl Local {
         if let Some(c) = server_counters {
             counters::inc(&c.connections);
         }
-        let _server_active = server_counters.map(|c| Active::new(&c.active));
+        let server_active = server_counters.map(|c| Active::new(&c.active));
         // 4. What the backend must hear before the client's bytes.
         let early_payload = early.len() as u64;
         self.preamble(client, &backend, index, destination, early, trace)
             .await?;
-        // 5. The relay.
-        self.relay(client, &backend, index, early_payload, trace)
-            .await;
-        Ok(())
+        Ok(Connected {
+            backend,
+            index,
+            early_payload,
+            _places: (per_source, backend_place, server_active),
+        })
     }
 
     /// Step 1: the client's address, and where it connected to, from its
@@ -330,15 +355,20 @@ impl Local {
     async fn relay(
         &self,
         client: &TcpStream,
-        backend: &TcpStream,
-        index: usize,
-        early_payload: u64,
+        connected: Connected<'_>,
+        kill: &mut Fired<'_>,
         trace: &mut Trace,
     ) {
+        let Connected {
+            backend,
+            index,
+            early_payload,
+            _places,
+        } = connected;
+        let backend = &backend;
         trace.phase = Phase::Data;
         self.balancer.borrow_mut().connection_opened(index);
-        let stop = self.worker.kill.fired();
-        let mut outcome = relay::relay_until(client, backend, self.shared.relay_limits, stop).await;
+        let mut outcome = relay::relay_until(client, backend, self.shared.relay_limits, kill).await;
         outcome.upstream += early_payload;
         self.balancer.borrow_mut().connection_closed(index);
         // Counted while this connection still holds its place, as HAProxy's

@@ -3,9 +3,12 @@
 //! connections at the end of a graceful stop.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use runtime::notify::Notify;
+use runtime::notify::{Notified, Notify};
 
 use crate::ops::access_log::sink::Sink;
 use crate::policy::limit::Limit;
@@ -32,9 +35,9 @@ pub struct WorkerContext {
 ///
 /// A flag and a [`Notify`]: a connection takes its `Notified` before it
 /// looks at the flag, so a switch fired in between is not missed. Waiting
-/// costs a connection one registration (a lock of this worker's own waiter
-/// list, which no other thread touches) when its relay first waits, and
-/// nothing on the polls after that.
+/// costs a connection one registration for its whole life (a lock of this
+/// worker's own waiter list, which no other thread touches, when it first
+/// waits, and once more when it ends), and nothing on the polls between.
 #[derive(Debug, Default)]
 pub struct KillSwitch {
     fired: Cell<bool>,
@@ -48,12 +51,33 @@ impl KillSwitch {
         self.notify.notify_all();
     }
 
-    /// Completes once the switch is fired.
-    pub async fn fired(&self) {
-        let notified = self.notify.notified();
-        if self.fired.get() {
-            return;
+    /// A future that completes once the switch is fired. One per
+    /// connection, for its whole life: it registers with the switch once.
+    pub fn fired(&self) -> Fired<'_> {
+        Fired {
+            switch: self,
+            notified: self.notify.notified(),
         }
-        notified.await;
+    }
+}
+
+/// The future of [`KillSwitch::fired`]; `Unpin`, so a connection can poll
+/// it by `&mut` from each of its phases in turn.
+#[derive(Debug)]
+pub struct Fired<'a> {
+    switch: &'a KillSwitch,
+    /// Made with the future, before the flag is first looked at: a switch
+    /// fired in between is seen by one or the other.
+    notified: Notified<'a>,
+}
+
+impl Future for Fired<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.switch.fired.get() {
+            return Poll::Ready(());
+        }
+        Pin::new(&mut self.notified).poll(cx)
     }
 }
