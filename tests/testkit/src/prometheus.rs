@@ -132,86 +132,118 @@ struct Partial {
 
 /// Parses a whole exposition (module docs for what is accepted).
 pub fn parse(text: &str) -> Result<Exposition, ParseError> {
-    let mut families: Vec<Partial> = Vec::new();
-    let mut by_name: HashMap<String, usize> = HashMap::new();
-    let mut series: HashSet<(String, Vec<(String, String)>)> = HashSet::new();
-    // `str::lines` would also split at "\r\n", hiding a carriage return.
-    let lines: Vec<&str> = match text.strip_suffix('\n') {
-        Some(body) => body.split('\n').collect(),
-        None if text.is_empty() => Vec::new(),
-        None => {
-            let line = text.split('\n').count();
-            return Err(error(line, "the last line does not end with a line feed"));
-        }
-    };
+    let lines = split_lines(text)?;
+    let mut reading = Reading::default();
     for (i, &line) in lines.iter().enumerate() {
         let n = i + 1;
-        if line.contains('\r') {
-            return Err(error(n, "a carriage return (lines end with \\n alone)"));
-        }
-        let (name, what) = if let Some(rest) = line.strip_prefix("# HELP ") {
-            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
-            (
-                name,
-                Line::Help(unescape_help(help).map_err(|e| error(n, &e))?),
-            )
-        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest
-                .split_once(' ')
-                .ok_or_else(|| error(n, "a TYPE line without a type"))?;
-            let kind = match kind {
-                "counter" => Kind::Counter,
-                "gauge" => Kind::Gauge,
-                other => return Err(error(n, &format!("unknown type {other:?}"))),
-            };
-            (name, Line::Type(kind))
-        } else if line.starts_with('#') {
-            return Err(error(n, "a comment other than # HELP or # TYPE"));
-        } else if line.is_empty() {
-            return Err(error(n, "an empty line"));
-        } else {
-            let sample = parse_sample(line).map_err(|e| error(n, &e))?;
-            (
-                line.split(['{', ' ']).next().unwrap_or_default(),
-                Line::Sample(sample),
-            )
-        };
+        let (name, what) = classify(n, line)?;
         if !is_metric_name(name) {
             return Err(error(n, &format!("{name:?} is not a valid metric name")));
         }
-        // This line belongs to the last family, or opens a new one; a
-        // name seen before but not last has had its group already.
-        let index = match by_name.get(name) {
-            Some(&index) if index + 1 == families.len() => index,
-            Some(_) => {
-                let why = format!("the lines of {name} are not all in one group");
-                return Err(error(n, &why));
-            }
+        let index = reading.family_of(n, name)?;
+        reading.add(n, index, what)?;
+    }
+    reading.finish(lines.len())
+}
+
+/// The lines of `text`, which must end with a line feed. (`str::lines`
+/// would also split at "\r\n", hiding a carriage return.)
+fn split_lines(text: &str) -> Result<Vec<&str>, ParseError> {
+    match text.strip_suffix('\n') {
+        Some(body) => Ok(body.split('\n').collect()),
+        None if text.is_empty() => Ok(Vec::new()),
+        None => {
+            let line = text.split('\n').count();
+            Err(error(line, "the last line does not end with a line feed"))
+        }
+    }
+}
+
+/// What line `n` is, and the metric name it is about.
+fn classify(n: usize, line: &str) -> Result<(&str, Line), ParseError> {
+    if line.contains('\r') {
+        return Err(error(n, "a carriage return (lines end with \\n alone)"));
+    }
+    if let Some(rest) = line.strip_prefix("# HELP ") {
+        let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+        let help = unescape_help(help).map_err(|e| error(n, &e))?;
+        return Ok((name, Line::Help(help)));
+    }
+    if let Some(rest) = line.strip_prefix("# TYPE ") {
+        let (name, kind) = rest
+            .split_once(' ')
+            .ok_or_else(|| error(n, "a TYPE line without a type"))?;
+        let kind = match kind {
+            "counter" => Kind::Counter,
+            "gauge" => Kind::Gauge,
+            other => return Err(error(n, &format!("unknown type {other:?}"))),
+        };
+        return Ok((name, Line::Type(kind)));
+    }
+    if line.starts_with('#') {
+        return Err(error(n, "a comment other than # HELP or # TYPE"));
+    }
+    if line.is_empty() {
+        return Err(error(n, "an empty line"));
+    }
+    let sample = parse_sample(line).map_err(|e| error(n, &e))?;
+    let name = line.split(['{', ' ']).next().unwrap_or_default();
+    Ok((name, Line::Sample(sample)))
+}
+
+/// The families read so far, and every series seen (none may come twice).
+#[derive(Default)]
+struct Reading {
+    families: Vec<Partial>,
+    by_name: HashMap<String, usize>,
+    series: HashSet<(String, Vec<(String, String)>)>,
+}
+
+impl Reading {
+    /// The family line `n` belongs to: the last one, or a new one. A name
+    /// seen before but not last has had its group already.
+    fn family_of(&mut self, n: usize, name: &str) -> Result<usize, ParseError> {
+        match self.by_name.get(name) {
+            Some(&index) if index + 1 == self.families.len() => Ok(index),
+            Some(_) => Err(error(
+                n,
+                &format!("the lines of {name} are not all in one group"),
+            )),
             None => {
-                by_name.insert(name.to_string(), families.len());
-                families.push(Partial {
+                self.by_name.insert(name.to_string(), self.families.len());
+                self.families.push(Partial {
                     name: name.to_string(),
                     help: None,
                     kind: None,
                     samples: Vec::new(),
                 });
-                families.len() - 1
+                Ok(self.families.len() - 1)
             }
-        };
-        let family = &mut families[index];
+        }
+    }
+
+    /// Line `n` into family `index`, by the format's rules.
+    fn add(&mut self, n: usize, index: usize, what: Line) -> Result<(), ParseError> {
+        let family = &mut self.families[index];
+        let name = &family.name;
         match what {
             Line::Help(_) if family.help.is_some() => {
-                return Err(error(n, &format!("a second HELP for {name}")));
+                Err(error(n, &format!("a second HELP for {name}")))
             }
             Line::Type(_) if family.kind.is_some() => {
-                return Err(error(n, &format!("a second TYPE for {name}")));
+                Err(error(n, &format!("a second TYPE for {name}")))
             }
             Line::Help(_) | Line::Type(_) if !family.samples.is_empty() => {
-                let why = format!("HELP or TYPE after samples of {name}");
-                return Err(error(n, &why));
+                Err(error(n, &format!("HELP or TYPE after samples of {name}")))
             }
-            Line::Help(help) => family.help = Some(help),
-            Line::Type(kind) => family.kind = Some(kind),
+            Line::Help(help) => {
+                family.help = Some(help);
+                Ok(())
+            }
+            Line::Type(kind) => {
+                family.kind = Some(kind);
+                Ok(())
+            }
             Line::Sample(sample) => {
                 let Some(kind) = family.kind else {
                     return Err(error(n, &format!("a sample of {name} before its TYPE")));
@@ -221,27 +253,31 @@ pub fn parse(text: &str) -> Result<Exposition, ParseError> {
                 }
                 let mut labels = sample.labels.clone();
                 labels.sort();
-                if !series.insert((sample.name.clone(), labels)) {
+                if !self.series.insert((sample.name.clone(), labels)) {
                     return Err(error(n, "the same series a second time"));
                 }
                 family.samples.push(sample);
+                Ok(())
             }
         }
     }
-    let last = lines.len();
-    families
-        .into_iter()
-        .map(|f| match f.kind {
-            Some(kind) => Ok(Family {
-                name: f.name,
-                help: f.help,
-                kind,
-                samples: f.samples,
-            }),
-            None => Err(error(last, &format!("{} has no TYPE line", f.name))),
-        })
-        .collect::<Result<_, _>>()
-        .map(|families| Exposition { families })
+
+    /// Every family, each with its TYPE.
+    fn finish(self, last: usize) -> Result<Exposition, ParseError> {
+        self.families
+            .into_iter()
+            .map(|f| match f.kind {
+                Some(kind) => Ok(Family {
+                    name: f.name,
+                    help: f.help,
+                    kind,
+                    samples: f.samples,
+                }),
+                None => Err(error(last, &format!("{} has no TYPE line", f.name))),
+            })
+            .collect::<Result<_, _>>()
+            .map(|families| Exposition { families })
+    }
 }
 
 enum Line {
