@@ -8,7 +8,7 @@
 //!
 //! | picker | `--picker` | how the counter is shared | verdict |
 //! |---|---|---|---|
-//! | [`MutexPicker`] | `mutex` (default) | a `Mutex` around read, advance, use | milestone 4, the seed's fix |
+//! | [`MutexPicker`] | `mutex` (default) | a `Mutex` around reading and advancing the index (the list is read outside it) | milestone 4, the seed's fix |
 //! | [`AtomicPicker`] | `atomic` | one `fetch_add` | correct here, and lock-free |
 //! | `RacyPicker` | `racy` (`race-demo` builds only) | unsynchronized read then write through `unsafe` | milestone 3: a data race, undefined behaviour on purpose |
 //! | [`LostUpdatePicker`] | none (tests only) | atomic `load`, then atomic `store` | a race safe Rust allows: lost updates, no UB |
