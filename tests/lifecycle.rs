@@ -1,6 +1,6 @@
 //! End to end, the proxy's lifecycle (issue 6, "Lifecycle" and "Tests"):
-//! graceful stop on SIGTERM / SIGINT (shutdown.rs, in the epoll and pool
-//! modes) and reload on SIGHUP (epoll.rs, `Control::reload`).
+//! graceful stop on SIGTERM / SIGINT (ops/shutdown.rs, in the epoll and
+//! pool modes) and reload on SIGHUP (epoll/control.rs, `Control::reload`).
 //!
 //! Real processes, real signals, loopback only. Every wait has a deadline
 //! (a condition polled, never a sleep that hopes), every loop a bound in

@@ -566,7 +566,7 @@ fn value(exposition: &Exposition, name: &str, labels: &[(&str, &str)]) -> u64 {
 // ---------------------------------------------------------------------------
 
 /// What the test makes of one connection, and the access-log code that
-/// must say so (access_log.rs, its table).
+/// must say so (ops/access_log/termination.rs, its table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Fate {
     /// A payload echoed whole, both FINs passed on: `--`.

@@ -11,8 +11,8 @@
 //!
 //! The clauses are those of issue 3 ("End-to-end tests", "The connection
 //! contract") and of docs/EPOLL.md section 5. The blocking relay
-//! (blocking.rs) and the async relay (relay.rs) keep the same contract,
-//! down to closing a timed-out connection with a reset.
+//! (blocking/relay.rs) and the async relay (conn/relay.rs) keep the same
+//! contract, down to closing a timed-out connection with a reset.
 
 mod common;
 

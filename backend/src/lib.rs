@@ -7,7 +7,7 @@
 //!
 //! ```text
 //!   load client ──GET n──▶ proxy ──▶ fixture :9001 ─┐
-//!   (load.rs)   ◀─────────────────── fixture :9002 ─┼─ "port 9002: GET n"
+//!   (load/)     ◀─────────────────── fixture :9002 ─┼─ "port 9002: GET n"
 //!                                    fixture :9003 ─┘   (fixture.rs)
 //! ```
 //!
@@ -24,7 +24,7 @@
 //!   checksum, and idle connections held open; its
 //!   [`LoadReport`](load::LoadReport) has counts, req/s, exact percentiles,
 //!   replies per backend and the client's own CPU, as text or one JSON line.
-//! - [`bench`]: the benchmark harness of issue 4 (the `bench` binary):
+//! - [`bench`](mod@bench): the benchmark harness of issue 4 (the `bench` binary):
 //!   our proxy's modes, HAProxy and nginx, measured side by side into
 //!   docs/BENCHMARKS.md.
 //! - [`child`]: a program as a child process, the workspace's one way to

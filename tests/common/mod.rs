@@ -79,7 +79,7 @@ impl Mode {
         }
     }
 
-    /// The async relay (relay.rs) rather than the blocking one (blocking.rs).
+    /// The async relay (conn/relay.rs) rather than the blocking one (blocking/relay.rs).
     pub fn is_epoll(self) -> bool {
         matches!(self, Mode::Epoll1 | Mode::Epoll2)
     }

@@ -30,8 +30,8 @@ pub struct Shared {
     pub sources: Option<Arc<SourceLimits>>,
     /// The relay's timeouts, from the frontend's.
     pub relay_limits: Limits,
-    /// Its counters, one set per worker (metrics.rs: each written by one
-    /// thread only).
+    /// Its counters, one set per worker (`ops/metrics/counters.rs`: each
+    /// written by one thread only).
     pub counters: Vec<Arc<FrontendCounters>>,
 }
 

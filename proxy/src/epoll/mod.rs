@@ -31,8 +31,9 @@
 //! connections *of this worker*. Limits, though, must hold for the whole
 //! process (an operator's `maxconn 100` is a promise to the backend), so
 //! they are counted in atomics shared by all workers. Health verdicts come
-//! from one checker thread (health.rs); a worker copies them into its
-//! balancer when the board's generation number changes.
+//! from one checker thread ([`checker`], writing the board of
+//! [`crate::policy::health`]); a worker copies them into its balancer when
+//! the board's generation number changes.
 //!
 //! ## Failures stay with their connection
 //!

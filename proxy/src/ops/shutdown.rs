@@ -23,8 +23,8 @@
 //! That is HAProxy's soft stop with `hard-stop-after` and nginx's graceful
 //! shutdown with `worker_shutdown_timeout`. What is left at the end of the
 //! grace period is cut: the epoll mode resets each such connection itself
-//! and logs it (`KD`, connection.rs's kill switch); the pool mode leaves
-//! them to the process exit.
+//! and logs it (`KD`; the kill switch of `epoll/worker_context.rs`); the
+//! pool mode leaves them to the process exit.
 //!
 //! The single mode has nothing to drain (it serves one connection at a
 //! time, on the main thread) and keeps the simplest form: a thread that

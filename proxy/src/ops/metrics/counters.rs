@@ -109,7 +109,7 @@ impl FrontendCounters {
     }
 }
 
-/// Adds one to `counter`: `metrics::inc(&counters.connections)`.
+/// Adds one to `counter`: `counters::inc(&counters.connections)`.
 pub fn inc(counter: &AtomicU64) {
     add(counter, 1);
 }
