@@ -32,7 +32,7 @@
 //!   test binary killed before any `Drop` runs leaves no server holding
 //!   ports.
 //!
-//! [`proxy`] is the named shorthand for our proxy on port 0, with
+//! [`proxy`](fn@proxy) is the named shorthand for our proxy on port 0, with
 //! [`ChildProcess::addr`] and [`ChildProcess::frontend_addr`] reading where
 //! it listens from its log.
 

@@ -59,14 +59,14 @@
 //! bulk runs spend it on system calls, copies and (bulk) the checksum.
 //!
 //! Every closed-loop client task and every bulk stream runs on one
-//! [`Runtime`] on the calling thread: the load client is itself an event
+//! [`Runtime`](runtime::Runtime) on the calling thread: the load client is itself an event
 //! loop, so it keeps a thousand requests in flight without a thousand
 //! threads. Idle connections need no event loop at all (they do nothing),
 //! so they are plain blocking sockets.
 //!
-//! The three patterns live in their own files: [`closed`] (a closed loop of
-//! requests, a new connection each or keep-alive), [`bulk`] (streams with a
-//! checksum) and [`idle`] (connections opened and held); what their reports
+//! The three patterns live in their own files: `closed` (a closed loop of
+//! requests, a new connection each or keep-alive), `bulk` (streams with a
+//! checksum) and `idle` (connections opened and held); what their reports
 //! share (CPU accounting, JSON) is in `shared.rs`. This file only re-exports:
 //! every import runs from here down, none back up.
 

@@ -19,10 +19,10 @@
 //!
 //! Below the ceiling nobody waits, and taking or giving back a place touches
 //! only the atomic count (and, on the way back, one more atomic add that
-//! finds nobody waiting). At the ceiling, waiters wait on a
-//! [`Notify`](runtime::notify::Notify): each one takes its `Notified` first,
-//! then looks at the count, so a place given back between the two is not
-//! missed (the `Notify` explains why that order loses no wake).
+//! finds nobody waiting). At the ceiling, waiters wait on a [`Notify`]:
+//! each one takes its `Notified` first, then looks at the count, so a place
+//! given back between the two is not missed (the `Notify` explains why that
+//! order loses no wake).
 //!
 //! ```text
 //!   waiter:   n = room.notified();  has_room()?  no: n.await, look again
