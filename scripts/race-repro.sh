@@ -5,7 +5,7 @@
 # an unsynchronized read-then-write of a global counter: a real data race)
 # with -Zsanitizer=thread, then for each picker (racy, mutex, atomic) runs it
 # in pool mode in front of three fixture backends, drives the same
-# concurrent load through it (proxy/examples/race_load.rs), stops it with
+# concurrent load through it (backend/src/bin/race_load.rs), stops it with
 # SIGTERM, and counts the "WARNING: ThreadSanitizer: data race" reports in
 # its stderr. Expected, and checked: racy > 0, mutex = 0, atomic = 0.
 # It also runs picker.rs's compile_fail doctests on nightly, where rustdoc
@@ -75,8 +75,8 @@ fi
 proxy="$CARGO_TARGET_DIR/$host/debug/proxy"
 
 step "building the load driver (an ordinary build)"
-CARGO_TARGET_DIR=target cargo build -q -p proxy --example race_load
-load=target/debug/examples/race_load
+CARGO_TARGET_DIR=target cargo build -q -p backend --bin race_load
+load=target/debug/race_load
 
 logs="$CARGO_TARGET_DIR/logs"
 mkdir -p "$logs"
@@ -84,7 +84,7 @@ declare -A reports
 step "load: ${REQUESTS:-400} requests from ${CLIENTS:-32} clients, pool of ${THREADS:-8} threads"
 printf '%-8s %-13s %-9s %-15s %s\n' picker tsan_reports requests served exit
 for picker in racy mutex atomic; do
-    line="$("$load" "$proxy" "$picker" --threads "${THREADS:-8}" --requests "${REQUESTS:-400}" \
+    line="$("$load" --proxy "$proxy" --picker "$picker" --threads "${THREADS:-8}" --requests "${REQUESTS:-400}" \
         --clients "${CLIENTS:-32}" --log "$logs/race-$picker.log")"
     field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
     reports[$picker]="$(field tsan_reports)"
