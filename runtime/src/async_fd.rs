@@ -17,9 +17,19 @@
 //! readiness is only cleared by an operation that would block, so no edge is
 //! ever missed, and a task only sleeps when the kernel said "not now".
 //!
-//! Registration happens in [`AsyncFd::new`] and deregistration in `Drop`,
-//! *before* the descriptor is closed, so the epoll set never holds a closed
-//! descriptor and a reused descriptor number cannot inherit stale events.
+//! Reads and writes that know how much they asked for go through
+//! [`AsyncFd::poll_transfer`], the same loop plus the short-transfer rule
+//! (`reactor.rs`): a read or write that moved less than asked forgets the
+//! readiness at once, and a read after the FIN and an emptied queue
+//! returns end of file without a system call.
+//!
+//! Registration happens in [`AsyncFd::new`]; in `Drop` the token is freed
+//! before the descriptor is closed, so a reused descriptor number cannot
+//! inherit stale events. A descriptor of unknown history (`new`) is also
+//! removed from the epoll set first (`EPOLL_CTL_DEL`): it may have copies
+//! that keep its file open. One the runtime created itself (accepted,
+//! connecting: `AsyncFd::new_alone`) is its file's only descriptor, and
+//! its `close` removes it from the set: one system call fewer per socket.
 //!
 //! An `AsyncFd` belongs to the runtime (thread) that created it: it is
 //! neither `Send` nor `Sync`.
@@ -42,32 +52,49 @@ pub struct AsyncFd<T: AsRawFd> {
     io: Rc<ScheduledIo>,
     key: Key,
     reactor: Rc<Reactor>,
+    /// The only descriptor of its open file: closing it is enough to take it
+    /// out of the epoll set.
+    alone: bool,
+}
+
+/// What the runtime knows of a descriptor it is given to register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Made elsewhere: it may have copies (dup, fork), so it is removed from
+    /// the epoll set before it closes.
+    Adopted,
+    /// Created by the runtime and never copied, still connecting.
+    Created,
+    /// Created by the runtime, never copied, and known to be ready both
+    /// ways (a socket just accepted): the first read and write try the
+    /// system call at once rather than wait a loop turn for epoll to confirm
+    /// it. Never for a socket still connecting: "writable" is what announces
+    /// that its connect finished.
+    CreatedConnected,
 }
 
 impl<T: AsRawFd> AsyncFd<T> {
     /// Registers `inner` (which must already be non-blocking) with the
     /// reactor of the runtime running on this thread.
     pub fn new(inner: T) -> io::Result<AsyncFd<T>> {
-        AsyncFd::register(inner, false)
+        AsyncFd::register(inner, Origin::Adopted)
     }
 
-    /// Like [`AsyncFd::new`], for a descriptor known to be ready both ways
-    /// (a socket just accepted): the first read and write try the system
-    /// call at once rather than wait a loop turn for epoll to confirm it.
-    /// Never for a socket still connecting: "writable" is what announces
-    /// that its connect finished.
-    pub fn new_connected(inner: T) -> io::Result<AsyncFd<T>> {
-        AsyncFd::register(inner, true)
+    /// Registers a descriptor the runtime itself created (see [`Origin`]).
+    pub(crate) fn new_alone(inner: T, origin: Origin) -> io::Result<AsyncFd<T>> {
+        AsyncFd::register(inner, origin)
     }
 
-    fn register(inner: T, assume_ready: bool) -> io::Result<AsyncFd<T>> {
+    fn register(inner: T, origin: Origin) -> io::Result<AsyncFd<T>> {
         let reactor = context::driver()?.reactor.clone();
+        let assume_ready = origin == Origin::CreatedConnected;
         let (key, io) = reactor.register(inner.as_raw_fd(), assume_ready)?;
         Ok(AsyncFd {
             inner: Some(inner),
             io,
             key,
             reactor,
+            alone: origin != Origin::Adopted,
         })
     }
 
@@ -132,6 +159,35 @@ impl<T: AsRawFd> AsyncFd<T> {
         }
     }
 
+    /// [`AsyncFd::poll_io`] for an operation offered `asked` bytes that
+    /// returns how many it moved (a read or a write), with the short-transfer
+    /// rule of the module docs: moving less than asked clears the readiness,
+    /// and a read the reactor knows to be at end of file returns `Ok(0)`
+    /// without a system call.
+    pub fn poll_transfer(
+        &self,
+        direction: Direction,
+        cx: &mut Context<'_>,
+        asked: usize,
+        op: impl FnMut(&T) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        if direction == Direction::Read && asked > 0 && self.io.at_eof() {
+            return Poll::Ready(Ok(0));
+        }
+        let result = ready!(self.poll_io(direction, cx, op));
+        if let Ok(moved) = result {
+            self.io.after_transfer(direction, asked, moved);
+        }
+        Poll::Ready(result)
+    }
+
+    /// Did the kernel report an error or a hang-up on this descriptor? For a
+    /// socket whose connect ended (writable), this alone tells failure from
+    /// success; only a failure needs `SO_ERROR` to learn which error.
+    pub fn has_failed(&self) -> bool {
+        self.io.has_failed()
+    }
+
     /// Async form of [`AsyncFd::poll_io`].
     pub async fn io<R>(
         &self,
@@ -141,7 +197,8 @@ impl<T: AsRawFd> AsyncFd<T> {
         poll_fn(|cx| self.poll_io(direction, cx, &mut op)).await
     }
 
-    /// Deregisters and gives the descriptor back.
+    /// Deregisters and gives the descriptor back. It lives on, so it leaves
+    /// the epoll set whatever its origin.
     pub fn into_inner(mut self) -> T {
         self.deregister();
         self.inner
@@ -160,8 +217,16 @@ impl<T: AsRawFd> AsyncFd<T> {
 
 impl<T: AsRawFd> Drop for AsyncFd<T> {
     fn drop(&mut self) {
-        // Deregister first, then `inner` closes the descriptor as it drops.
-        self.deregister();
+        // The token goes first, then `inner` closes the descriptor as it
+        // drops; that close takes a descriptor the runtime made out of the
+        // epoll set, so only an adopted one needs the EPOLL_CTL_DEL.
+        if self.inner.is_none() {
+            // Given back by `into_inner`, which deregistered it.
+        } else if self.alone {
+            self.reactor.forget(self.key);
+        } else {
+            self.deregister();
+        }
     }
 }
 
@@ -170,6 +235,7 @@ impl<T: AsRawFd + fmt::Debug> fmt::Debug for AsyncFd<T> {
         f.debug_struct("AsyncFd")
             .field("inner", &self.inner)
             .field("token", &self.key)
+            .field("alone", &self.alone)
             .finish()
     }
 }

@@ -2,18 +2,24 @@
 //! writes, on top of [`AsyncFd`].
 //!
 //! Every socket is created non-blocking and close-on-exec in one system call
-//! (`sys::tcp_socket`, `accept4`), registered once with the reactor, and
-//! deregistered before it is closed. The operations are the ones a proxy
-//! needs and nothing more; each is the `AsyncFd::poll_io` loop around one
-//! system call.
+//! (`sys::tcp_socket`, `accept4`) and registered once with the reactor;
+//! closing it is what takes it out of the epoll set (`reactor.rs`). The
+//! operations are the ones a proxy needs and nothing more; each is the
+//! `AsyncFd::poll_io` loop around one system call, and reads and writes
+//! follow the short-transfer rule (`AsyncFd::poll_transfer`).
 //!
 //! ## Connecting without blocking
 //!
 //! ```text
 //!   socket()  ->  connect() = EINPROGRESS  ->  wait until writable
-//!             ->  getsockopt(SO_ERROR): 0 = connected, else the error
-//!                 (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ...)
+//!             ->  EPOLLOUT alone: connected
+//!                 EPOLLERR / EPOLLHUP too: getsockopt(SO_ERROR) says which
+//!                 error (ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ...)
 //! ```
+//!
+//! The event itself says whether the handshake worked: a failed connect
+//! always raises `EPOLLERR` (and `EPOLLHUP`), so the `getsockopt` is only
+//! paid when there is an error to name.
 //!
 //! Bound how long a connect may take with `time::timeout`: the kernel's own
 //! limit is minutes.
@@ -34,7 +40,7 @@ use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::task::{Context, Poll, ready};
 
-use crate::async_fd::AsyncFd;
+use crate::async_fd::{AsyncFd, Origin};
 use crate::reactor::Direction;
 use crate::sys;
 
@@ -53,6 +59,11 @@ pub struct ListenOptions {
     pub reuse_port: bool,
     /// For an IPv6 address: refuse IPv4-mapped clients (None: system default).
     pub only_v6: Option<bool>,
+    /// TCP_NODELAY on the listener. Linux copies a listener's socket options
+    /// into each connection it accepts (the new socket is a clone of the
+    /// listening one), so one `setsockopt` here spares one per connection;
+    /// `tests/net.rs` checks that the kernel still does so.
+    pub nodelay: bool,
 }
 
 impl Default for ListenOptions {
@@ -61,6 +72,7 @@ impl Default for ListenOptions {
             backlog: DEFAULT_BACKLOG,
             reuse_port: false,
             only_v6: None,
+            nodelay: false,
         }
     }
 }
@@ -111,6 +123,9 @@ pub fn bind_std(addr: SocketAddr, options: &ListenOptions) -> io::Result<std::ne
     if let (SocketAddr::V6(_), Some(only)) = (addr, options.only_v6) {
         sys::set_only_v6(socket.as_fd(), only)?;
     }
+    if options.nodelay {
+        sys::set_nodelay(socket.as_fd())?;
+    }
     sys::bind(socket.as_fd(), &addr)?;
     sys::listen(socket.as_fd(), options.backlog)?;
     Ok(std::net::TcpListener::from(socket))
@@ -153,7 +168,7 @@ impl TcpListener {
             self.fd
                 .poll_io(Direction::Read, cx, |l| sys::accept(l.as_fd()))
         )?;
-        Poll::Ready(TcpStream::from_owned(socket, true).map(|s| (s, peer)))
+        Poll::Ready(TcpStream::from_owned(socket, Origin::CreatedConnected).map(|s| (s, peer)))
     }
 
     /// The address the listener is bound to (with the real port if 0 was asked).
@@ -198,28 +213,28 @@ impl TcpStream {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => true,
             Err(e) => return Err(e),
         };
-        let stream = TcpStream::from_owned(socket, false)?;
+        let stream = TcpStream::from_owned(socket, Origin::Created)?;
         if in_progress {
-            // Writable means the handshake ended, well or badly; SO_ERROR says which.
+            // Writable means the handshake ended; an error or hang-up seen
+            // with it means it failed, and SO_ERROR says how.
             stream.fd.ready(Direction::Write).await;
-            if let Some(err) = sys::take_socket_error(stream.fd.get_ref().as_fd())? {
-                return Err(err);
+            if stream.fd.has_failed() {
+                if let Some(err) = sys::take_socket_error(stream.fd.get_ref().as_fd())? {
+                    return Err(err);
+                }
             }
         }
         Ok(stream)
     }
 
-    /// Wraps a non-blocking socket: `connected` (just accepted) starts with
-    /// speculative readiness; a socket whose connect is under way must wait
-    /// for epoll to say "writable".
-    pub(crate) fn from_owned(socket: OwnedFd, connected: bool) -> io::Result<TcpStream> {
+    /// Wraps a non-blocking socket the runtime created: just accepted
+    /// ([`Origin::CreatedConnected`], speculative readiness) or still
+    /// connecting ([`Origin::Created`], it must wait for "writable").
+    fn from_owned(socket: OwnedFd, origin: Origin) -> io::Result<TcpStream> {
         let socket = std::net::TcpStream::from(socket);
-        let fd = if connected {
-            AsyncFd::new_connected(socket)?
-        } else {
-            AsyncFd::new(socket)?
-        };
-        Ok(TcpStream { fd })
+        Ok(TcpStream {
+            fd: AsyncFd::new_alone(socket, origin)?,
+        })
     }
 
     /// Adopts a connected std socket (it is switched to non-blocking).
@@ -237,7 +252,9 @@ impl TcpStream {
 
     /// Poll form of [`TcpStream::read`].
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        self.fd.poll_io(Direction::Read, cx, |mut s| s.read(buf))
+        let asked = buf.len();
+        self.fd
+            .poll_transfer(Direction::Read, cx, asked, |mut s| s.read(buf))
     }
 
     /// Writes some of `buf`, returning how much was taken.
@@ -247,7 +264,8 @@ impl TcpStream {
 
     /// Poll form of [`TcpStream::write`].
     pub fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.fd.poll_io(Direction::Write, cx, |mut s| s.write(buf))
+        self.fd
+            .poll_transfer(Direction::Write, cx, buf.len(), |mut s| s.write(buf))
     }
 
     /// Writes all of `buf`, however many writes it takes.

@@ -27,18 +27,50 @@
 //!
 //! We use edge-triggered (`EPOLLET`): the kernel reports a change once, and
 //! we *remember* it in `ScheduledIo` until an operation on that direction
-//! returns `EAGAIN`. Registration happens once, at creation, for both
-//! directions, so no `epoll_ctl` is paid while a connection lives, and
-//! readiness that arrives before anyone asks is not lost: it waits in the
-//! cache. The price is the rule every I/O path follows (see `async_fd.rs`):
-//! keep doing the operation until it would block, and only then clear the
-//! readiness and wait.
+//! shows it is gone (`EAGAIN`, or a short transfer: see below).
+//! Registration happens once, at creation, for both directions, so no
+//! `epoll_ctl` is paid while a connection lives, and readiness that arrives
+//! before anyone asks is not lost: it waits in the cache. The price is the rule every I/O path follows (see `async_fd.rs`):
+//! keep doing the operation until it would block (or has visibly emptied
+//! the queue), and only then clear the readiness and wait.
 //!
 //! Why clearing on `EAGAIN` is safe here without the "ticks" tokio needs:
 //! this reactor belongs to one thread. Events are only recorded while that
 //! thread is inside `epoll_wait`, never while a task is running, so between
 //! a task's `EAGAIN` and its clearing no event can slip in and be erased.
 //! Data that arrives later makes a new edge, seen at the next wait.
+//!
+//! ## A short transfer is as good as EAGAIN
+//!
+//! Waiting for `EAGAIN` costs one system call that moves nothing, on every
+//! read and every write that empties a queue: in a request/response relay,
+//! that is one crossing in three. Instead, a read that returns *fewer bytes
+//! than asked* clears the read readiness, and a write that takes fewer than
+//! offered clears the write readiness (`ScheduledIo::after_transfer`; tokio
+//! does the same in its `poll_read`).
+//!
+//! - **Why a short read means "empty".** A TCP or Unix stream read copies
+//!   everything queued, up to the buffer's size; it returns less only when
+//!   the queue ran dry during the call. A short write likewise means the
+//!   send buffer filled, and the kernel has marked the socket "no space", so
+//!   the space that frees later raises `EPOLLOUT`.
+//! - **Why no wake is lost.** Edge-triggered epoll reports each new arrival
+//!   (every packet queued calls the socket's wake-up, not only the first
+//!   one into an empty queue). Bytes that arrive *after* the short read, or
+//!   while it ran, make an event that waits in the kernel until the next
+//!   `epoll_wait`, and that event sets the bit again: the clearing, done
+//!   right after the call returned, is always older than the event. This is
+//!   the same argument as for `EAGAIN`, which is also only an observation of
+//!   a moment.
+//! - **End of file after a short read.** The read-closed bit (from
+//!   `EPOLLRDHUP` or `EPOLLHUP`) is sticky, and it is only set by an event
+//!   that also makes the read side ready. A FIN is queued behind every byte
+//!   sent before it, so a short read done *after* the FIN was recorded read
+//!   everything there will ever be: the next read can only return 0. The
+//!   reactor answers that read itself (`ScheduledIo::at_eof`) and saves
+//!   the system call, unless an error was also seen, which only the kernel
+//!   can report. If the FIN arrives after the short read, its event makes
+//!   the read ready again, and that read asks the kernel as usual.
 //!
 //! ## Closed and error bits
 //!
@@ -49,12 +81,25 @@
 //! 0, end of file); HUP and ERR mark both, so each waiting side tries its
 //! operation and learns the outcome from the system call itself.
 //!
-//! ## Stale events
+//! ## Stale events, and closing without `EPOLL_CTL_DEL`
 //!
-//! A token is a slab key *with a generation* (`slab.rs`). We also always
-//! `EPOLL_CTL_DEL` a descriptor before it is closed. Together: an event
-//! already queued for a closed descriptor, whose number the kernel has since
-//! handed to a new socket, carries the old generation and is dropped.
+//! A token is a slab key *with a generation* (`slab.rs`): an event already
+//! queued for a closed descriptor, whose number the kernel has since handed
+//! to a new socket, carries the old generation and is dropped.
+//!
+//! That is also why a socket the runtime created itself (accepted, or made
+//! to connect) is closed *without* an `EPOLL_CTL_DEL` first: epoll watches
+//! the open file, and the kernel takes a file out of every epoll set when
+//! its last descriptor is closed. With one descriptor, `close` is that last
+//! one, and one system call per socket is saved. A file can have other
+//! descriptors only if someone made them: a `dup` of ours, or a child
+//! between `fork` and `exec` (every socket here is close-on-exec, so only
+//! for that moment). Then the registration outlives our close until the
+//! copy closes too; its events carry a token whose generation is gone, so
+//! they wake nobody (they cost an `epoll_wait` result each, nothing more).
+//! Descriptors the runtime did not create (`AsyncFd::new`,
+//! `TcpStream::from_std`, a listener) may have such copies, so those are
+//! still removed with `EPOLL_CTL_DEL` before they close (`async_fd.rs`).
 
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -161,6 +206,37 @@ impl ScheduledIo {
         self.readiness.set(self.readiness.get() & !bit);
     }
 
+    /// A read or write that was offered `asked` bytes moved `moved`; what
+    /// that proves (module docs, "A short transfer is as good as EAGAIN").
+    /// Fewer than asked: the queue was exhausted, so the next call would
+    /// block; forget the readiness now instead of paying for the EAGAIN.
+    /// A read of nothing (of something asked) is end of file: the read side
+    /// is closed for good, whether or not its event has come yet.
+    pub(crate) fn after_transfer(&self, direction: Direction, asked: usize, moved: usize) {
+        if moved >= asked {
+            return;
+        }
+        self.clear_ready(direction);
+        if direction == Direction::Read && moved == 0 {
+            self.readiness.set(self.readiness.get() | bits::READ_CLOSED);
+        }
+    }
+
+    /// Is the next read sure to return end of file? The peer's FIN was seen,
+    /// and a read since then found the queue empty (only such a read clears
+    /// READABLE once the FIN is recorded). Not when an error was seen: only
+    /// the kernel can say which one.
+    pub(crate) fn at_eof(&self) -> bool {
+        let readiness = self.readiness.get();
+        readiness & bits::READ_CLOSED != 0 && readiness & (bits::READABLE | bits::ERROR) == 0
+    }
+
+    /// Did the kernel report an error or a hang-up? After a connect, this is
+    /// what says "failed"; writable without it says "connected".
+    pub(crate) fn has_failed(&self) -> bool {
+        self.readiness.get() & (bits::WRITE_CLOSED | bits::ERROR) != 0
+    }
+
     /// Ready once the socket hung up or failed (EPOLLHUP or EPOLLERR seen),
     /// or remember `cx`'s waker and say Pending.
     ///
@@ -169,12 +245,11 @@ impl ScheduledIo {
     /// hang-up wakes it. A relay uses this to notice a reset from a side it
     /// no longer reads.
     pub(crate) fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<()> {
-        let hung_up = || self.readiness.get() & (bits::WRITE_CLOSED | bits::ERROR) != 0;
-        if hung_up() {
+        if self.has_failed() {
             return Poll::Ready(());
         }
         waker::store(&mut self.reader.borrow_mut(), cx.waker());
-        if hung_up() {
+        if self.has_failed() {
             Poll::Ready(())
         } else {
             Poll::Pending
@@ -195,11 +270,13 @@ impl ScheduledIo {
         if events & sys::EPOLLOUT != 0 {
             add |= bits::WRITABLE;
         }
+        // A closed read side also makes the read side ready: the bytes before
+        // the FIN may be unread, and `at_eof` counts on a read after this.
         if events & sys::EPOLLRDHUP != 0 {
-            add |= bits::READ_CLOSED;
+            add |= bits::READABLE | bits::READ_CLOSED;
         }
         if events & sys::EPOLLHUP != 0 {
-            add |= bits::READ_CLOSED | bits::WRITE_CLOSED;
+            add |= bits::READABLE | bits::READ_CLOSED | bits::WRITE_CLOSED;
         }
         if events & sys::EPOLLERR != 0 {
             add |= bits::ERROR;
@@ -240,8 +317,9 @@ impl Reactor {
     }
 
     /// Registers `fd` for both directions, edge-triggered, and returns its
-    /// token and shared state. The caller must call [`Reactor::deregister`]
-    /// before closing `fd`.
+    /// token and shared state. Before `fd` closes, the caller frees the
+    /// token with [`Reactor::forget`] (the descriptor is its file's only
+    /// one) or [`Reactor::deregister`] (it may have copies).
     ///
     /// `assume_ready` starts both directions as ready: for a socket known to
     /// be connected (just accepted), the first read or write then tries the
@@ -268,11 +346,18 @@ impl Reactor {
         Ok((key, io))
     }
 
-    /// Stops watching `fd` and frees its token. Errors are reported but the
-    /// token is freed regardless: the descriptor is about to be closed,
-    /// which removes it from the epoll set in any case.
-    pub(crate) fn deregister(&self, key: Key, fd: RawFd) -> io::Result<()> {
+    /// Frees the token of a descriptor about to be closed that is its open
+    /// file's only descriptor: the close itself takes the file out of the
+    /// epoll set (module docs, "closing without `EPOLL_CTL_DEL`").
+    pub(crate) fn forget(&self, key: Key) {
         self.sources.borrow_mut().remove(key);
+    }
+
+    /// Stops watching `fd` and frees its token: for a descriptor that may
+    /// have copies, or that lives on after us. Errors are reported but the
+    /// token is freed regardless.
+    pub(crate) fn deregister(&self, key: Key, fd: RawFd) -> io::Result<()> {
+        self.forget(key);
         self.epoll.delete(fd)
     }
 
@@ -445,5 +530,62 @@ mod tests {
             "the waiting task is woken"
         );
         assert!(io.poll_hang_up(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_short_transfer_forgets_readiness_and_eof_follows_a_short_read_after_the_fin() {
+        let io = ScheduledIo::default();
+        let mut wakers = Vec::new();
+        io.record(sys::EPOLLIN | sys::EPOLLOUT, &mut wakers);
+        io.after_transfer(Direction::Read, 64, 64);
+        assert!(
+            io.is_ready(Direction::Read),
+            "a full read: more may be queued"
+        );
+        io.after_transfer(Direction::Read, 64, 5);
+        assert!(
+            !io.is_ready(Direction::Read),
+            "a short read: the queue ran dry"
+        );
+        assert!(!io.at_eof(), "no FIN seen");
+        io.after_transfer(Direction::Write, 64, 10);
+        assert!(
+            !io.is_ready(Direction::Write),
+            "a short write: the buffer is full"
+        );
+
+        io.record(sys::EPOLLIN | sys::EPOLLRDHUP, &mut wakers);
+        assert!(!io.at_eof(), "bytes may precede the FIN: they must be read");
+        io.after_transfer(Direction::Read, 64, 3);
+        assert!(
+            io.at_eof(),
+            "a short read after the FIN took the last bytes"
+        );
+        io.record(sys::EPOLLERR, &mut wakers);
+        assert!(!io.at_eof(), "an error is the kernel's to report");
+    }
+
+    #[test]
+    fn a_read_of_nothing_is_end_of_file_before_its_event_comes() {
+        let io = ScheduledIo::default();
+        let mut wakers = Vec::new();
+        io.record(sys::EPOLLIN, &mut wakers);
+        io.after_transfer(Direction::Read, 64, 0);
+        assert!(io.is_read_closed() && io.at_eof());
+        // An empty read buffer proves nothing.
+        let other = ScheduledIo::default();
+        other.record(sys::EPOLLIN, &mut wakers);
+        other.after_transfer(Direction::Read, 0, 0);
+        assert!(!other.is_read_closed() && other.is_ready(Direction::Read));
+    }
+
+    #[test]
+    fn only_an_error_or_a_hang_up_says_a_connect_failed() {
+        let (connected, refused) = (ScheduledIo::default(), ScheduledIo::default());
+        let mut wakers = Vec::new();
+        connected.record(sys::EPOLLOUT, &mut wakers);
+        refused.record(sys::EPOLLOUT | sys::EPOLLERR | sys::EPOLLHUP, &mut wakers);
+        assert!(!connected.has_failed());
+        assert!(refused.has_failed());
     }
 }

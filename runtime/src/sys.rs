@@ -250,6 +250,12 @@ pub(crate) fn set_reuse_port(fd: BorrowedFd<'_>) -> io::Result<()> {
     setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1 as libc::c_int)
 }
 
+/// TCP_NODELAY: send small writes at once. On a listener, inherited by
+/// every connection it accepts.
+pub(crate) fn set_nodelay(fd: BorrowedFd<'_>) -> io::Result<()> {
+    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1 as libc::c_int)
+}
+
 /// IPV6_V6ONLY: whether an IPv6 socket refuses IPv4-mapped peers.
 pub(crate) fn set_only_v6(fd: BorrowedFd<'_>, only: bool) -> io::Result<()> {
     setsockopt(

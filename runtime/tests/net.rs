@@ -10,11 +10,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Wake, Waker};
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
-use common::{Fnv1a, XorShift, within};
+use common::{CountingWaker, Fnv1a, XorShift, within};
 use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, connect, socket};
 use runtime::async_fd::AsyncFd;
@@ -412,22 +411,6 @@ fn five_thousand_socket_pairs_registered_at_once() {
             "dropping the AsyncFds deregisters them"
         );
     });
-}
-
-/// A waker that counts its wakes.
-#[derive(Default)]
-struct CountingWaker(AtomicUsize);
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-impl CountingWaker {
-    fn count(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
 }
 
 // Readiness on a socketpair: not readable before a write; one wake per edge; EOF and is_read_closed after the peer closes; then EPIPE on write, not a hang.

@@ -5,17 +5,19 @@
 //! their body in a child process: this same test binary, started again with
 //! `--exact <test name>` and an environment variable that selects the body.
 
+mod common;
+
 use std::future::poll_fn;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::CountingWaker;
 use nix::sys::signal::{Signal as NixSignal, kill};
 use nix::unistd::Pid;
 use runtime::fd_limit::set_nofile_soft_limit;
@@ -102,14 +104,6 @@ fn exhaust_descriptors() -> Vec<std::fs::File> {
         }
     }
     panic!("10,000 opens did not exhaust the descriptor limit");
-}
-
-struct CountingWaker(AtomicUsize);
-
-impl Wake for CountingWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
 }
 
 fn loopback() -> SocketAddr {
@@ -265,7 +259,7 @@ fn a_half_closed_socket_neither_spins_the_writer_nor_loses_the_write_side() {
 
         // Fill our send buffer (and the peer's receive buffer) until EAGAIN.
         let chunk = vec![0x5a; 64 * 1024];
-        let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let count = Arc::new(CountingWaker::default());
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
         let mut queued = 0usize;
@@ -282,7 +276,7 @@ fn a_half_closed_socket_neither_spins_the_writer_nor_loses_the_write_side() {
             time::sleep(Duration::from_millis(5)).await;
         }
         assert_eq!(
-            count.0.load(Ordering::SeqCst),
+            count.count(),
             0,
             "the writer was woken with nothing to write into"
         );
@@ -300,7 +294,7 @@ fn a_half_closed_socket_neither_spins_the_writer_nor_loses_the_write_side() {
             total
         });
         let woken_at = Instant::now();
-        while count.0.load(Ordering::SeqCst) == 0 {
+        while count.count() == 0 {
             assert!(
                 woken_at.elapsed() < Duration::from_secs(10),
                 "the writer was never woken"
@@ -317,8 +311,9 @@ fn a_half_closed_socket_neither_spins_the_writer_nor_loses_the_write_side() {
 }
 
 /// Pitfall: a stale event for a closed descriptor whose number was reused.
-/// We deregister before close, so the new socket with the same number
-/// starts with no readiness of the old one.
+/// The token is freed before the close (and the close takes the socket out
+/// of the epoll set), so the new socket with the same number starts with
+/// no readiness of the old one.
 #[test]
 fn a_reused_fd_number_does_not_inherit_the_old_sockets_readiness() {
     // In a child process: with no other test opening descriptors, the
@@ -347,7 +342,7 @@ fn a_reused_fd_number_does_not_inherit_the_old_sockets_readiness() {
             "the kernel reuses the lowest free number"
         );
         time::sleep(Duration::from_millis(10)).await; // a reactor turn
-        let count = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let count = Arc::new(CountingWaker::default());
         let waker = Waker::from(count.clone());
         let mut buf = [0u8; 64];
         match new.poll_read(&mut Context::from_waker(&waker), &mut buf) {
@@ -356,7 +351,7 @@ fn a_reused_fd_number_does_not_inherit_the_old_sockets_readiness() {
         }
         time::sleep(Duration::from_millis(10)).await;
         assert_eq!(
-            count.0.load(Ordering::SeqCst),
+            count.count(),
             0,
             "a stale event woke the new socket's reader"
         );
@@ -541,8 +536,9 @@ fn waking_after_the_runtime_is_dropped_is_a_no_op() {
     drop(waker);
 }
 
-/// Descriptors are deregistered when their owner drops, so the epoll set
-/// does not grow with closed sockets.
+/// Descriptors are deregistered when their owner drops (their tokens freed,
+/// and the kernel takes them out of the epoll set as they close), so the
+/// reactor's table does not grow with closed sockets.
 #[test]
 fn dropped_sockets_are_deregistered() {
     let rt = Runtime::new().unwrap();
@@ -559,4 +555,99 @@ fn dropped_sockets_are_deregistered() {
         assert_eq!(rt.registered_fds(), base + 101);
     });
     assert_eq!(rt.registered_fds(), base);
+}
+
+/// The descriptors the kernel watches in this process's only epoll set, as
+/// `/proc/self/fdinfo` lists them (a `tfd:` line per watched descriptor).
+/// For a child process running one runtime: that runtime's set.
+fn watched_fds() -> Vec<i32> {
+    let mut sets = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd") {
+        let entry = entry.expect("a descriptor entry");
+        let target = std::fs::read_link(entry.path()).unwrap_or_default();
+        if target.to_string_lossy() == "anon_inode:[eventpoll]" {
+            sets.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    assert_eq!(sets.len(), 1, "one epoll set in the child: {sets:?}");
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", sets[0])).expect("fdinfo");
+    info.lines()
+        .filter_map(|line| line.strip_prefix("tfd:"))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// Pitfall (and a system call saved): a socket the runtime created is closed
+/// without EPOLL_CTL_DEL. The kernel takes a closed file out of every epoll
+/// set by itself, but only when its *last* descriptor closes: a `dup` keeps
+/// the registration alive under the old token, whose events must then wake
+/// nobody. An adopted descriptor (`AsyncFd::new`, which may have copies) is
+/// still removed explicitly.
+#[test]
+fn closing_without_epoll_ctl_del_leaves_no_live_registration() {
+    if !in_child_process("closing_without_epoll_ctl_del_leaves_no_live_registration") {
+        return;
+    }
+    let rt = Runtime::new().unwrap();
+    rt.block_on(async {
+        let listener = TcpListener::bind(loopback()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut peer = std::net::TcpStream::connect(addr).unwrap();
+        let (alone, _) = listener.accept().await.unwrap();
+        let fd = alone.as_raw_fd();
+        assert!(watched_fds().contains(&fd), "registered once, at accept");
+        drop(alone);
+        assert!(
+            !watched_fds().contains(&fd),
+            "its close took it out of the set"
+        );
+
+        // The same, with a copy of the descriptor kept open.
+        let mut peer2 = std::net::TcpStream::connect(addr).unwrap();
+        let (copied, _) = listener.accept().await.unwrap();
+        let fd = copied.as_raw_fd();
+        let copy = std::os::fd::AsFd::as_fd(&copied)
+            .try_clone_to_owned()
+            .unwrap();
+        drop(copied);
+        assert!(
+            watched_fds().contains(&fd),
+            "the copy keeps the file, and with it the registration"
+        );
+        // A newcomer, woken only by its own events, never by the old token's.
+        let _peer3 = std::net::TcpStream::connect(addr).unwrap();
+        let (newcomer, _) = listener.accept().await.unwrap();
+        let count = Arc::new(CountingWaker::default());
+        let waker = Waker::from(count.clone());
+        let mut buf = [0u8; 16];
+        assert!(
+            newcomer
+                .poll_read(&mut Context::from_waker(&waker), &mut buf)
+                .is_pending()
+        );
+        peer2.write_all(b"to the dropped socket").unwrap();
+        time::sleep(Duration::from_millis(20)).await; // reactor turns see the stale event
+        assert_eq!(
+            count.count(),
+            0,
+            "a stale event woke another socket's reader"
+        );
+        drop(copy);
+        assert!(!watched_fds().contains(&fd), "the last close took it out");
+
+        // Adopted: removed before it closes, even while a copy lives on.
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let a_copy = a.try_clone().unwrap();
+        let fd = a.as_raw_fd();
+        let adopted = runtime::async_fd::AsyncFd::new(a).unwrap();
+        assert!(watched_fds().contains(&fd));
+        drop(adopted);
+        assert!(
+            !watched_fds().contains(&fd),
+            "EPOLL_CTL_DEL before the close"
+        );
+        drop(a_copy);
+        peer.write_all(b"x").unwrap();
+    });
 }

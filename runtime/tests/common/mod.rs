@@ -1,12 +1,16 @@
-//! Helpers shared by the integration tests: a watchdog, thread CPU time and
-//! id, and a few deterministic data generators. (Descriptor limits come
+//! Helpers shared by the integration tests: a watchdog, a waker that counts
+//! its wakes, thread CPU time and id, and a few deterministic data
+//! generators. (Descriptor limits come
 //! from the runtime itself: `runtime::fd_limit`.)
 //!
 //! Each test binary uses a different subset, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
 use std::panic;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::task::Wake;
 use std::thread;
 use std::time::Duration;
 
@@ -111,5 +115,23 @@ impl Fnv1a {
 
     pub fn finish(self) -> u64 {
         self.0
+    }
+}
+
+/// A waker that only counts how often it was woken: "woken exactly once",
+/// "never woken" become assertions.
+#[derive(Debug, Default)]
+pub struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl CountingWaker {
+    /// The wakes so far.
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
     }
 }
