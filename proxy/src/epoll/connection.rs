@@ -243,8 +243,9 @@ impl Local {
         let waiting = Instant::now();
         let deadline = waiting + self.shared.frontend.timeouts.queue();
         let (index, backend, backend_place) = self.connect(trace, waiting, deadline).await?;
-        // Small writes (a request line, a prompt) go out at once, not batched.
-        let _ = client.set_nodelay(true);
+        // Small writes (a request line, a prompt) go out at once, not
+        // batched. The client has TCP_NODELAY from its listener already
+        // (`bind_listeners`); a connecting socket has no listener to copy.
         let _ = backend.set_nodelay(true);
         let server_counters = self.counters.backends.get(index);
         if let Some(c) = server_counters {

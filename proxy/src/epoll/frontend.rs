@@ -101,6 +101,9 @@ pub fn bind_listeners(
     let options = ListenOptions {
         backlog,
         reuse_port: workers > 1,
+        // Small writes (a request line, a prompt) go out at once, not
+        // batched; every accepted client inherits it from the listener.
+        nodelay: true,
         ..ListenOptions::default()
     };
     let first = bind_std(frontend.listen, &options).map_err(|e| {
