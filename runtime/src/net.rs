@@ -39,6 +39,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
 
 use crate::async_fd::{AsyncFd, Origin};
 use crate::reactor::Direction;
@@ -129,6 +130,54 @@ pub fn bind_std(addr: SocketAddr, options: &ListenOptions) -> io::Result<std::ne
     sys::bind(socket.as_fd(), &addr)?;
     sys::listen(socket.as_fd(), options.backlog)?;
     Ok(std::net::TcpListener::from(socket))
+}
+
+/// Accepts one connection for blocking code (a listener from [`bind_std`],
+/// set blocking): the new socket comes out non-blocking and close-on-exec
+/// (accept4's flags), ready for a `poll(2)` relay without an `ioctl` of its
+/// own. std's `accept` would hand out a blocking one.
+pub fn accept_std(
+    listener: &std::net::TcpListener,
+) -> io::Result<(std::net::TcpStream, SocketAddr)> {
+    let (socket, peer) = sys::accept(listener.as_fd())?;
+    Ok((std::net::TcpStream::from(socket), peer))
+}
+
+/// Connects to `addr` for blocking code, giving up after `limit`
+/// (`ErrorKind::TimedOut`). The socket is non-blocking and close-on-exec
+/// from birth and stays non-blocking, for a `poll(2)` relay: `socket`,
+/// `connect`, one `poll` until writable, and `SO_ERROR` only when that poll
+/// reports an error. (std's `connect_timeout` pays two `fcntl` more and
+/// leaves a blocking socket behind.)
+pub fn connect_std(addr: SocketAddr, limit: Duration) -> io::Result<std::net::TcpStream> {
+    let socket = sys::tcp_socket(&addr)?;
+    match sys::connect(socket.as_fd(), &addr) {
+        Ok(()) => return Ok(socket.into()),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match sys::poll_writable(socket.as_fd(), sys::epoll_timeout_ms(Some(left))) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("connect to {addr} timed out after {limit:?}"),
+                ));
+            }
+            Ok(events) => {
+                if events & (libc::POLLERR | libc::POLLHUP) != 0 {
+                    if let Some(err) = sys::take_socket_error(socket.as_fd())? {
+                        return Err(err);
+                    }
+                }
+                return Ok(socket.into());
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A listening TCP socket.

@@ -320,6 +320,21 @@ pub(crate) fn connect(fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
     Ok(())
 }
 
+/// Waits up to `timeout_ms` for `fd` to turn writable (poll(2)): the events
+/// reported (`POLLOUT`, `POLLERR`, `POLLHUP`), or 0 if the time ran out.
+/// For blocking code; the runtime itself waits in epoll.
+pub(crate) fn poll_writable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<libc::c_short> {
+    let mut watched = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: `watched` is one valid pollfd that lives across the call,
+    // and the count says one.
+    let ready = cvt(unsafe { libc::poll(&mut watched, 1, timeout_ms) })?;
+    Ok(if ready == 0 { 0 } else { watched.revents })
+}
+
 /// Takes one connection from a listening socket's queue. The new socket is
 /// non-blocking and close-on-exec from birth (accept4 flags), saving two
 /// `fcntl` calls per connection.

@@ -18,7 +18,7 @@ use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, connect, socket};
 use runtime::async_fd::AsyncFd;
 use runtime::fd_limit::raise_nofile_limit;
-use runtime::net::{ListenOptions, TcpListener, TcpStream};
+use runtime::net::{ListenOptions, TcpListener, TcpStream, accept_std, bind_std, connect_std};
 use runtime::reactor::Direction;
 use runtime::time::{Elapsed, timeout};
 use runtime::{Builder, Runtime, spawn, yield_now};
@@ -197,6 +197,56 @@ fn connect_to_a_full_backlog_is_bounded_by_timeout() {
             );
         });
         assert_eq!(rt.registered_fds(), 0);
+    });
+}
+
+// The blocking modes' connect and accept: each socket non-blocking from birth, a connect that
+// succeeds, one refused (ConnectionRefused) and one into a full accept queue (TimedOut), each told
+// apart as the async connect tells them.
+#[test]
+fn blocking_connect_and_accept_give_non_blocking_sockets_and_name_each_failure() {
+    within(60, || {
+        let listener = bind_std(v4(), &ListenOptions::default()).unwrap();
+        listener.set_nonblocking(false).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let near = connect_std(addr, Duration::from_secs(5)).expect("connect");
+        let (far, _) = accept_std(&listener).expect("accept");
+        let mut buf = [0u8; 8];
+        for socket in [&near, &far] {
+            let err = (&*socket).read(&mut buf).expect_err("nothing to read yet");
+            assert_eq!(err.kind(), io::ErrorKind::WouldBlock, "non-blocking: {err}");
+        }
+
+        let closed = {
+            let l = std::net::TcpListener::bind(v4()).unwrap();
+            l.local_addr().unwrap()
+        };
+        let err = connect_std(closed, Duration::from_secs(5)).expect_err("a closed port");
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
+
+        let full = bind_std(
+            v4(),
+            &ListenOptions {
+                backlog: 1,
+                ..ListenOptions::default()
+            },
+        )
+        .unwrap(); // never accepts
+        let SocketAddr::V4(full_addr) = full.local_addr().unwrap() else {
+            unreachable!("bound to an IPv4 address")
+        };
+        let limit = Duration::from_millis(300);
+        let mut fillers = Vec::new();
+        let timed_out = (0..64).find_map(|_| match connect_std(full_addr.into(), limit) {
+            Err(e) => Some(e),
+            Ok(got_in) => {
+                fillers.push(got_in);
+                fillers.push(std::net::TcpStream::from(start_connect(full_addr)));
+                None
+            }
+        });
+        let err = timed_out.expect("64 connects into a backlog of 1, and none waited");
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
     });
 }
 

@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use nix::sys::socket::{Shutdown, shutdown};
+use runtime::net::accept_std;
 use runtime::signal::Signals;
 use runtime::thread_pool::ThreadPool;
 
@@ -155,7 +156,7 @@ fn accept_loop(
 ) {
     let mut accept_errors = AcceptErrors::new();
     while !stopping.load(Ordering::SeqCst) {
-        let (client, peer) = match listener.accept() {
+        let (client, peer) = match accept_std(listener) {
             Ok(accepted) => accepted,
             Err(_) if stopping.load(Ordering::SeqCst) => break,
             Err(e) => {

@@ -81,7 +81,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{setsockopt, sockopt};
-use runtime::net::{ListenOptions, bind_std};
+use runtime::net::{ListenOptions, bind_std, connect_std};
 
 use crate::conn::side::Side;
 use crate::settings::cli::Settings;
@@ -94,6 +94,9 @@ pub const BUFFER_SIZE: usize = 64 * 1024;
 pub fn listen(settings: &Settings) -> io::Result<TcpListener> {
     let options = ListenOptions {
         backlog: settings.backlog,
+        // Every accepted client inherits TCP_NODELAY from the listener: one
+        // setsockopt here instead of one per connection.
+        nodelay: true,
         ..ListenOptions::default()
     };
     let listener = bind_std(settings.listen, &options).map_err(|e| {
@@ -115,7 +118,7 @@ pub fn listen(settings: &Settings) -> io::Result<TcpListener> {
 /// reset, so it sees ECONNRESET rather than an empty stream that ends
 /// cleanly and looks like a complete (empty) answer.
 pub fn serve(client: TcpStream, peer: SocketAddr, backend: SocketAddr, settings: &Settings) {
-    let upstream = match TcpStream::connect_timeout(&backend, settings.connect_timeout) {
+    let upstream = match connect_std(backend, settings.connect_timeout) {
         Ok(stream) => stream,
         Err(e) => {
             crate::warn!("{peer}: backend {backend} unreachable: {e}; resetting the client");
@@ -125,11 +128,10 @@ pub fn serve(client: TcpStream, peer: SocketAddr, backend: SocketAddr, settings:
     };
     // A relay forwards what it has as soon as it has it; Nagle's algorithm
     // would hold small writes back waiting for an ACK. Failing to turn it
-    // off costs latency, not correctness.
-    for stream in [&client, &upstream] {
-        if let Err(e) = stream.set_nodelay(true) {
-            crate::debug!("{peer}: TCP_NODELAY: {e}");
-        }
+    // off costs latency, not correctness. (The client has it from the
+    // listener.)
+    if let Err(e) = upstream.set_nodelay(true) {
+        crate::debug!("{peer}: TCP_NODELAY: {e}");
     }
     match relay(client, upstream, settings) {
         Ok(stats) => crate::debug!("{peer} <-> {backend}: {stats}"),
@@ -206,19 +208,13 @@ impl fmt::Display for RelayStats {
 
 /// Relays bytes both ways between `client` and `backend` until both
 /// directions are done, a side fails, or a timeout expires (module docs).
+/// Both sockets must be non-blocking: as `accept_std` and `connect_std`
+/// make them, with no system call of their own.
 ///
-/// Returns `Err` only if the relay itself could not run (switching the
-/// sockets to non-blocking mode, or `poll` failing); both sockets are then
-/// reset. Everything a peer can cause is an `Ok` with its [`RelayEnd`].
+/// Returns `Err` only if the relay itself could not run (`poll` failing);
+/// both sockets are then reset. Everything a peer can cause is an `Ok` with
+/// its [`RelayEnd`].
 pub fn relay(client: TcpStream, backend: TcpStream, settings: &Settings) -> io::Result<RelayStats> {
-    let setup = client
-        .set_nonblocking(true)
-        .and_then(|()| backend.set_nonblocking(true));
-    if let Err(e) = setup {
-        reset(client);
-        reset(backend);
-        return Err(e);
-    }
     let mut relay = Relay::new(&client, &backend, settings);
     let end = relay.run();
     let (client_to_backend, backend_to_client) = (relay.up.delivered, relay.down.delivered);
@@ -382,18 +378,24 @@ impl<'a> Relay<'a> {
     }
 
     /// A direction whose source sent FIN and whose buffer is flushed passes
-    /// the FIN on: `shutdown(Write)` toward its destination.
+    /// the FIN on: `shutdown(Write)` toward its destination. The second one
+    /// needs no call: the relay is then over, and closing the socket (its
+    /// receive queue is empty: its own FIN was read) sends the same FIN.
     fn pass_fins_on(&mut self) -> Result<(), Stop> {
         if self.up.ready_to_shut() {
-            self.backend
-                .shutdown(Shutdown::Write)
-                .map_err(|e| failed(Side::Backend, e))?;
+            if !self.down.shut {
+                self.backend
+                    .shutdown(Shutdown::Write)
+                    .map_err(|e| failed(Side::Backend, e))?;
+            }
             self.up.shut = true;
         }
         if self.down.ready_to_shut() {
-            self.client
-                .shutdown(Shutdown::Write)
-                .map_err(|e| failed(Side::Client, e))?;
+            if !self.up.shut {
+                self.client
+                    .shutdown(Shutdown::Write)
+                    .map_err(|e| failed(Side::Client, e))?;
+            }
             self.down.shut = true;
         }
         Ok(())
@@ -593,6 +595,10 @@ mod tests {
     fn start(settings: Settings) -> Harness {
         let (client, proxy_client) = socket_pair();
         let (proxy_backend, backend) = socket_pair();
+        for s in [&proxy_client, &proxy_backend] {
+            s.set_nonblocking(true)
+                .expect("non-blocking, as relay() wants");
+        }
         for s in [&client, &backend] {
             s.set_read_timeout(Some(Duration::from_secs(10)))
                 .expect("timeout");

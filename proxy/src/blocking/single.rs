@@ -26,6 +26,8 @@
 use std::io;
 use std::net::SocketAddr;
 
+use runtime::net::accept_std;
+
 use crate::blocking::relay;
 use crate::conn::accept::AcceptErrors;
 use crate::settings::cli::Settings;
@@ -40,7 +42,7 @@ pub fn run(settings: &Settings) -> io::Result<()> {
     crate::info!("relaying one connection at a time to {backend}");
     let mut accept_errors = AcceptErrors::new();
     loop {
-        match listener.accept() {
+        match accept_std(&listener) {
             Ok((client, peer)) => relay::serve(client, peer, backend, settings),
             Err(e) => {
                 if let Some(pause) = accept_errors.note(&e) {
