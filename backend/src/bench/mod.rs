@@ -26,6 +26,7 @@
 //! - [`measure`]: one measurement, the same way for every subject.
 //! - [`sizes`]: how big each measurement is (full or quick).
 //! - [`workloads`]: the three workloads: which rows, measured how.
+//! - [`strace`] and [`wrk`]: what `strace -c` and `wrk` report, as numbers.
 //! - [`results`]: what a run found, as plain data.
 //! - [`report`] (workloads A and B, the frame), [`cost_report`] (workload
 //!   C and the ratios), [`markdown`] (tables, number formats), [`seed`]
@@ -45,9 +46,11 @@ pub mod report;
 pub mod results;
 pub mod seed;
 pub mod sizes;
+pub mod strace;
 pub mod subject;
 pub mod svg;
 pub mod workloads;
+pub mod wrk;
 
 use std::fs;
 use std::io;
