@@ -9,8 +9,11 @@ use std::fmt::Write as _;
 use crate::load::{BulkReport, LoadReport};
 
 use super::charts::{self, Chart};
+use super::http_report;
 use super::markdown::{Notes, Table, client_cell, embed, ms, not_run, rate, ratio, show_ratio};
-use super::results::{CostRow, IdleMemory, Measured, Outcome, Results, WorkloadA, WorkloadC};
+use super::results::{
+    CostRow, HttpKeepAlive, IdleMemory, Measured, Outcome, Results, WorkloadA, WorkloadC,
+};
 use super::sizes::Sizes;
 use super::subject::Subject;
 
@@ -88,8 +91,14 @@ fn per_subject(c: &WorkloadC, f: impl Fn(&CostRow) -> Option<f64>) -> Values {
         .collect()
 }
 
-/// Workload C's rates.
-fn c_rates(c: &WorkloadC, streams: usize) -> Vec<Measure> {
+/// Workload C's rates, the wrk rows' among them.
+fn c_rates(c: &WorkloadC, http: Option<&HttpKeepAlive>, streams: usize) -> Vec<Measure> {
+    let wrk: Values = http.map_or_else(Values::new, |http| {
+        http.rows
+            .iter()
+            .filter_map(|r| Some((r.subject, r.outcome.done()?.value.req_per_sec)))
+            .collect()
+    });
     vec![
         Measure::rate(
             "C: connections/s (a new connection per request, no delay)".to_string(),
@@ -100,8 +109,14 @@ fn c_rates(c: &WorkloadC, streams: usize) -> Vec<Measure> {
         Measure::rate(
             "C: keep-alive requests/s (echo backend)".to_string(),
             Some("keep-alive req/s"),
-            "0.78–0.80 (HTTP with wrk: not the same test)",
+            "— (issue 4 measured HTTP with wrk: the next row)",
             per_subject(c, |r| Some(r.keep_alive.done()?.value.req_per_sec())),
+        ),
+        Measure::rate(
+            "C: keep-alive HTTP requests/s (wrk, nginx static file)".to_string(),
+            Some("HTTP keep-alive (wrk)"),
+            "0.78–0.80",
+            wrk,
         ),
         Measure::rate(
             "C: bulk MiB/s, one stream".to_string(),
@@ -184,15 +199,18 @@ fn cpu_per_connection(m: &Measured<LoadReport>) -> Option<f64> {
     (m.value.requests > 0).then(|| cost.cpu.as_secs_f64() * 1e6 / m.value.requests as f64)
 }
 
-/// Workload C's section: its table, the client's CPU, the ratio tables and
-/// the chart (returned, for the caller to write).
+/// Workload C's section: its table, the wrk table, the client's CPU, the
+/// ratio tables and the chart (returned, for the caller to write).
 pub(super) fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> Option<Chart> {
     let sizes = &results.sizes;
     intro(out, sizes);
-    cost_table(out, c, sizes.bulk_streams);
+    cost_table(out, c, results.http.as_ref(), sizes.bulk_streams);
+    if let Some(http) = &results.http {
+        http_report::section(out, http, sizes, "###");
+    }
     client_cpu_table(out, c, sizes.bulk_streams);
     let mut measures = results.a.as_ref().map_or_else(Vec::new, a_measures);
-    measures.extend(c_rates(c, sizes.bulk_streams));
+    measures.extend(c_rates(c, results.http.as_ref(), sizes.bulk_streams));
     measures.extend(c_costs(c));
     let subjects: Vec<Subject> = c
         .rows
@@ -219,7 +237,8 @@ fn intro(out: &mut String, sizes: &Sizes) {
          No delay anywhere, so what is left is the proxy's own work, measured against the \
          direct connection (no proxy) in the same run. *Connections*: {} clients, a new \
          connection per request to backends that answer at once. *Keep-alive*: {} requests per \
-         connection through an echo backend. *Bulk*: {} MiB each way in all (split over the \
+         connection through an echo backend. *HTTP (wrk)*: the same keep-alive as HTTP, wrk to \
+         nginx static backends (below). *Bulk*: {} MiB each way in all (split over the \
          streams) through an echo backend, checksummed. *Idle*: {} connections, each after one \
          echo round trip, held open; the proxy's resident memory (summed over its processes) \
          before, with them open, and after they closed. *Proxy CPU per connection*: the proxy's \
@@ -233,7 +252,7 @@ fn intro(out: &mut String, sizes: &Sizes) {
 }
 
 /// Workload C's main table: a row per subject, a column per measurement.
-fn cost_table(out: &mut String, c: &WorkloadC, streams: usize) {
+fn cost_table(out: &mut String, c: &WorkloadC, http: Option<&HttpKeepAlive>, streams: usize) {
     let many = format!("bulk MiB/s, {streams} streams");
     let mut table = Table::new(&[
         "subject",
@@ -241,6 +260,7 @@ fn cost_table(out: &mut String, c: &WorkloadC, streams: usize) {
         "p99 ms",
         "proxy CPU µs/conn",
         "keep-alive req/s",
+        "HTTP req/s (wrk)",
         "bulk MiB/s, 1 stream",
         &many,
         "idle KiB/conn",
@@ -249,7 +269,7 @@ fn cost_table(out: &mut String, c: &WorkloadC, streams: usize) {
     let mut notes = Notes::default();
     for row in &c.rows {
         cost_notes(&mut notes, row, streams);
-        table.row(cost_cells(row));
+        table.row(cost_cells(row, http));
     }
     out.push_str(&table.render());
     out.push_str(&notes.render());
@@ -279,12 +299,13 @@ fn cost_notes(notes: &mut Notes, row: &CostRow, streams: usize) {
     }
 }
 
-/// The cells of `row` in workload C's main table.
-fn cost_cells(row: &CostRow) -> Vec<String> {
+/// The cells of `row` in workload C's main table (the wrk rate from `http`).
+fn cost_cells(row: &CostRow, http: Option<&HttpKeepAlive>) -> Vec<String> {
     let cell = |o: Option<String>, outcome: &str| o.unwrap_or_else(|| outcome.to_string());
     let connect = row.connect.done();
     let idle = row.idle.done();
     let is_direct = row.subject == Subject::Direct;
+    let wrk = http.and_then(|h| h.report(row.subject));
     vec![
         row.subject.to_string(),
         cell(
@@ -299,6 +320,7 @@ fn cost_cells(row: &CostRow) -> Vec<String> {
             row.keep_alive.done().map(|m| rate(m.value.req_per_sec())),
             not_run(&row.keep_alive),
         ),
+        wrk.map_or("—".to_string(), |m| rate(m.value.req_per_sec)),
         cell(
             row.bulk_one.done().map(|m| rate(m.value.mib_per_sec())),
             not_run(&row.bulk_one),

@@ -14,6 +14,7 @@
 //!        │                             crate::load, CPU and memory from
 //!        │                             /proc via crate::procstat)
 //!        │               stop it
+//!        ├─ C's keep-alive as HTTP (http.rs: wrk.rs against nginx backends)
 //!        └─ report.rs + charts.rs + svg.rs ──▶ BENCHMARKS.md, bench/*.svg
 //! ```
 //!
@@ -26,11 +27,13 @@
 //! - [`measure`]: one measurement, the same way for every subject.
 //! - [`sizes`]: how big each measurement is (full or quick).
 //! - [`workloads`]: the three workloads: which rows, measured how.
-//! - [`strace`] and [`wrk`]: what `strace -c` and `wrk` report, as numbers.
+//! - [`http`] and [`wrk`]: workload C's keep-alive as HTTP, through wrk.
+//! - [`strace`]: what `strace -c` reports, as numbers.
 //! - [`results`]: what a run found, as plain data.
 //! - [`report`] (workloads A and B, the frame), [`cost_report`] (workload
-//!   C and the ratios), [`markdown`] (tables, number formats), [`seed`]
-//!   (the seed's table), [`charts`] and [`svg`]: the report and its charts.
+//!   C and the ratios), [`http_report`] (C's wrk rows), [`markdown`]
+//!   (tables, number formats), [`seed`] (the seed's table), [`charts`] and
+//!   [`svg`]: the report and its charts.
 //!
 //! The harness never panics on what the OS or a peer can fail: a row that
 //! cannot run is a row marked failed, with the reason.
@@ -38,6 +41,8 @@
 pub mod charts;
 pub mod cli;
 pub mod cost_report;
+pub mod http;
+pub mod http_report;
 pub mod machine;
 pub mod markdown;
 pub mod measure;
@@ -85,16 +90,20 @@ pub fn run(config: &Config) -> io::Result<Results> {
     };
     let machine = Machine::describe();
     let date = machine::utc_now();
-    let [with_a, with_b, with_c] = config.workloads;
-    let a = with_a
+    let parts = config.parts;
+    let a = parts
+        .a
         .then(|| workloads::workload_a(&setup, &sizes))
         .transpose()?;
-    let b = with_b
+    let b = parts
+        .b
         .then(|| workloads::workload_b(&setup, &sizes))
         .transpose()?;
-    let c = with_c
+    let c = parts
+        .c
         .then(|| workloads::workload_c(&setup, &sizes))
         .transpose()?;
+    let http = parts.wrk.then(|| http::http_keep_alive(&setup, &sizes));
     let results = Results {
         machine,
         date,
@@ -105,6 +114,7 @@ pub fn run(config: &Config) -> io::Result<Results> {
         a,
         b,
         c,
+        http,
         elapsed: started.elapsed(),
         notes,
     };

@@ -15,6 +15,7 @@ use super::machine::Machine;
 use super::peers::Installed;
 use super::sizes::Sizes;
 use super::subject::Subject;
+use super::wrk::WrkReport;
 
 /// What the proxy process tree cost during one measurement.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -178,6 +179,38 @@ pub struct WorkloadC {
     pub rows: Vec<CostRow>,
 }
 
+/// Workload C's keep-alive row as HTTP through wrk (http.rs), one subject.
+#[derive(Debug, Clone)]
+pub struct HttpRow {
+    /// Through what.
+    pub subject: Subject,
+    /// What wrk reported.
+    pub outcome: Outcome<WrkReport>,
+}
+
+/// Keep-alive HTTP through wrk to nginx static backends.
+#[derive(Debug, Clone)]
+pub struct HttpKeepAlive {
+    /// The versions of wrk and nginx, or why this part did not run.
+    pub tools: Result<String, String>,
+    /// The size of the file each request fetches.
+    pub file_bytes: usize,
+    /// wrk's connections, kept open for the whole run.
+    pub connections: usize,
+    /// One row per subject.
+    pub rows: Vec<HttpRow>,
+}
+
+impl HttpKeepAlive {
+    /// The row of `subject`'s report, if it ran.
+    pub fn report(&self, subject: Subject) -> Option<&Measured<WrkReport>> {
+        self.rows
+            .iter()
+            .find(|r| r.subject == subject)
+            .and_then(|r| r.outcome.done())
+    }
+}
+
 /// Everything one run found.
 #[derive(Debug, Clone)]
 pub struct Results {
@@ -199,6 +232,8 @@ pub struct Results {
     pub b: Option<WorkloadB>,
     /// Workload C.
     pub c: Option<WorkloadC>,
+    /// Workload C's keep-alive as HTTP through wrk.
+    pub http: Option<HttpKeepAlive>,
     /// How long the whole run took.
     pub elapsed: Duration,
     /// What the report should say about the run itself (a size reduced to
