@@ -1,7 +1,7 @@
 //! The `bench` command line.
 //!
 //! ```text
-//! bench --proxy target/release/proxy [--quick] [--out DIR] [--no-peers] [--only a,b,c,wrk]
+//! bench --proxy target/release/proxy [--quick] [--out DIR] [--no-peers] [--only a,b,c,wrk,census]
 //! ```
 //!
 //! One table of flags, read by the proxy's own flag reader
@@ -33,8 +33,8 @@ pub const DEFAULT_OUT: &str = "docs";
 /// The default output directory of a quick run: never the committed report.
 pub const DEFAULT_QUICK_OUT: &str = "target/bench-quick";
 
-/// The parts of a run `--only` picks from: the three workloads, and
-/// workload C's keep-alive HTTP through wrk.
+/// The parts of a run `--only` picks from: the three workloads, workload
+/// C's keep-alive HTTP through wrk, and the system-call census.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parts {
     /// Workload A: the seed's.
@@ -45,6 +45,8 @@ pub struct Parts {
     pub c: bool,
     /// Keep-alive HTTP through wrk (a row of workload C's tables).
     pub wrk: bool,
+    /// System calls per connection and per request (strace).
+    pub census: bool,
 }
 
 impl Parts {
@@ -54,6 +56,7 @@ impl Parts {
         b: true,
         c: true,
         wrk: true,
+        census: true,
     };
 
     const NONE: Parts = Parts {
@@ -61,6 +64,7 @@ impl Parts {
         b: false,
         c: false,
         wrk: false,
+        census: false,
     };
 }
 
@@ -98,6 +102,9 @@ PARTS (--only)
     c       the proxy's own cost: connections/s, keep-alive, bulk MiB/s, idle memory
     wrk     workload C's keep-alive as HTTP: wrk to nginx serving a small file
             (needs wrk and nginx; with --no-peers, direct and ours only)
+    census  system calls per new connection and per keep-alive request, one
+            thread each, counted by strace -c (needs strace and ptrace; with
+            --no-peers, ours only)
 ";
 
 /// What the flags set; [`parse`] turns it into a [`Config`].
@@ -171,7 +178,7 @@ const FLAGS: &[Flag<Args>] = &[
         name: "--only",
         arg: "LIST",
         needs: "a list like a,c",
-        help: "only these parts, comma-separated: a, b, c, wrk\n\
+        help: "only these parts, comma-separated: a, b, c, wrk, census\n\
                \x20                            [default: all of them]",
         set: |a, v| {
             a.parts = parse_parts(v)?;
@@ -180,7 +187,7 @@ const FLAGS: &[Flag<Args>] = &[
     },
 ];
 
-/// `a,wrk` as which parts run.
+/// `a,census` as which parts run.
 fn parse_parts(list: &str) -> Result<Parts, String> {
     let mut parts = Parts::NONE;
     for name in list.split(',') {
@@ -189,8 +196,11 @@ fn parse_parts(list: &str) -> Result<Parts, String> {
             "b" => &mut parts.b,
             "c" => &mut parts.c,
             "wrk" => &mut parts.wrk,
+            "census" => &mut parts.census,
             other => {
-                return Err(format!("unknown part '{other}'; use a, b, c or wrk"));
+                return Err(format!(
+                    "unknown part '{other}'; use a, b, c, wrk or census"
+                ));
             }
         };
         *part = true;
@@ -286,8 +296,8 @@ mod tests {
                 ..Parts::NONE
             }
         );
-        let c = config("--proxy p --only wrk");
-        assert!(c.parts.wrk && !c.parts.a && !c.parts.c);
+        let c = config("--proxy p --only census,wrk");
+        assert!(c.parts.census && c.parts.wrk && !c.parts.a && !c.parts.c);
         assert_eq!(config("--proxy p").parts, Parts::ALL);
         assert!(matches!(parse(&args("--help")), Ok(Command::Help)));
         let error = |s: &str| parse(&args(s)).unwrap_err().to_string();

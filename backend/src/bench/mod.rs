@@ -15,6 +15,7 @@
 //!        │                             /proc via crate::procstat)
 //!        │               stop it
 //!        ├─ C's keep-alive as HTTP (http.rs: wrk.rs against nginx backends)
+//!        ├─ the system-call census (census.rs: strace.rs on each proxy)
 //!        └─ report.rs + charts.rs + svg.rs ──▶ BENCHMARKS.md, bench/*.svg
 //! ```
 //!
@@ -28,16 +29,18 @@
 //! - [`sizes`]: how big each measurement is (full or quick).
 //! - [`workloads`]: the three workloads: which rows, measured how.
 //! - [`http`] and [`wrk`]: workload C's keep-alive as HTTP, through wrk.
-//! - [`strace`]: what `strace -c` reports, as numbers.
+//! - [`census`] and [`strace`]: system calls per connection and request.
 //! - [`results`]: what a run found, as plain data.
 //! - [`report`] (workloads A and B, the frame), [`cost_report`] (workload
-//!   C and the ratios), [`http_report`] (C's wrk rows), [`markdown`]
-//!   (tables, number formats), [`seed`] (the seed's table), [`charts`] and
-//!   [`svg`]: the report and its charts.
+//!   C and the ratios), [`http_report`] (C's wrk rows), [`census_report`]
+//!   (the census), [`markdown`] (tables, number formats), [`seed`] (the
+//!   seed's table), [`charts`] and [`svg`]: the report and its charts.
 //!
 //! The harness never panics on what the OS or a peer can fail: a row that
 //! cannot run is a row marked failed, with the reason.
 
+pub mod census;
+pub mod census_report;
 pub mod charts;
 pub mod cli;
 pub mod cost_report;
@@ -104,6 +107,10 @@ pub fn run(config: &Config) -> io::Result<Results> {
         .then(|| workloads::workload_c(&setup, &sizes))
         .transpose()?;
     let http = parts.wrk.then(|| http::http_keep_alive(&setup, &sizes));
+    let census = parts
+        .census
+        .then(|| census::census(&setup, &sizes, &config.out))
+        .transpose()?;
     let results = Results {
         machine,
         date,
@@ -115,6 +122,7 @@ pub fn run(config: &Config) -> io::Result<Results> {
         b,
         c,
         http,
+        census,
         elapsed: started.elapsed(),
         notes,
     };

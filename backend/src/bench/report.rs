@@ -21,7 +21,7 @@ use super::markdown::{
 use super::results::{LoadRow, Results, WorkloadA, WorkloadB};
 use super::seed::seed_row;
 use super::subject::Subject;
-use super::{cost_report, http_report};
+use super::{census_report, cost_report, http_report};
 
 /// The heading of the hand-written section.
 pub const INTERPRETATION: &str = "## What the numbers say";
@@ -73,6 +73,9 @@ pub fn render(results: &Results, interpretation: Option<&str>) -> (String, Vec<C
     } else if let Some(http) = &results.http {
         // Without workload C (`--only wrk`), its wrk table stands alone.
         http_report::section(&mut out, http, &results.sizes, "##");
+    }
+    if let Some(census) = &results.census {
+        census_report::section(&mut out, census, &results.sizes);
     }
     method(&mut out, results);
     (out, charts)
