@@ -145,7 +145,7 @@ const FLAGS: &[Flag<Args>] = &[
         name: "--quick",
         arg: "",
         needs: "",
-        help: "tiny sizes: checks the harness end to end in well under a minute",
+        help: "tiny sizes: checks the harness end to end in under a minute",
         set: |a, _| {
             a.quick = true;
             Ok(())

@@ -108,7 +108,7 @@ impl Sizes {
         }
     }
 
-    /// The same harness, tiny: every code path, well under a minute.
+    /// The same harness, tiny: every code path, in under a minute.
     pub fn quick() -> Sizes {
         Sizes {
             quick: true,
