@@ -1,7 +1,7 @@
 //! The `bench` command line.
 //!
 //! ```text
-//! bench --proxy target/release/proxy [--quick] [--out DIR] [--no-peers] [--only a,b,c]
+//! bench --proxy target/release/proxy [--quick] [--out DIR] [--no-peers] [--only a,b,c,wrk,census]
 //! ```
 //!
 //! One table of flags, read by the proxy's own flag reader
@@ -22,8 +22,8 @@ pub struct Config {
     pub out: PathBuf,
     /// Measure HAProxy and nginx when installed.
     pub peers: bool,
-    /// Which workloads: A, B, C.
-    pub workloads: [bool; 3],
+    /// Which parts of the benchmark run.
+    pub parts: Parts,
     /// The command as the report quotes it.
     pub command: String,
 }
@@ -32,6 +32,41 @@ pub struct Config {
 pub const DEFAULT_OUT: &str = "docs";
 /// The default output directory of a quick run: never the committed report.
 pub const DEFAULT_QUICK_OUT: &str = "target/bench-quick";
+
+/// The parts of a run `--only` picks from: the three workloads, workload
+/// C's keep-alive HTTP through wrk, and the system-call census.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    /// Workload A: the seed's.
+    pub a: bool,
+    /// Workload B: CPU bound.
+    pub b: bool,
+    /// Workload C: the proxy's own cost.
+    pub c: bool,
+    /// Keep-alive HTTP through wrk (a row of workload C's tables).
+    pub wrk: bool,
+    /// System calls per connection and per request (strace).
+    pub census: bool,
+}
+
+impl Parts {
+    /// Every part: what a run without `--only` does.
+    pub const ALL: Parts = Parts {
+        a: true,
+        b: true,
+        c: true,
+        wrk: true,
+        census: true,
+    };
+
+    const NONE: Parts = Parts {
+        a: false,
+        b: false,
+        c: false,
+        wrk: false,
+        census: false,
+    };
+}
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,10 +96,15 @@ OPTIONS
 ";
 
 const HELP_TAIL: &str = "
-WORKLOADS
-    a   the seed's: 50 ms backend, a new connection per request; every mode of ours
-    b   a CPU-bound backend: the pool's plateau at the core count
-    c   the proxy's own cost: connections/s, keep-alive, bulk MiB/s, idle memory
+PARTS (--only)
+    a       the seed's: 50 ms backend, a new connection per request; every mode of ours
+    b       a CPU-bound backend: the pool's plateau at the core count
+    c       the proxy's own cost: connections/s, keep-alive, bulk MiB/s, idle memory
+    wrk     workload C's keep-alive as HTTP: wrk to nginx serving a small file
+            (needs wrk and nginx; with --no-peers, direct and ours only)
+    census  system calls per new connection and per keep-alive request, one
+            thread each, counted by strace -c (needs strace and ptrace; with
+            --no-peers, ours only)
 ";
 
 /// What the flags set; [`parse`] turns it into a [`Config`].
@@ -74,7 +114,7 @@ struct Args {
     quick: bool,
     out: Option<PathBuf>,
     peers: bool,
-    workloads: [bool; 3],
+    parts: Parts,
 }
 
 impl Default for Args {
@@ -84,7 +124,7 @@ impl Default for Args {
             quick: false,
             out: None,
             peers: true,
-            workloads: [true; 3],
+            parts: Parts::ALL,
         }
     }
 }
@@ -105,7 +145,7 @@ const FLAGS: &[Flag<Args>] = &[
         name: "--quick",
         arg: "",
         needs: "",
-        help: "tiny sizes: checks the harness end to end in well under a minute",
+        help: "tiny sizes: checks the harness end to end in under a minute",
         set: |a, _| {
             a.quick = true;
             Ok(())
@@ -138,26 +178,34 @@ const FLAGS: &[Flag<Args>] = &[
         name: "--only",
         arg: "LIST",
         needs: "a list like a,c",
-        help: "only these workloads, comma-separated: a, b, c  [default: a,b,c]",
+        help: "only these parts, comma-separated: a, b, c, wrk, census\n\
+               \x20                            [default: all of them]",
         set: |a, v| {
-            a.workloads = parse_workloads(v)?;
+            a.parts = parse_parts(v)?;
             Ok(())
         },
     },
 ];
 
-/// `a,c` as which of the workloads A, B, C run.
-fn parse_workloads(list: &str) -> Result<[bool; 3], String> {
-    let mut workloads = [false; 3];
+/// `a,census` as which parts run.
+fn parse_parts(list: &str) -> Result<Parts, String> {
+    let mut parts = Parts::NONE;
     for name in list.split(',') {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "a" => workloads[0] = true,
-            "b" => workloads[1] = true,
-            "c" => workloads[2] = true,
-            other => return Err(format!("unknown workload '{other}'; use a, b or c")),
-        }
+        let part = match name.trim().to_ascii_lowercase().as_str() {
+            "a" => &mut parts.a,
+            "b" => &mut parts.b,
+            "c" => &mut parts.c,
+            "wrk" => &mut parts.wrk,
+            "census" => &mut parts.census,
+            other => {
+                return Err(format!(
+                    "unknown part '{other}'; use a, b, c, wrk or census"
+                ));
+            }
+        };
+        *part = true;
     }
-    Ok(workloads)
+    Ok(parts)
 }
 
 /// Parses the arguments after the program name.
@@ -192,7 +240,7 @@ pub fn parse(args: &[String]) -> Result<Command, UsageError> {
         quick,
         out,
         peers: read.peers,
-        workloads: read.workloads,
+        parts: read.parts,
         command,
     }))
 }
@@ -240,11 +288,21 @@ mod tests {
         let c = config("--proxy target/release/proxy --no-peers --only a,C");
         assert_eq!(c.proxy, PathBuf::from("target/release/proxy"));
         assert!(!c.peers);
-        assert_eq!(c.workloads, [true, false, true]);
+        assert_eq!(
+            c.parts,
+            Parts {
+                a: true,
+                c: true,
+                ..Parts::NONE
+            }
+        );
+        let c = config("--proxy p --only census,wrk");
+        assert!(c.parts.census && c.parts.wrk && !c.parts.a && !c.parts.c);
+        assert_eq!(config("--proxy p").parts, Parts::ALL);
         assert!(matches!(parse(&args("--help")), Ok(Command::Help)));
         let error = |s: &str| parse(&args(s)).unwrap_err().to_string();
         assert!(error("").contains("--proxy PATH is required"));
-        assert!(error("--proxy p --only d").contains("unknown workload"));
+        assert!(error("--proxy p --only d").contains("unknown part"));
         assert!(error("--proxy p --fast").contains("unknown option"));
         assert!(error("--proxy p --fast").ends_with("(see 'bench --help')"));
         assert!(error("--proxy").contains("--proxy needs the path of the proxy binary"));

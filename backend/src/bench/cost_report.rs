@@ -9,8 +9,12 @@ use std::fmt::Write as _;
 use crate::load::{BulkReport, LoadReport};
 
 use super::charts::{self, Chart};
+use super::http_report;
 use super::markdown::{Notes, Table, client_cell, embed, ms, not_run, rate, ratio, show_ratio};
-use super::results::{CostRow, Measured, Outcome, Results, WorkloadA, WorkloadC};
+use super::results::{
+    CostRow, HttpKeepAlive, IdleMemory, Measured, Outcome, Results, WorkloadA, WorkloadC,
+};
+use super::sizes::Sizes;
 use super::subject::Subject;
 
 /// One workload C measure: a name, issue 4's bar for it, and a value per subject.
@@ -23,13 +27,44 @@ struct Measure {
     higher_is_better: bool,
     /// A ratio to direct (a rate), or an absolute figure (a cost).
     relative: bool,
-    values: BTreeMap<Subject, f64>,
+    values: Values,
 }
 
-fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Measure> {
-    let mut measures = Vec::new();
-    if let Some(a) = a {
-        for (clients, rows) in &a.by_clients {
+impl Measure {
+    /// A rate, shown as a ratio to direct (higher is better); `short` is
+    /// its label in workload C's chart.
+    fn rate(name: String, short: Option<&str>, bar: &'static str, values: Values) -> Measure {
+        Measure {
+            name,
+            short: short.map(str::to_string),
+            bar,
+            higher_is_better: true,
+            relative: true,
+            values,
+        }
+    }
+
+    /// A cost, shown as an absolute figure (lower is better).
+    fn cost(name: &str, bar: &'static str, values: Values) -> Measure {
+        Measure {
+            name: name.to_string(),
+            short: None,
+            bar,
+            higher_is_better: false,
+            relative: false,
+            values,
+        }
+    }
+}
+
+/// A value per subject.
+type Values = BTreeMap<Subject, f64>;
+
+/// Workload A's rates at each concurrency, for the ratio tables.
+fn a_measures(a: &WorkloadA) -> Vec<Measure> {
+    a.by_clients
+        .iter()
+        .map(|(clients, rows)| {
             let bar = if *clients >= 1000 {
                 "HAProxy 0.74 / 0.81, nginx 0.76 / 0.85"
             } else {
@@ -39,88 +74,90 @@ fn cost_measures(c: &WorkloadC, a: Option<&WorkloadA>, streams: usize) -> Vec<Me
                 .iter()
                 .filter_map(|r| Some((r.subject, r.report()?.req_per_sec())))
                 .collect();
-            measures.push(Measure {
-                short: None,
-                name: format!(
-                    "A: req/s, {clients} clients, {} ms backend",
-                    a.delay.as_millis()
-                ),
-                bar,
-                higher_is_better: true,
-                relative: true,
-                values,
-            });
-        }
-    }
-    let collect = |f: &dyn Fn(&CostRow) -> Option<f64>| -> BTreeMap<Subject, f64> {
-        c.rows
+            let name = format!(
+                "A: req/s, {clients} clients, {} ms backend",
+                a.delay.as_millis()
+            );
+            Measure::rate(name, None, bar, values)
+        })
+        .collect()
+}
+
+/// `f` of each of workload C's rows, where it has a value.
+fn per_subject(c: &WorkloadC, f: impl Fn(&CostRow) -> Option<f64>) -> Values {
+    c.rows
+        .iter()
+        .filter_map(|row| Some((row.subject, f(row)?)))
+        .collect()
+}
+
+/// Workload C's rates, the wrk rows' among them.
+fn c_rates(c: &WorkloadC, http: Option<&HttpKeepAlive>, streams: usize) -> Vec<Measure> {
+    let wrk: Values = http.map_or_else(Values::new, |http| {
+        http.rows
             .iter()
-            .filter_map(|row| Some((row.subject, f(row)?)))
+            .filter_map(|r| Some((r.subject, r.outcome.done()?.value.req_per_sec)))
             .collect()
+    });
+    vec![
+        Measure::rate(
+            "C: connections/s (a new connection per request, no delay)".to_string(),
+            Some("connections/s"),
+            "0.46–0.57",
+            per_subject(c, |r| Some(r.connect.done()?.value.req_per_sec())),
+        ),
+        Measure::rate(
+            "C: keep-alive requests/s (echo backend)".to_string(),
+            Some("keep-alive req/s"),
+            "— (issue 4 measured HTTP with wrk: the next row)",
+            per_subject(c, |r| Some(r.keep_alive.done()?.value.req_per_sec())),
+        ),
+        Measure::rate(
+            "C: keep-alive HTTP requests/s (wrk, nginx static file)".to_string(),
+            Some("HTTP keep-alive (wrk)"),
+            "0.78–0.80",
+            wrk,
+        ),
+        Measure::rate(
+            "C: bulk MiB/s, one stream".to_string(),
+            Some("bulk, 1 stream"),
+            "HAProxy 0.73, nginx 0.67",
+            per_subject(c, |r| Some(r.bulk_one.done()?.value.mib_per_sec())),
+        ),
+        Measure::rate(
+            format!("C: bulk MiB/s, {streams} streams"),
+            Some(&format!("bulk, {streams} streams")),
+            "—",
+            per_subject(c, |r| Some(r.bulk_many.done()?.value.mib_per_sec())),
+        ),
+    ]
+}
+
+/// Workload C's costs: CPU per connection, memory per idle connection.
+fn c_costs(c: &WorkloadC) -> Vec<Measure> {
+    let idle = |f: fn(&IdleMemory) -> f64| {
+        per_subject(c, move |r| {
+            let m = r.idle.done()?;
+            (r.subject != Subject::Direct).then(|| f(&m.value))
+        })
     };
-    measures.push(Measure {
-        name: "C: connections/s (a new connection per request, no delay)".to_string(),
-        short: Some("connections/s".to_string()),
-        bar: "0.46–0.57",
-        higher_is_better: true,
-        relative: true,
-        values: collect(&|r| Some(r.connect.done()?.value.req_per_sec())),
-    });
-    measures.push(Measure {
-        name: "C: keep-alive requests/s (echo backend)".to_string(),
-        short: Some("keep-alive req/s".to_string()),
-        bar: "0.78–0.80 (HTTP with wrk: not the same test)",
-        higher_is_better: true,
-        relative: true,
-        values: collect(&|r| Some(r.keep_alive.done()?.value.req_per_sec())),
-    });
-    measures.push(Measure {
-        name: "C: bulk MiB/s, one stream".to_string(),
-        short: Some("bulk, 1 stream".to_string()),
-        bar: "HAProxy 0.73, nginx 0.67",
-        higher_is_better: true,
-        relative: true,
-        values: collect(&|r| Some(r.bulk_one.done()?.value.mib_per_sec())),
-    });
-    measures.push(Measure {
-        name: format!("C: bulk MiB/s, {streams} streams"),
-        short: Some(format!("bulk, {streams} streams")),
-        bar: "—",
-        higher_is_better: true,
-        relative: true,
-        values: collect(&|r| Some(r.bulk_many.done()?.value.mib_per_sec())),
-    });
-    measures.push(Measure {
-        name: "C: proxy CPU per connection, µs".to_string(),
-        short: None,
-        bar: "35–39 µs",
-        higher_is_better: false,
-        relative: false,
-        values: collect(&|r| cpu_per_connection(r.connect.done()?)),
-    });
-    measures.push(Measure {
-        name: "C: memory per idle connection, KiB".to_string(),
-        short: None,
-        bar: "HAProxy 3.3, nginx 9.5",
-        higher_is_better: false,
-        relative: false,
-        values: collect(&|r| {
-            let m = r.idle.done()?;
-            (r.subject != Subject::Direct).then(|| m.value.per_connection_kib())
-        }),
-    });
-    measures.push(Measure {
-        name: "C: memory kept after they close, KiB per connection".to_string(),
-        short: None,
-        bar: "HAProxy 3.3 (kept after close)",
-        higher_is_better: false,
-        relative: false,
-        values: collect(&|r| {
-            let m = r.idle.done()?;
-            (r.subject != Subject::Direct).then(|| m.value.kept_kib())
-        }),
-    });
-    measures
+    vec![
+        Measure::cost(
+            "C: proxy CPU per connection, µs",
+            "35–39 µs",
+            per_subject(c, |r| cpu_per_connection(r.connect.done()?)),
+        ),
+        Measure::cost(
+            "C: memory per idle connection, KiB",
+            "HAProxy 3.3, nginx 9.5",
+            idle(IdleMemory::per_connection_kib),
+        ),
+        Measure::cost(
+            "C: memory kept after they close, KiB per connection",
+            "HAProxy 3.3 (kept after close)",
+            idle(IdleMemory::kept_kib),
+        ),
+    ]
 }
 
 /// The load client's CPU per workload C measurement: where it nears 100%,
@@ -162,31 +199,68 @@ fn cpu_per_connection(m: &Measured<LoadReport>) -> Option<f64> {
     (m.value.requests > 0).then(|| cost.cpu.as_secs_f64() * 1e6 / m.value.requests as f64)
 }
 
+/// Workload C's section: its table, the wrk table, the client's CPU, the
+/// ratio tables and the chart (returned, for the caller to write).
 pub(super) fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> Option<Chart> {
     let sizes = &results.sizes;
+    intro(out, sizes);
+    cost_table(out, c, results.http.as_ref(), sizes.bulk_streams);
+    if let Some(http) = &results.http {
+        http_report::section(out, http, sizes, "###");
+    }
+    client_cpu_table(out, c, sizes.bulk_streams);
+    let mut measures = results.a.as_ref().map_or_else(Vec::new, a_measures);
+    measures.extend(c_rates(c, results.http.as_ref(), sizes.bulk_streams));
+    measures.extend(c_costs(c));
+    let subjects: Vec<Subject> = c
+        .rows
+        .iter()
+        .map(|r| r.subject)
+        .filter(|s| *s != Subject::Direct)
+        .collect();
+    let chart_groups = ratios_table(out, &measures, &subjects);
+    versus_table(out, &measures, &subjects);
+    if chart_groups.is_empty() || subjects.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = subjects.iter().map(Subject::to_string).collect();
+    let chart = charts::workload_c(&names, chart_groups);
+    embed(out, &chart);
+    Some(chart)
+}
+
+/// What workload C measures, and how.
+fn intro(out: &mut String, sizes: &Sizes) {
     let _ = writeln!(
         out,
         "## Workload C: the cost of the proxy itself\n\n\
          No delay anywhere, so what is left is the proxy's own work, measured against the \
          direct connection (no proxy) in the same run. *Connections*: {} clients, a new \
          connection per request to backends that answer at once. *Keep-alive*: {} requests per \
-         connection through an echo backend. *Bulk*: {} MiB each way in all (split over the \
-         streams) through an echo backend, checksummed. *Idle*: {} connections, each after one echo round trip, held open; \
-         the proxy's resident memory (summed over its processes) before, with them open, and \
-         after they closed. *Proxy CPU per connection*: the proxy's CPU time (utime + stime from \
-         /proc, all its processes) during the connection run, over the connections.\n",
+         connection through an echo backend. *HTTP (wrk)*: the same keep-alive as HTTP, wrk to \
+         nginx static backends (below). *Bulk*: {} MiB each way in all (split over the \
+         streams) through an echo backend, checksummed. *Idle*: {} connections, each after one \
+         echo round trip, held open; the proxy's resident memory (summed over its processes) \
+         before, with them open, and after they closed. *Proxy CPU per connection*: the proxy's \
+         CPU time (utime + stime from /proc, all its processes) during the connection run, over \
+         the connections.\n",
         sizes.cost_clients,
         sizes.keep_alive_per_connection,
         sizes.bulk_bytes / (1024 * 1024),
         sizes.idle
     );
-    let many = format!("bulk MiB/s, {} streams", sizes.bulk_streams);
+}
+
+/// Workload C's main table: a row per subject, a column per measurement.
+fn cost_table(out: &mut String, c: &WorkloadC, http: Option<&HttpKeepAlive>, streams: usize) {
+    let many = format!("bulk MiB/s, {streams} streams");
     let mut table = Table::new(&[
         "subject",
         "connections/s",
         "p99 ms",
         "proxy CPU µs/conn",
         "keep-alive req/s",
+        "HTTP req/s (wrk)",
         "bulk MiB/s, 1 stream",
         &many,
         "idle KiB/conn",
@@ -194,98 +268,104 @@ pub(super) fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> 
     ]);
     let mut notes = Notes::default();
     for row in &c.rows {
-        let label = row.subject.to_string();
-        notes.load(&format!("{label}, connections"), &row.connect);
-        notes.load(&format!("{label}, keep-alive"), &row.keep_alive);
-        notes.outcome(&format!("{label}, bulk 1 stream"), &row.bulk_one);
-        notes.outcome(
-            &format!("{label}, bulk {} streams", sizes.bulk_streams),
-            &row.bulk_many,
-        );
-        notes.outcome(&format!("{label}, idle"), &row.idle);
-        for (what, bulk) in [
-            ("one stream", &row.bulk_one),
-            ("several streams", &row.bulk_many),
-        ] {
-            if let Some(m) = bulk.done() {
-                if !m.value.intact {
-                    notes.0.push(format!(
-                        "{label}, bulk {what}: **the bytes came back altered**"
-                    ));
-                }
-            }
-        }
-        let connect = row.connect.done();
-        let cell = |o: Option<String>, outcome: &str| o.unwrap_or_else(|| outcome.to_string());
-        let idle = row.idle.done();
-        let is_direct = row.subject == Subject::Direct;
-        table.row(vec![
-            label,
-            cell(
-                connect.map(|m| rate(m.value.req_per_sec())),
-                not_run(&row.connect),
-            ),
-            connect.map_or("—".to_string(), |m| ms(m.value.percentile(99.0))),
-            connect
-                .and_then(cpu_per_connection)
-                .map_or("—".to_string(), |us| format!("{us:.1}")),
-            cell(
-                row.keep_alive.done().map(|m| rate(m.value.req_per_sec())),
-                not_run(&row.keep_alive),
-            ),
-            cell(
-                row.bulk_one.done().map(|m| rate(m.value.mib_per_sec())),
-                not_run(&row.bulk_one),
-            ),
-            cell(
-                row.bulk_many.done().map(|m| rate(m.value.mib_per_sec())),
-                not_run(&row.bulk_many),
-            ),
-            if is_direct {
-                "— (no proxy)".to_string()
-            } else {
-                cell(
-                    idle.map(|m| format!("{:.1}", m.value.per_connection_kib())),
-                    not_run(&row.idle),
-                )
-            },
-            if is_direct {
-                "—".to_string()
-            } else {
-                idle.map_or("—".to_string(), |m| format!("{:.1}", m.value.kept_kib()))
-            },
-        ]);
+        cost_notes(&mut notes, row, streams);
+        table.row(cost_cells(row, http));
     }
     out.push_str(&table.render());
     out.push_str(&notes.render());
     out.push('\n');
-    client_cpu_table(out, c, sizes.bulk_streams);
+}
 
-    // Ratios to direct, ours and each peer's, beside issue 4's bar.
-    let measures = cost_measures(c, results.a.as_ref(), sizes.bulk_streams);
-    let subjects: Vec<Subject> = c
-        .rows
-        .iter()
-        .map(|r| r.subject)
-        .filter(|s| *s != Subject::Direct)
-        .collect();
+/// Why a measurement of `row` is missing, its errors, bytes that came back
+/// altered.
+fn cost_notes(notes: &mut Notes, row: &CostRow, streams: usize) {
+    let label = row.subject.to_string();
+    notes.load(&format!("{label}, connections"), &row.connect);
+    notes.load(&format!("{label}, keep-alive"), &row.keep_alive);
+    notes.outcome(&format!("{label}, bulk 1 stream"), &row.bulk_one);
+    notes.outcome(&format!("{label}, bulk {streams} streams"), &row.bulk_many);
+    notes.outcome(&format!("{label}, idle"), &row.idle);
+    for (what, bulk) in [
+        ("one stream", &row.bulk_one),
+        ("several streams", &row.bulk_many),
+    ] {
+        if let Some(m) = bulk.done() {
+            if !m.value.intact {
+                notes.0.push(format!(
+                    "{label}, bulk {what}: **the bytes came back altered**"
+                ));
+            }
+        }
+    }
+}
+
+/// The cells of `row` in workload C's main table (the wrk rate from `http`).
+fn cost_cells(row: &CostRow, http: Option<&HttpKeepAlive>) -> Vec<String> {
+    let cell = |o: Option<String>, outcome: &str| o.unwrap_or_else(|| outcome.to_string());
+    let connect = row.connect.done();
+    let idle = row.idle.done();
+    let is_direct = row.subject == Subject::Direct;
+    let wrk = http.and_then(|h| h.report(row.subject));
+    vec![
+        row.subject.to_string(),
+        cell(
+            connect.map(|m| rate(m.value.req_per_sec())),
+            not_run(&row.connect),
+        ),
+        connect.map_or("—".to_string(), |m| ms(m.value.percentile(99.0))),
+        connect
+            .and_then(cpu_per_connection)
+            .map_or("—".to_string(), |us| format!("{us:.1}")),
+        cell(
+            row.keep_alive.done().map(|m| rate(m.value.req_per_sec())),
+            not_run(&row.keep_alive),
+        ),
+        wrk.map_or("—".to_string(), |m| rate(m.value.req_per_sec)),
+        cell(
+            row.bulk_one.done().map(|m| rate(m.value.mib_per_sec())),
+            not_run(&row.bulk_one),
+        ),
+        cell(
+            row.bulk_many.done().map(|m| rate(m.value.mib_per_sec())),
+            not_run(&row.bulk_many),
+        ),
+        if is_direct {
+            "— (no proxy)".to_string()
+        } else {
+            cell(
+                idle.map(|m| format!("{:.1}", m.value.per_connection_kib())),
+                not_run(&row.idle),
+            )
+        },
+        match (is_direct, idle) {
+            (false, Some(m)) => format!("{:.1}", m.value.kept_kib()),
+            _ => "—".to_string(),
+        },
+    ]
+}
+
+/// Ratios to direct, ours and each peer's, beside issue 4's bar; returns
+/// the chart's groups (the rates that have a short label).
+fn ratios_table(
+    out: &mut String,
+    measures: &[Measure],
+    subjects: &[Subject],
+) -> Vec<(String, Vec<Option<f64>>)> {
     let mut header = vec!["measure".to_string(), "issue 4's bar (peers)".to_string()];
     header.extend(subjects.iter().map(Subject::to_string));
     let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut table = Table::new(&header_refs);
     let mut chart_groups = Vec::new();
-    for measure in &measures {
+    for measure in measures {
         let direct = measure.values.get(&Subject::Direct).copied();
-        let mut cells = vec![
-            if measure.relative {
-                format!("{} (ratio to direct)", measure.name)
-            } else {
-                measure.name.clone()
-            },
-            measure.bar.to_string(),
-        ];
+        let name = if measure.relative {
+            format!("{} (ratio to direct)", measure.name)
+        } else {
+            measure.name.clone()
+        };
+        let mut cells = vec![name, measure.bar.to_string()];
         let mut bars = Vec::new();
-        for subject in &subjects {
+        for subject in subjects {
             let value = measure.values.get(subject).copied();
             if measure.relative {
                 let r = ratio(value, direct);
@@ -309,8 +389,11 @@ pub(super) fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> 
     );
     out.push_str(&table.render());
     out.push('\n');
+    chart_groups
+}
 
-    // Ours against theirs at the same thread count.
+/// Ours against theirs at the same thread count.
+fn versus_table(out: &mut String, measures: &[Measure], subjects: &[Subject]) {
     let pairs: Vec<(Subject, Subject)> = subjects
         .iter()
         .filter_map(|&theirs| match theirs {
@@ -319,43 +402,34 @@ pub(super) fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> 
         })
         .filter(|(ours, _)| subjects.contains(ours))
         .collect();
-    if !pairs.is_empty() {
-        let _ = writeln!(
-            out,
-            "### Ours against theirs, thread for thread\n\n\
-             Our epoll proxy with N workers divided by the peer with N threads or workers. For a \
-             rate, above 1 means we are faster; for a cost, below 1 means we spend less.\n"
-        );
-        let mut header = vec!["measure".to_string(), "we win when".to_string()];
-        header.extend(pairs.iter().map(|(o, t)| format!("{o} / {t}")));
-        let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
-        let mut table = Table::new(&header_refs);
-        for measure in &measures {
-            let mut cells = vec![
-                measure.name.clone(),
-                if measure.higher_is_better {
-                    "> 1"
-                } else {
-                    "< 1"
-                }
-                .to_string(),
-            ];
-            for (ours, theirs) in &pairs {
-                cells.push(show_ratio(ratio(
-                    measure.values.get(ours).copied(),
-                    measure.values.get(theirs).copied(),
-                )));
-            }
-            table.row(cells);
+    if pairs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "### Ours against theirs, thread for thread\n\n\
+         Our epoll proxy with N workers divided by the peer with N threads or workers. For a \
+         rate, above 1 means we are faster; for a cost, below 1 means we spend less.\n"
+    );
+    let mut header = vec!["measure".to_string(), "we win when".to_string()];
+    header.extend(pairs.iter().map(|(o, t)| format!("{o} / {t}")));
+    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = Table::new(&header_refs);
+    for measure in measures {
+        let when = if measure.higher_is_better {
+            "> 1"
+        } else {
+            "< 1"
+        };
+        let mut cells = vec![measure.name.clone(), when.to_string()];
+        for (ours, theirs) in &pairs {
+            cells.push(show_ratio(ratio(
+                measure.values.get(ours).copied(),
+                measure.values.get(theirs).copied(),
+            )));
         }
-        out.push_str(&table.render());
-        out.push('\n');
+        table.row(cells);
     }
-    if chart_groups.is_empty() || subjects.is_empty() {
-        return None;
-    }
-    let names: Vec<String> = subjects.iter().map(Subject::to_string).collect();
-    let chart = charts::workload_c(&names, chart_groups);
-    embed(out, &chart);
-    Some(chart)
+    out.push_str(&table.render());
+    out.push('\n');
 }

@@ -14,6 +14,8 @@
 //!        │                             crate::load, CPU and memory from
 //!        │                             /proc via crate::procstat)
 //!        │               stop it
+//!        ├─ C's keep-alive as HTTP (http.rs: wrk.rs against nginx backends)
+//!        ├─ the system-call census (census.rs: strace.rs on each proxy)
 //!        └─ report.rs + charts.rs + svg.rs ──▶ BENCHMARKS.md, bench/*.svg
 //! ```
 //!
@@ -26,17 +28,24 @@
 //! - [`measure`]: one measurement, the same way for every subject.
 //! - [`sizes`]: how big each measurement is (full or quick).
 //! - [`workloads`]: the three workloads: which rows, measured how.
+//! - [`http`] and [`wrk`]: workload C's keep-alive as HTTP, through wrk.
+//! - [`census`] and [`strace`]: system calls per connection and request.
 //! - [`results`]: what a run found, as plain data.
 //! - [`report`] (workloads A and B, the frame), [`cost_report`] (workload
-//!   C and the ratios), [`markdown`] (tables, number formats), [`seed`]
-//!   (the seed's table), [`charts`] and [`svg`]: the report and its charts.
+//!   C and the ratios), [`http_report`] (C's wrk rows), [`census_report`]
+//!   (the census), [`markdown`] (tables, number formats), [`seed`] (the
+//!   seed's table), [`charts`] and [`svg`]: the report and its charts.
 //!
 //! The harness never panics on what the OS or a peer can fail: a row that
 //! cannot run is a row marked failed, with the reason.
 
+pub mod census;
+pub mod census_report;
 pub mod charts;
 pub mod cli;
 pub mod cost_report;
+pub mod http;
+pub mod http_report;
 pub mod machine;
 pub mod markdown;
 pub mod measure;
@@ -45,9 +54,11 @@ pub mod report;
 pub mod results;
 pub mod seed;
 pub mod sizes;
+pub mod strace;
 pub mod subject;
 pub mod svg;
 pub mod workloads;
+pub mod wrk;
 
 use std::fs;
 use std::io;
@@ -82,15 +93,23 @@ pub fn run(config: &Config) -> io::Result<Results> {
     };
     let machine = Machine::describe();
     let date = machine::utc_now();
-    let [with_a, with_b, with_c] = config.workloads;
-    let a = with_a
+    let parts = config.parts;
+    let a = parts
+        .a
         .then(|| workloads::workload_a(&setup, &sizes))
         .transpose()?;
-    let b = with_b
+    let b = parts
+        .b
         .then(|| workloads::workload_b(&setup, &sizes))
         .transpose()?;
-    let c = with_c
+    let c = parts
+        .c
         .then(|| workloads::workload_c(&setup, &sizes))
+        .transpose()?;
+    let http = parts.wrk.then(|| http::http_keep_alive(&setup, &sizes));
+    let census = parts
+        .census
+        .then(|| census::census(&setup, &sizes, &config.out))
         .transpose()?;
     let results = Results {
         machine,
@@ -102,6 +121,8 @@ pub fn run(config: &Config) -> io::Result<Results> {
         a,
         b,
         c,
+        http,
+        census,
         elapsed: started.elapsed(),
         notes,
     };

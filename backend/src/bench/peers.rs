@@ -133,7 +133,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 /// Runs `program args` (at most [`START_TIMEOUT`]: a program that hangs
 /// when asked its version is not one to measure) and returns stdout and
 /// stderr together, a line each (nginx prints its version on stderr).
-fn output_of(program: &Path, args: &[&str]) -> io::Result<String> {
+pub(super) fn output_of(program: &Path, args: &[&str]) -> io::Result<String> {
     let output = Spawn::new(&program.display().to_string(), program)
         .args(args)
         .stdout(Capture::All)
@@ -173,12 +173,7 @@ fn detect_nginx() -> Result<NginxInstall, String> {
         find_program("nginx").ok_or_else(|| format!("nginx not found; {INSTALL_HINT}"))?;
     // -V: the version and the configure arguments, which say how stream was built.
     let text = output_of(&program, &["-V"]).map_err(|e| e.to_string())?;
-    let version = text
-        .lines()
-        .find_map(|l| l.strip_prefix("nginx version: nginx/"))
-        .unwrap_or("unknown")
-        .trim()
-        .to_string();
+    let version = nginx_version(&text);
     if !supports_half_close(&version) {
         return Err(format!(
             "nginx {version} is older than 1.21.4 and has no proxy_half_close, without which \
@@ -191,6 +186,15 @@ fn detect_nginx() -> Result<NginxInstall, String> {
         version,
         stream_module,
     })
+}
+
+/// The version (`1.22.1`) in `nginx -V`'s text.
+pub(super) fn nginx_version(text: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix("nginx version: nginx/"))
+        .unwrap_or("unknown")
+        .trim()
+        .to_string()
 }
 
 /// Whether nginx `version` (`1.22.1`) has `proxy_half_close` (1.21.4 and later).
@@ -443,17 +447,22 @@ fn nginx_command(
         dir.path(),
     );
     fs::write(&config, text)?;
+    Ok((install.program.clone(), nginx_args(dir.path(), &config)))
+}
+
+/// nginx's arguments for a configuration `config` whose files are all under
+/// `dir` (the stream peer here, the HTTP backends in http.rs).
+pub(super) fn nginx_args(dir: &Path, config: &Path) -> Vec<String> {
     // -p: the prefix for relative paths; -e: the error log before
     // the configuration is read (else /var/log/nginx/error.log).
-    let args = vec![
+    vec![
         "-p".to_string(),
-        dir.path().display().to_string(),
+        dir.display().to_string(),
         "-e".to_string(),
         "stderr".to_string(),
         "-c".to_string(),
         config.display().to_string(),
-    ];
-    Ok((install.program.clone(), args))
+    ]
 }
 
 #[cfg(test)]

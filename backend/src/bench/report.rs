@@ -14,7 +14,6 @@ use std::fmt::Write as _;
 use crate::load::LoadReport;
 
 use super::charts::{self, Chart};
-use super::cost_report;
 use super::markdown::{
     Notes, Table, client_cell, cost_cells, embed, ms, not_run, percent, rate, ratio, show_ratio,
     spread,
@@ -22,6 +21,7 @@ use super::markdown::{
 use super::results::{LoadRow, Results, WorkloadA, WorkloadB};
 use super::seed::seed_row;
 use super::subject::Subject;
+use super::{census_report, cost_report, http_report};
 
 /// The heading of the hand-written section.
 pub const INTERPRETATION: &str = "## What the numbers say";
@@ -70,6 +70,12 @@ pub fn render(results: &Results, interpretation: Option<&str>) -> (String, Vec<C
         if let Some(chart) = cost_report::workload_c(&mut out, c, results) {
             charts.push(chart);
         }
+    } else if let Some(http) = &results.http {
+        // Without workload C (`--only wrk`), its wrk table stands alone.
+        http_report::section(&mut out, http, &results.sizes, "##");
+    }
+    if let Some(census) = &results.census {
+        census_report::section(&mut out, census, &results.sizes);
     }
     method(&mut out, results);
     (out, charts)

@@ -14,7 +14,9 @@ use crate::load::{BulkReport, LoadReport};
 use super::machine::Machine;
 use super::peers::Installed;
 use super::sizes::Sizes;
+use super::strace::Summary;
 use super::subject::Subject;
+use super::wrk::WrkReport;
 
 /// What the proxy process tree cost during one measurement.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -178,6 +180,81 @@ pub struct WorkloadC {
     pub rows: Vec<CostRow>,
 }
 
+/// Workload C's keep-alive row as HTTP through wrk (http.rs), one subject.
+#[derive(Debug, Clone)]
+pub struct HttpRow {
+    /// Through what.
+    pub subject: Subject,
+    /// What wrk reported.
+    pub outcome: Outcome<WrkReport>,
+}
+
+/// Keep-alive HTTP through wrk to nginx static backends.
+#[derive(Debug, Clone)]
+pub struct HttpKeepAlive {
+    /// The versions of wrk and nginx, or why this part did not run.
+    pub tools: Result<String, String>,
+    /// The size of the file each request fetches.
+    pub file_bytes: usize,
+    /// wrk's connections, kept open for the whole run.
+    pub connections: usize,
+    /// One row per subject.
+    pub rows: Vec<HttpRow>,
+}
+
+impl HttpKeepAlive {
+    /// The row of `subject`'s report, if it ran.
+    pub fn report(&self, subject: Subject) -> Option<&Measured<WrkReport>> {
+        self.rows
+            .iter()
+            .find(|r| r.subject == subject)
+            .and_then(|r| r.outcome.done())
+    }
+}
+
+/// One counted run of the census (census.rs): strace's table and the load
+/// that made the calls.
+#[derive(Debug, Clone)]
+pub struct Counted {
+    /// strace's table for the counted run.
+    pub summary: Summary,
+    /// The counted run, as the load client saw it.
+    pub load: LoadReport,
+    /// strace's table as it wrote it, under the report's directory.
+    pub raw: String,
+}
+
+impl Counted {
+    /// `calls` per request of the counted run.
+    pub fn per_request(&self, calls: u64) -> f64 {
+        if self.load.requests == 0 {
+            0.0
+        } else {
+            calls as f64 / self.load.requests as f64
+        }
+    }
+}
+
+/// The census, one subject at one thread.
+#[derive(Debug, Clone)]
+pub struct CensusRow {
+    /// Which proxy.
+    pub subject: Subject,
+    /// A new connection per request, `reply` backends.
+    pub connect: Outcome<Counted>,
+    /// Keep-alive requests, `echo` backends.
+    pub keep_alive: Outcome<Counted>,
+}
+
+/// The system-call census.
+#[derive(Debug, Clone)]
+pub struct Census {
+    /// strace's version, or why there is no census.
+    pub strace: Result<String, String>,
+    /// One row per subject.
+    pub rows: Vec<CensusRow>,
+}
+
 /// Everything one run found.
 #[derive(Debug, Clone)]
 pub struct Results {
@@ -199,6 +276,10 @@ pub struct Results {
     pub b: Option<WorkloadB>,
     /// Workload C.
     pub c: Option<WorkloadC>,
+    /// Workload C's keep-alive as HTTP through wrk.
+    pub http: Option<HttpKeepAlive>,
+    /// The system-call census.
+    pub census: Option<Census>,
     /// How long the whole run took.
     pub elapsed: Duration,
     /// What the report should say about the run itself (a size reduced to

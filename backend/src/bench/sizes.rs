@@ -60,6 +60,17 @@ pub struct Sizes {
     pub bulk_streams: usize,
     /// Workload C: idle connections held open.
     pub idle: usize,
+    /// The census: requests each subject serves untraced before strace
+    /// attaches, so the count starts on a warm process (its buffers,
+    /// pools and backend sockets past their first use).
+    pub census_warmup: usize,
+    /// The census: new connections counted (capped like
+    /// [`Sizes::connect_requests`]).
+    pub census_connections: usize,
+    /// The census: keep-alive requests counted; a multiple of the clients
+    /// times [`Sizes::keep_alive_per_connection`], so that every counted
+    /// connection carries all its requests, its connect and close included.
+    pub census_requests: usize,
 }
 
 impl Sizes {
@@ -87,10 +98,17 @@ impl Sizes {
             bulk_bytes: 512 * 1024 * 1024,
             bulk_streams: 4,
             idle: 5000,
+            // Under strace every call of the proxy stops for the tracer:
+            // here some 350 connections or 2,500 keep-alive requests a
+            // second, so these take about 30 s each for each subject. The
+            // counts per connection settle within the first thousand.
+            census_warmup: 3000,
+            census_connections: 10_000,
+            census_requests: 64 * 100 * 10,
         }
     }
 
-    /// The same harness, tiny: every code path, well under a minute.
+    /// The same harness, tiny: every code path, in under a minute.
     pub fn quick() -> Sizes {
         Sizes {
             quick: true,
@@ -106,6 +124,9 @@ impl Sizes {
             bulk_bytes: 16 * 1024 * 1024,
             bulk_streams: 2,
             idle: 200,
+            census_warmup: 1000,
+            census_connections: 1000,
+            census_requests: 64 * 100,
             ..Sizes::full()
         }
     }
@@ -126,5 +147,7 @@ impl Sizes {
         self.connect_requests = usize::try_from(ports.saturating_mul(2) / 5)
             .unwrap_or(usize::MAX)
             .max(1000);
+        // The census's connections take their ports from the same range.
+        self.census_connections = self.census_connections.min(self.connect_requests);
     }
 }

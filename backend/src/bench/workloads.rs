@@ -49,20 +49,39 @@ impl Sizes {
     }
 
     fn peers(&self, setup: &Setup) -> Vec<Subject> {
-        let mut subjects = Vec::new();
-        for kind in [PeerKind::HAProxy, PeerKind::Nginx] {
-            if setup.installed.has(kind) {
-                for &threads in &self.peer_threads {
-                    subjects.push(Subject::Peer(Peer { kind, threads }));
-                }
-            }
-        }
+        peers_at(setup, &self.peer_threads)
+    }
+
+    /// Workload C's subjects, and its keep-alive HTTP rows' (http.rs): the
+    /// direct row, every epoll worker count, the installed peers.
+    pub(super) fn cost_subjects(&self, setup: &Setup) -> Vec<Subject> {
+        let mut subjects = vec![Subject::Direct];
+        subjects.extend(self.epoll_workers.iter().map(|&w| Subject::Epoll(w)));
+        subjects.extend(self.peers(setup));
         subjects
     }
 }
 
+/// Every installed peer at each of `threads`.
+pub(super) fn peers_at(setup: &Setup, threads: &[usize]) -> Vec<Subject> {
+    let mut subjects = Vec::new();
+    for kind in [PeerKind::HAProxy, PeerKind::Nginx] {
+        if setup.installed.has(kind) {
+            for &threads in threads {
+                subjects.push(Subject::Peer(Peer { kind, threads }));
+            }
+        }
+    }
+    subjects
+}
+
 /// Prints one finished row on stderr, so a long run shows its progress.
-fn progress<T>(what: &str, subject: Subject, outcome: &Outcome<T>, summary: impl Fn(&T) -> String) {
+pub(super) fn progress<T>(
+    what: &str,
+    subject: Subject,
+    outcome: &Outcome<T>,
+    summary: impl Fn(&T) -> String,
+) {
     let said = match outcome {
         Outcome::Done(m) => summary(&m.value),
         Outcome::Failed(why) => format!("FAILED: {why}"),
@@ -234,9 +253,7 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
     let instant = Fixture::start(3, options(FixtureMode::Reply))?;
     let echo = Fixture::start(3, options(FixtureMode::Echo))?;
     let (replies, echoes) = (instant.addrs().to_vec(), echo.addrs().to_vec());
-    let mut subjects = vec![Subject::Direct];
-    subjects.extend(sizes.epoll_workers.iter().map(|&w| Subject::Epoll(w)));
-    subjects.extend(sizes.peers(setup));
+    let subjects = sizes.cost_subjects(setup);
     let connect_load = Load {
         clients: sizes.cost_clients,
         stop: Stop::Either(sizes.connect_requests, sizes.run_for),
