@@ -202,7 +202,7 @@ impl Counter<'_> {
             subject,
             echoes,
             Pattern::KeepAlive {
-                per_connection: sizes.keep_alive_per_connection,
+                per_connection: sizes.census_per_connection,
             },
             sizes.census_requests,
             "keep-alive",

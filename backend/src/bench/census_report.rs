@@ -71,7 +71,7 @@ pub(super) fn section(out: &mut String, census: &Census, sizes: &Sizes) {
         sizes.census_connections,
         sizes.cost_clients,
         sizes.census_requests,
-        sizes.keep_alive_per_connection,
+        sizes.census_per_connection,
     );
     let _ = writeln!(out, "Per new connection:\n");
     out.push_str(&table(&census.rows, |r| &r.connect, PER_CONNECTION, false));

@@ -67,8 +67,13 @@ pub struct Sizes {
     /// The census: new connections counted (capped like
     /// [`Sizes::connect_requests`]).
     pub census_connections: usize,
+    /// The census: requests per keep-alive connection. Longer-lived than
+    /// workload C's, so that a request's count is the steady state of a
+    /// keep-alive connection (as wrk's connections, which last the whole
+    /// run) with a small share of its connection's open and close.
+    pub census_per_connection: usize,
     /// The census: keep-alive requests counted; a multiple of the clients
-    /// times [`Sizes::keep_alive_per_connection`], so that every counted
+    /// times [`Sizes::census_per_connection`], so that every counted
     /// connection carries all its requests, its connect and close included.
     pub census_requests: usize,
 }
@@ -104,7 +109,8 @@ impl Sizes {
             // counts per connection settle within the first thousand.
             census_warmup: 3000,
             census_connections: 10_000,
-            census_requests: 64 * 100 * 10,
+            census_per_connection: 1000,
+            census_requests: 64 * 1000 * 2,
         }
     }
 
@@ -126,6 +132,7 @@ impl Sizes {
             idle: 200,
             census_warmup: 1000,
             census_connections: 1000,
+            census_per_connection: 100,
             census_requests: 64 * 100,
             ..Sizes::full()
         }
