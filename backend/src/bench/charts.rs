@@ -65,83 +65,15 @@ fn epolls(rows: &[LoadRow]) -> Vec<Subject> {
         .collect()
 }
 
-/// Workload A's charts.
+/// Workload A's charts: the seed's scale, one per concurrency, and the
+/// latency bars.
 pub fn workload_a(a: &WorkloadA) -> Vec<Chart> {
     let mut charts = Vec::new();
-    let delay_ms = a.delay.as_millis();
     if !a.seed.is_empty() {
-        let mut refs = references(&a.seed, &[Subject::Single, Subject::Epoll(1)]);
-        refs.push(Reference {
-            name: "seed: epoll 1 thread".to_string(),
-            y: SEED_EPOLL,
-        });
-        refs.push(Reference {
-            name: "seed: single".to_string(),
-            y: SEED_SINGLE,
-        });
-        charts.push(Chart {
-            file: "a-seed.svg".to_string(),
-            alt: "Workload A at the seed's scale: ours beside the seed's table".to_string(),
-            svg: LineChart {
-                title: format!("Workload A, the seed's scale ({delay_ms} ms backend)"),
-                x_label: "pool threads".to_string(),
-                y_label: "requests per second".to_string(),
-                x_axis: Axis::Log2,
-                series: vec![
-                    Series {
-                        name: "pool (ours)".to_string(),
-                        points: pool_points(&a.seed),
-                        dashed: false,
-                    },
-                    Series {
-                        name: "pool (seed)".to_string(),
-                        points: SEED_POOL.iter().map(|&(t, r, _)| (t as f64, r)).collect(),
-                        dashed: false,
-                    },
-                ],
-                references: refs,
-            }
-            .render(),
-        });
+        charts.push(seed_chart(a));
     }
     for (clients, rows) in &a.by_clients {
-        let bound: Vec<(f64, f64)> = rows
-            .iter()
-            .filter_map(|r| match r.subject {
-                Subject::Pool(t) => Some((t as f64, r.subject.bound(*clients, a.delay))),
-                _ => None,
-            })
-            .collect();
-        let mut refs = references(rows, &epolls(rows));
-        refs.extend(references(rows, &[Subject::Direct]));
-        refs.push(Reference {
-            name: format!("bound {clients} / {delay_ms} ms"),
-            y: Subject::Epoll(1).bound(*clients, a.delay),
-        });
-        charts.push(Chart {
-            file: format!("a-c{clients}.svg"),
-            alt: format!("Workload A, {clients} clients: req/s against pool threads, epoll across"),
-            svg: LineChart {
-                title: format!("Workload A, {clients} clients, {delay_ms} ms backend"),
-                x_label: "pool threads".to_string(),
-                y_label: "requests per second".to_string(),
-                x_axis: Axis::Log2,
-                series: vec![
-                    Series {
-                        name: "pool".to_string(),
-                        points: pool_points(rows),
-                        dashed: false,
-                    },
-                    Series {
-                        name: format!("pool bound t / {delay_ms} ms"),
-                        points: bound,
-                        dashed: true,
-                    },
-                ],
-                references: refs,
-            }
-            .render(),
-        });
+        charts.push(concurrency_chart(a, *clients, rows));
     }
     // Latency at 256 clients, or the largest concurrency run.
     let latency = a
@@ -150,36 +82,122 @@ pub fn workload_a(a: &WorkloadA) -> Vec<Chart> {
         .find(|(c, _)| *c == 256)
         .or(a.by_clients.last());
     if let Some((clients, rows)) = latency {
-        let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
-        let groups = rows
-            .iter()
-            .filter_map(|r| {
-                let report = r.report()?;
-                let label = match r.subject {
-                    Subject::Direct => "direct".to_string(),
-                    Subject::Peer(p) => short_peer(p),
-                    s => s.to_string(),
-                };
-                Some((
-                    label,
-                    vec![ms(report.percentile(50.0)), ms(report.percentile(99.0))],
-                ))
-            })
-            .collect();
-        charts.push(Chart {
-            file: format!("a-latency-c{clients}.svg"),
-            alt: format!("Workload A, {clients} clients: p50 and p99 latency per mode"),
-            svg: BarChart {
-                title: format!("Workload A, {clients} clients: latency (log scale)"),
-                y_label: "milliseconds".to_string(),
-                y_axis: Axis::Log10,
-                series: vec!["p50".to_string(), "p99".to_string()],
-                groups,
-            }
-            .render(),
-        });
+        charts.push(latency_chart(*clients, rows));
     }
     charts
+}
+
+/// Workload A at the seed's scale, beside the seed's own table.
+fn seed_chart(a: &WorkloadA) -> Chart {
+    let delay_ms = a.delay.as_millis();
+    let mut refs = references(&a.seed, &[Subject::Single, Subject::Epoll(1)]);
+    refs.push(Reference {
+        name: "seed: epoll 1 thread".to_string(),
+        y: SEED_EPOLL,
+    });
+    refs.push(Reference {
+        name: "seed: single".to_string(),
+        y: SEED_SINGLE,
+    });
+    Chart {
+        file: "a-seed.svg".to_string(),
+        alt: "Workload A at the seed's scale: ours beside the seed's table".to_string(),
+        svg: LineChart {
+            title: format!("Workload A, the seed's scale ({delay_ms} ms backend)"),
+            x_label: "pool threads".to_string(),
+            y_label: "requests per second".to_string(),
+            x_axis: Axis::Log2,
+            series: vec![
+                Series {
+                    name: "pool (ours)".to_string(),
+                    points: pool_points(&a.seed),
+                    dashed: false,
+                },
+                Series {
+                    name: "pool (seed)".to_string(),
+                    points: SEED_POOL.iter().map(|&(t, r, _)| (t as f64, r)).collect(),
+                    dashed: false,
+                },
+            ],
+            references: refs,
+        }
+        .render(),
+    }
+}
+
+/// Workload A at `clients` concurrent clients: the pool against its bound,
+/// epoll and direct as lines across.
+fn concurrency_chart(a: &WorkloadA, clients: usize, rows: &[LoadRow]) -> Chart {
+    let delay_ms = a.delay.as_millis();
+    let bound: Vec<(f64, f64)> = rows
+        .iter()
+        .filter_map(|r| match r.subject {
+            Subject::Pool(t) => Some((t as f64, r.subject.bound(clients, a.delay))),
+            _ => None,
+        })
+        .collect();
+    let mut refs = references(rows, &epolls(rows));
+    refs.extend(references(rows, &[Subject::Direct]));
+    refs.push(Reference {
+        name: format!("bound {clients} / {delay_ms} ms"),
+        y: Subject::Epoll(1).bound(clients, a.delay),
+    });
+    Chart {
+        file: format!("a-c{clients}.svg"),
+        alt: format!("Workload A, {clients} clients: req/s against pool threads, epoll across"),
+        svg: LineChart {
+            title: format!("Workload A, {clients} clients, {delay_ms} ms backend"),
+            x_label: "pool threads".to_string(),
+            y_label: "requests per second".to_string(),
+            x_axis: Axis::Log2,
+            series: vec![
+                Series {
+                    name: "pool".to_string(),
+                    points: pool_points(rows),
+                    dashed: false,
+                },
+                Series {
+                    name: format!("pool bound t / {delay_ms} ms"),
+                    points: bound,
+                    dashed: true,
+                },
+            ],
+            references: refs,
+        }
+        .render(),
+    }
+}
+
+/// p50 and p99 latency of every subject at `clients` clients.
+fn latency_chart(clients: usize, rows: &[LoadRow]) -> Chart {
+    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
+    let groups = rows
+        .iter()
+        .filter_map(|r| {
+            let report = r.report()?;
+            let label = match r.subject {
+                Subject::Direct => "direct".to_string(),
+                Subject::Peer(p) => short_peer(p),
+                s => s.to_string(),
+            };
+            Some((
+                label,
+                vec![ms(report.percentile(50.0)), ms(report.percentile(99.0))],
+            ))
+        })
+        .collect();
+    Chart {
+        file: format!("a-latency-c{clients}.svg"),
+        alt: format!("Workload A, {clients} clients: p50 and p99 latency per mode"),
+        svg: BarChart {
+            title: format!("Workload A, {clients} clients: latency (log scale)"),
+            y_label: "milliseconds".to_string(),
+            y_axis: Axis::Log10,
+            series: vec!["p50".to_string(), "p99".to_string()],
+            groups,
+        }
+        .render(),
+    }
 }
 
 /// A peer's name short enough for a bar group's label.

@@ -150,155 +150,10 @@ fn workload_a(out: &mut String, a: &WorkloadA, charts: &[Chart]) {
          for C concurrent clients.\n"
     );
     if !a.seed.is_empty() {
-        let clients = a.seed.first().map_or(0, |r| r.clients);
-        let requests = a
-            .seed
-            .iter()
-            .find_map(|r| r.report().map(|r| r.requests))
-            .unwrap_or(0);
-        let _ = writeln!(
-            out,
-            "### At the seed's scale: {requests} requests a run\n\n\
-             The seed does not say how many clients it ran concurrently; these runs use \
-             **{clients}**. Its \"avg latency\" column is the run's wall time divided by the \
-             number of requests (1000 / req/s, to the rounding), not the time a request took, \
-             so it is set beside our *ms per request*; our true average latency is the next \
-             column. The seed ran on a 4-core/8-thread i5-9300H; the ratios matter, not the \
-             absolute numbers.\n"
-        );
-        let mut table = Table::new(&[
-            "mode",
-            "req/s",
-            "ms per request",
-            "avg latency ms",
-            "p99 ms",
-            "errors",
-            "seed req/s",
-            "seed ms",
-            "proxy CPU s",
-            "peak RSS MiB",
-            "client CPU",
-        ]);
-        let mut notes = Notes::default();
-        for row in &a.seed {
-            let label = row.subject.to_string();
-            notes.load(&label, &row.outcome);
-            let seed = seed_row(row.subject);
-            let seed_cells = [
-                seed.map_or("—".to_string(), |(r, _)| rate(r)),
-                seed.map_or("—".to_string(), |(_, m)| format!("{m:.2}")),
-            ];
-            match row.outcome.done() {
-                Some(m) => {
-                    let r = &m.value;
-                    let per_request = if r.requests > 0 {
-                        format!(
-                            "{:.2}",
-                            r.elapsed.as_secs_f64() * 1000.0 / r.requests as f64
-                        )
-                    } else {
-                        "—".to_string()
-                    };
-                    let [cpu, rss] = cost_cells(m);
-                    table.row(vec![
-                        label,
-                        rate(r.req_per_sec()),
-                        per_request,
-                        ms(r.average()),
-                        ms(r.percentile(99.0)),
-                        r.errors.to_string(),
-                        seed_cells[0].clone(),
-                        seed_cells[1].clone(),
-                        cpu,
-                        rss,
-                        client_cell(m),
-                    ]);
-                }
-                None => {
-                    let mut cells = vec![label, not_run(&row.outcome).to_string()];
-                    cells.extend(["—"; 4].map(String::from));
-                    cells.extend(seed_cells);
-                    cells.extend(["—"; 3].map(String::from));
-                    table.row(cells);
-                }
-            }
-        }
-        out.push_str(&table.render());
-        out.push_str(&notes.render());
-        out.push('\n');
-        if let Some(chart) = charts.iter().find(|c| c.file == "a-seed.svg") {
-            embed(out, chart);
-        }
+        seed_scale(out, &a.seed, charts);
     }
     for (clients, rows) in &a.by_clients {
-        let _ = writeln!(out, "### {clients} concurrent clients\n");
-        let direct = rows
-            .iter()
-            .find(|r| r.subject == Subject::Direct)
-            .and_then(LoadRow::report)
-            .map(LoadReport::req_per_sec);
-        let mut table = Table::new(&[
-            "subject",
-            "req/s",
-            "bound",
-            "of bound",
-            "avg ms",
-            "p50 ms",
-            "p99 ms",
-            "requests",
-            "errors",
-            "proxy CPU s",
-            "peak RSS MiB",
-            "client CPU",
-            "ratio to direct",
-        ]);
-        let mut notes = Notes::default();
-        for row in rows {
-            let label = row.subject.to_string();
-            notes.load(&label, &row.outcome);
-            let bound = row.subject.bound(*clients, a.delay);
-            match row.outcome.done() {
-                Some(m) => {
-                    let r = &m.value;
-                    let [cpu, rss] = cost_cells(m);
-                    table.row(vec![
-                        label,
-                        rate(r.req_per_sec()),
-                        rate(bound),
-                        percent(r.req_per_sec() / bound),
-                        ms(r.average()),
-                        ms(r.percentile(50.0)),
-                        ms(r.percentile(99.0)),
-                        r.requests.to_string(),
-                        r.errors.to_string(),
-                        cpu,
-                        rss,
-                        client_cell(m),
-                        show_ratio(ratio(Some(r.req_per_sec()), direct)),
-                    ]);
-                }
-                None => {
-                    let mut cells = vec![label, not_run(&row.outcome).to_string(), rate(bound)];
-                    cells.extend(["—"; 10].map(String::from));
-                    table.row(cells);
-                }
-            }
-        }
-        out.push_str(&table.render());
-        let _ = writeln!(
-            out,
-            "\nThe bound: min(C, threads) / {delay} ms for a pool (single: 1 / {delay} ms), \
-             C / {delay} ms for everything else. *client CPU*: the load client's CPU time as a \
-             share of one core during the run; near 100% the client, not the proxy, was the limit."
-        );
-        out.push_str(&notes.render());
-        out.push('\n');
-        if let Some(chart) = charts
-            .iter()
-            .find(|c| c.file == format!("a-c{clients}.svg"))
-        {
-            embed(out, chart);
-        }
+        concurrency(out, a, *clients, rows, charts);
     }
     if let Some(chart) = charts.iter().find(|c| c.file.starts_with("a-latency")) {
         let _ = writeln!(
@@ -308,6 +163,173 @@ fn workload_a(out: &mut String, a: &WorkloadA, charts: &[Chart]) {
         );
         embed(out, chart);
     }
+}
+
+/// Workload A at the seed's scale: the table beside the seed's own.
+fn seed_scale(out: &mut String, seed: &[LoadRow], charts: &[Chart]) {
+    let clients = seed.first().map_or(0, |r| r.clients);
+    let requests = seed
+        .iter()
+        .find_map(|r| r.report().map(|r| r.requests))
+        .unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "### At the seed's scale: {requests} requests a run\n\n\
+         The seed does not say how many clients it ran concurrently; these runs use \
+         **{clients}**. Its \"avg latency\" column is the run's wall time divided by the \
+         number of requests (1000 / req/s, to the rounding), not the time a request took, \
+         so it is set beside our *ms per request*; our true average latency is the next \
+         column. The seed ran on a 4-core/8-thread i5-9300H; the ratios matter, not the \
+         absolute numbers.\n"
+    );
+    let mut table = Table::new(&[
+        "mode",
+        "req/s",
+        "ms per request",
+        "avg latency ms",
+        "p99 ms",
+        "errors",
+        "seed req/s",
+        "seed ms",
+        "proxy CPU s",
+        "peak RSS MiB",
+        "client CPU",
+    ]);
+    let mut notes = Notes::default();
+    for row in seed {
+        notes.load(&row.subject.to_string(), &row.outcome);
+        table.row(seed_cells(row));
+    }
+    out.push_str(&table.render());
+    out.push_str(&notes.render());
+    out.push('\n');
+    if let Some(chart) = charts.iter().find(|c| c.file == "a-seed.svg") {
+        embed(out, chart);
+    }
+}
+
+/// One row of the seed-scale table: ours, then the seed's figures.
+fn seed_cells(row: &LoadRow) -> Vec<String> {
+    let label = row.subject.to_string();
+    let seed = seed_row(row.subject);
+    let seed_cells = [
+        seed.map_or("—".to_string(), |(r, _)| rate(r)),
+        seed.map_or("—".to_string(), |(_, m)| format!("{m:.2}")),
+    ];
+    let Some(m) = row.outcome.done() else {
+        let mut cells = vec![label, not_run(&row.outcome).to_string()];
+        cells.extend(["—"; 4].map(String::from));
+        cells.extend(seed_cells);
+        cells.extend(["—"; 3].map(String::from));
+        return cells;
+    };
+    let r = &m.value;
+    let per_request = if r.requests > 0 {
+        format!(
+            "{:.2}",
+            r.elapsed.as_secs_f64() * 1000.0 / r.requests as f64
+        )
+    } else {
+        "—".to_string()
+    };
+    let [cpu, rss] = cost_cells(m);
+    let [seed_rate, seed_ms] = seed_cells;
+    vec![
+        label,
+        rate(r.req_per_sec()),
+        per_request,
+        ms(r.average()),
+        ms(r.percentile(99.0)),
+        r.errors.to_string(),
+        seed_rate,
+        seed_ms,
+        cpu,
+        rss,
+        client_cell(m),
+    ]
+}
+
+/// Workload A at `clients` concurrent clients: every subject against its bound.
+fn concurrency(
+    out: &mut String,
+    a: &WorkloadA,
+    clients: usize,
+    rows: &[LoadRow],
+    charts: &[Chart],
+) {
+    let delay = a.delay.as_millis();
+    let _ = writeln!(out, "### {clients} concurrent clients\n");
+    let direct = rows
+        .iter()
+        .find(|r| r.subject == Subject::Direct)
+        .and_then(LoadRow::report)
+        .map(LoadReport::req_per_sec);
+    let mut table = Table::new(&[
+        "subject",
+        "req/s",
+        "bound",
+        "of bound",
+        "avg ms",
+        "p50 ms",
+        "p99 ms",
+        "requests",
+        "errors",
+        "proxy CPU s",
+        "peak RSS MiB",
+        "client CPU",
+        "ratio to direct",
+    ]);
+    let mut notes = Notes::default();
+    for row in rows {
+        notes.load(&row.subject.to_string(), &row.outcome);
+        table.row(concurrency_cells(
+            row,
+            row.subject.bound(clients, a.delay),
+            direct,
+        ));
+    }
+    out.push_str(&table.render());
+    let _ = writeln!(
+        out,
+        "\nThe bound: min(C, threads) / {delay} ms for a pool (single: 1 / {delay} ms), \
+         C / {delay} ms for everything else. *client CPU*: the load client's CPU time as a \
+         share of one core during the run; near 100% the client, not the proxy, was the limit."
+    );
+    out.push_str(&notes.render());
+    out.push('\n');
+    if let Some(chart) = charts
+        .iter()
+        .find(|c| c.file == format!("a-c{clients}.svg"))
+    {
+        embed(out, chart);
+    }
+}
+
+/// One row of a concurrency table.
+fn concurrency_cells(row: &LoadRow, bound: f64, direct: Option<f64>) -> Vec<String> {
+    let label = row.subject.to_string();
+    let Some(m) = row.outcome.done() else {
+        let mut cells = vec![label, not_run(&row.outcome).to_string(), rate(bound)];
+        cells.extend(["—"; 10].map(String::from));
+        return cells;
+    };
+    let r = &m.value;
+    let [cpu, rss] = cost_cells(m);
+    vec![
+        label,
+        rate(r.req_per_sec()),
+        rate(bound),
+        percent(r.req_per_sec() / bound),
+        ms(r.average()),
+        ms(r.percentile(50.0)),
+        ms(r.percentile(99.0)),
+        r.requests.to_string(),
+        r.errors.to_string(),
+        cpu,
+        rss,
+        client_cell(m),
+        show_ratio(ratio(Some(r.req_per_sec()), direct)),
+    ]
 }
 
 fn workload_b(out: &mut String, b: &WorkloadB, cores: usize, chart: &Chart) {
@@ -340,37 +362,38 @@ fn workload_b(out: &mut String, b: &WorkloadB, cores: usize, chart: &Chart) {
     ]);
     let mut notes = Notes::default();
     for row in &b.rows {
-        let label = row.subject.to_string();
-        notes.load(&label, &row.outcome);
-        match row.outcome.done() {
-            Some(m) => {
-                let r = &m.value;
-                let [cpu, _] = cost_cells(m);
-                table.row(vec![
-                    label,
-                    rate(r.req_per_sec()),
-                    percent(r.req_per_sec() / bound),
-                    ms(r.average()),
-                    ms(r.percentile(50.0)),
-                    ms(r.percentile(99.0)),
-                    r.requests.to_string(),
-                    r.errors.to_string(),
-                    cpu,
-                    client_cell(m),
-                    spread(r),
-                ]);
-            }
-            None => {
-                let mut cells = vec![label, not_run(&row.outcome).to_string()];
-                cells.extend(["—"; 9].map(String::from));
-                table.row(cells);
-            }
-        }
+        notes.load(&row.subject.to_string(), &row.outcome);
+        table.row(cpu_bound_cells(row, bound));
     }
     out.push_str(&table.render());
     out.push_str(&notes.render());
     out.push('\n');
     embed(out, chart);
+}
+
+/// One row of workload B's table.
+fn cpu_bound_cells(row: &LoadRow, bound: f64) -> Vec<String> {
+    let label = row.subject.to_string();
+    let Some(m) = row.outcome.done() else {
+        let mut cells = vec![label, not_run(&row.outcome).to_string()];
+        cells.extend(["—"; 9].map(String::from));
+        return cells;
+    };
+    let r = &m.value;
+    let [cpu, _] = cost_cells(m);
+    vec![
+        label,
+        rate(r.req_per_sec()),
+        percent(r.req_per_sec() / bound),
+        ms(r.average()),
+        ms(r.percentile(50.0)),
+        ms(r.percentile(99.0)),
+        r.requests.to_string(),
+        r.errors.to_string(),
+        cpu,
+        client_cell(m),
+        spread(r),
+    ]
 }
 
 fn method(out: &mut String, results: &Results) {
