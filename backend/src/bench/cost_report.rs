@@ -425,8 +425,8 @@ fn ratios_table(
     }
     let medians = if repetitions > 1 {
         format!(
-            " (for C's connections, keep-alive and HTTP: each subject's median of \
-             {repetitions} runs over direct's)"
+            "; for C's connections, keep-alive and HTTP, each subject's median of {repetitions} \
+             runs over direct's"
         )
     } else {
         String::new()
@@ -434,8 +434,8 @@ fn ratios_table(
     let _ = writeln!(
         out,
         "### Ratios to direct, ours and the peers'\n\n\
-         Rates as a ratio to the direct connection measured in the same run{medians} (1.00: as \
-         fast as no proxy; higher is better); costs as absolute figures (lower is better). The \
+         Rates as a ratio to the direct connection measured in the same run (1.00: as fast as \
+         no proxy; higher is better){medians}. Costs as absolute figures (lower is better). The \
          bar is what issue 4 measured for the peers on this machine class; our goal is to beat \
          it.\n"
     );

@@ -27,7 +27,8 @@ pub(super) fn section(out: &mut String, http: &HttpKeepAlive, sizes: &Sizes, lev
          1`, `access_log off`, `keepalive_requests 1000000`) listening on three loopback ports: \
          direct to the first, or through each proxy in front of all three. One nginx process \
          answers on every row, so the ratio to direct is what the proxy costs, not backend \
-         capacity it adds. *Proxy CPU*: the proxy's CPU time during the run over wrk's requests.{}\n",
+         capacity it adds. *Proxy CPU*: the proxy's CPU time during the run over wrk's \
+         requests.{}\n",
         http.connections,
         whole_seconds(sizes.run_for),
         http.file_bytes,

@@ -420,9 +420,9 @@ fn noise_said(repetitions: usize) -> &'static str {
     if repetitions < 2 {
         "One run on a shared, noisy 2-core machine: differences of a few percent are noise."
     } else {
-        "A shared, noisy 2-core machine, where one timed run can differ from the next by some \
-         ±15%: hence workload C's medians, whose runs are listed beside them. Differences of a \
-         few percent are still noise, and more so in the rows of one run."
+        "A shared, noisy 2-core machine, where one timed run can differ from the next by \
+         ±15% and more: hence workload C's medians, whose runs are listed beside them. \
+         Differences of a few percent are still noise, and more so in the rows of one run."
     }
 }
 
