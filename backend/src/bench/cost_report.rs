@@ -10,7 +10,9 @@ use crate::load::{BulkReport, LoadReport};
 
 use super::charts::{self, Chart};
 use super::http_report;
-use super::markdown::{Notes, Table, client_cell, embed, ms, not_run, rate, ratio, show_ratio};
+use super::markdown::{
+    Notes, Table, client_cell, embed, ms, not_run, rate, ratio, runs_cell, show_ratio,
+};
 use super::results::{
     CostRow, HttpKeepAlive, IdleMemory, Measured, Outcome, Results, WorkloadA, WorkloadC,
 };
@@ -205,6 +207,7 @@ pub(super) fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> 
     let sizes = &results.sizes;
     intro(out, sizes);
     cost_table(out, c, results.http.as_ref(), sizes.bulk_streams);
+    runs_table(out, c, sizes.repetitions);
     if let Some(http) = &results.http {
         http_report::section(out, http, sizes, "###");
     }
@@ -218,7 +221,7 @@ pub(super) fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> 
         .map(|r| r.subject)
         .filter(|s| *s != Subject::Direct)
         .collect();
-    let chart_groups = ratios_table(out, &measures, &subjects);
+    let chart_groups = ratios_table(out, &measures, &subjects, sizes.repetitions);
     versus_table(out, &measures, &subjects);
     if chart_groups.is_empty() || subjects.is_empty() {
         return None;
@@ -243,12 +246,51 @@ fn intro(out: &mut String, sizes: &Sizes) {
          echo round trip, held open; the proxy's resident memory (summed over its processes) \
          before, with them open, and after they closed. *Proxy CPU per connection*: the proxy's \
          CPU time (utime + stime from /proc, all its processes) during the connection run, over \
-         the connections.\n",
+         the connections. {}\n",
         sizes.cost_clients,
         sizes.keep_alive_per_connection,
         sizes.bulk_bytes / (1024 * 1024),
-        sizes.idle
+        sizes.idle,
+        runs_said(sizes.repetitions)
     );
+}
+
+/// How often each measurement of workload C ran, for its introduction.
+fn runs_said(repetitions: usize) -> String {
+    if repetitions < 2 {
+        return "*Runs*: one per subject and measurement, each on a fresh process.".to_string();
+    }
+    format!(
+        "*Runs*: the three rates (connections, keep-alive, HTTP) are each the median of \
+         {repetitions} runs per subject, interleaved: round 1 measures every subject once, in \
+         the table's order, then round 2, and so on, so that the machine's drift spreads over \
+         all of them; each run is a fresh process. A row shows its median run whole (the \
+         latency and CPU beside a rate are that run's), every ratio to direct divides by \
+         direct's median, and a failed run fails the row. Bulk and idle: one run each."
+    )
+}
+
+/// Every run of the connection and keep-alive rates (wrk's are in its own
+/// table), so that a reader sees how far apart they are.
+fn runs_table(out: &mut String, c: &WorkloadC, repetitions: usize) {
+    if repetitions < 2 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "The {repetitions} runs of each rate, in round order (the table above shows the median \
+         one); in brackets, half their range over the median:\n"
+    );
+    let mut table = Table::new(&["subject", "connections/s", "keep-alive req/s"]);
+    for row in &c.rows {
+        table.row(vec![
+            row.subject.to_string(),
+            runs_cell(&row.connect_runs),
+            runs_cell(&row.keep_alive_runs),
+        ]);
+    }
+    out.push_str(&table.render());
+    out.push('\n');
 }
 
 /// Workload C's main table: a row per subject, a column per measurement.
@@ -350,6 +392,7 @@ fn ratios_table(
     out: &mut String,
     measures: &[Measure],
     subjects: &[Subject],
+    repetitions: usize,
 ) -> Vec<(String, Vec<Option<f64>>)> {
     let mut header = vec!["measure".to_string(), "issue 4's bar (peers)".to_string()];
     header.extend(subjects.iter().map(Subject::to_string));
@@ -380,12 +423,21 @@ fn ratios_table(
             chart_groups.push((short.clone(), bars));
         }
     }
+    let medians = if repetitions > 1 {
+        format!(
+            "; for C's connections, keep-alive and HTTP, each subject's median of {repetitions} \
+             runs over direct's"
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
         "### Ratios to direct, ours and the peers'\n\n\
          Rates as a ratio to the direct connection measured in the same run (1.00: as fast as \
-         no proxy; higher is better); costs as absolute figures (lower is better). The bar is \
-         what issue 4 measured for the peers on this machine class; our goal is to beat it.\n"
+         no proxy; higher is better){medians}. Costs as absolute figures (lower is better). The \
+         bar is what issue 4 measured for the peers on this machine class; our goal is to beat \
+         it.\n"
     );
     out.push_str(&table.render());
     out.push('\n');
@@ -432,4 +484,47 @@ fn versus_table(out: &mut String, measures: &[Measure], subjects: &[Subject]) {
     }
     out.push_str(&table.render());
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skipped<T>() -> Outcome<T> {
+        Outcome::Skipped("not here".to_string())
+    }
+
+    fn row(connect_runs: Vec<Option<f64>>) -> CostRow {
+        CostRow {
+            subject: Subject::Epoll(1),
+            connect: skipped(),
+            keep_alive: skipped(),
+            bulk_one: skipped(),
+            bulk_many: skipped(),
+            idle: skipped(),
+            connect_runs,
+            keep_alive_runs: vec![Some(50_000.0), None, Some(40_000.0)],
+        }
+    }
+
+    #[test]
+    fn the_runs_are_listed_only_when_there_are_several() {
+        let c = WorkloadC {
+            rows: vec![row(vec![Some(23_100.0), Some(24_000.0), Some(22_800.0)])],
+        };
+        let mut out = String::new();
+        runs_table(&mut out, &c, 3);
+        assert!(out.starts_with("The 3 runs of each rate"), "{out}");
+        assert!(
+            out.contains(
+                "| epoll 1 | 23,100 / 24,000 / 22,800 (±2.6%) | 50,000 / failed / 40,000 |"
+            ),
+            "{out}"
+        );
+        let mut once = String::new();
+        runs_table(&mut once, &c, 1);
+        assert_eq!(once, "");
+        assert!(runs_said(3).contains("median of 3 runs"));
+        assert!(runs_said(1).contains("one per subject"));
+    }
 }

@@ -15,6 +15,10 @@
 //! directory of its own, like the peers' (peers.rs), and tunes nothing but
 //! what would cut a measurement short: no access log to write, and no
 //! request count or timer that closes a kept-alive connection.
+//!
+//! Its rate is one in question between proxies a few percent apart, so
+//! every subject runs [`Sizes::repetitions`] times, interleaved with the
+//! others, and its row is the run with the median rate (repeat.rs).
 
 use std::fs;
 use std::io;
@@ -25,6 +29,7 @@ use crate::child::{Capture, ChildProcess, Ready, START_TIMEOUT, Spawn, TAIL_LINE
 
 use super::measure::measure;
 use super::peers::{TempDir, find_program, nginx_args, nginx_version, output_of};
+use super::repeat::{interleaved, median};
 use super::results::{HttpKeepAlive, HttpRow};
 use super::sizes::Sizes;
 use super::subject::Setup;
@@ -80,10 +85,20 @@ pub fn http_keep_alive(setup: &Setup, sizes: &Sizes) -> HttpKeepAlive {
         wrk_version(&tools.wrk),
         nginx_version(&tools.configure)
     ));
-    for subject in sizes.cost_subjects(setup) {
-        let outcome = measure(setup, subject, &backends.addrs, |running| {
+    http.rows = rows(setup, sizes, &tools.wrk, &backends.addrs);
+    backends.stop();
+    http
+}
+
+/// wrk through every subject in front of `backends`: each
+/// [`Sizes::repetitions`] times, interleaved, on a fresh process each time
+/// (repeat.rs); each row keeps its run with the median rate.
+fn rows(setup: &Setup, sizes: &Sizes, wrk: &Path, backends: &[SocketAddr]) -> Vec<HttpRow> {
+    let subjects = sizes.cost_subjects(setup);
+    let runs = interleaved(sizes.repetitions, &subjects, |round, subject| {
+        let outcome = measure(setup, subject, backends, |running| {
             WrkRun {
-                program: &tools.wrk,
+                program: wrk,
                 target: running.addr(),
                 path: FILE,
                 connections: sizes.cost_clients,
@@ -92,11 +107,25 @@ pub fn http_keep_alive(setup: &Setup, sizes: &Sizes) -> HttpKeepAlive {
             }
             .run()
         });
-        progress("C HTTP (wrk)", subject, &outcome, wrk_summary);
-        http.rows.push(HttpRow { subject, outcome });
-    }
-    backends.stop();
-    http
+        progress(&round.label("C HTTP (wrk)"), subject, &outcome, wrk_summary);
+        outcome
+    });
+    subjects
+        .into_iter()
+        .zip(runs)
+        .map(|(subject, runs)| {
+            let several = runs.len() > 1;
+            let (outcome, runs) = median(runs, |r: &WrkReport| r.req_per_sec);
+            if several {
+                progress("C HTTP (wrk), median", subject, &outcome, wrk_summary);
+            }
+            HttpRow {
+                subject,
+                outcome,
+                runs,
+            }
+        })
+        .collect()
 }
 
 fn wrk_summary(report: &WrkReport) -> String {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::markdown::{Notes, Table, ms, not_run, rate, ratio, show_ratio};
+use super::markdown::{Notes, Table, ms, not_run, rate, ratio, runs_cell, show_ratio};
 use super::results::{HttpKeepAlive, HttpRow, Measured};
 use super::sizes::Sizes;
 use super::subject::Subject;
@@ -27,21 +27,46 @@ pub(super) fn section(out: &mut String, http: &HttpKeepAlive, sizes: &Sizes, lev
          1`, `access_log off`, `keepalive_requests 1000000`) listening on three loopback ports: \
          direct to the first, or through each proxy in front of all three. One nginx process \
          answers on every row, so the ratio to direct is what the proxy costs, not backend \
-         capacity it adds. *Proxy CPU*: the proxy's CPU time during the run over wrk's requests.\n",
+         capacity it adds. *Proxy CPU*: the proxy's CPU time during the run over wrk's \
+         requests.{}\n",
         http.connections,
         whole_seconds(sizes.run_for),
         http.file_bytes,
+        runs_said(sizes.repetitions),
     );
     let direct = http.report(Subject::Direct).map(|m| m.value.req_per_sec);
-    let mut table = Table::new(&HEADER);
+    let several = sizes.repetitions > 1;
+    let runs_header = format!("requests/s of the {} runs", sizes.repetitions);
+    let mut header = HEADER.to_vec();
+    if several {
+        header.push(&runs_header);
+    }
+    let mut table = Table::new(&header);
     let mut notes = Notes::default();
     for row in &http.rows {
         notes.outcome(&row.subject.to_string(), &row.outcome);
-        table.row(cells(row, direct, &mut notes));
+        let mut cells = cells(row, direct, &mut notes);
+        if several {
+            cells.push(runs_cell(&row.runs));
+        }
+        table.row(cells);
     }
     out.push_str(&table.render());
     out.push_str(&notes.render());
     out.push('\n');
+}
+
+/// How often each subject ran, for the paragraph above the table.
+fn runs_said(repetitions: usize) -> String {
+    if repetitions < 2 {
+        return String::new();
+    }
+    format!(
+        " *Runs*: every subject {repetitions} times, interleaved with the others (a round \
+         runs each once), each on a fresh process; a row is the run with the median \
+         requests/s, and the last column lists all {repetitions} in round order (in \
+         brackets, half their range over the median)."
+    )
 }
 
 const HEADER: [&str; 8] = [

@@ -164,6 +164,33 @@ pub(super) fn client_cell<T>(m: &Measured<T>) -> String {
     percent(m.client_load())
 }
 
+/// A rate's repeated runs in round order, and how far apart they are:
+/// `23,100 / 24,000 / 22,800 (±2.6%)`, half the range over the median run;
+/// `failed` for a run that did not finish (and then no spread).
+pub(super) fn runs_cell(runs: &[Option<f64>]) -> String {
+    if runs.is_empty() {
+        return "—".to_string();
+    }
+    let shown: Vec<String> = runs
+        .iter()
+        .map(|r| r.map_or("failed".to_string(), rate))
+        .collect();
+    let mut cell = shown.join(" / ");
+    let mut done: Vec<f64> = runs.iter().flatten().copied().collect();
+    if done.len() < 2 || done.len() < runs.len() {
+        return cell;
+    }
+    done.sort_by(f64::total_cmp);
+    let middle = (done.len() - 1) / 2;
+    if let (Some(low), Some(high), Some(&median)) = (done.first(), done.last(), done.get(middle)) {
+        let spread = (high - low) / 2.0 / median;
+        if median > 0.0 && spread.is_finite() {
+            let _ = write!(cell, " (±{:.1}%)", spread * 100.0);
+        }
+    }
+    cell
+}
+
 /// Replies per backend, as `67/66/67`.
 pub(super) fn spread(report: &LoadReport) -> String {
     let counts: Vec<String> = report.per_backend.values().map(u64::to_string).collect();
@@ -204,5 +231,17 @@ mod tests {
         assert_eq!(ms(None), "—");
         assert_eq!(show_ratio(ratio(Some(3.0), Some(4.0))), "0.75");
         assert_eq!(show_ratio(ratio(Some(3.0), Some(0.0))), "—");
+    }
+
+    #[test]
+    fn runs_show_in_round_order_with_their_spread() {
+        let runs = [Some(23_100.0), Some(24_000.0), Some(22_800.0)];
+        assert_eq!(runs_cell(&runs), "23,100 / 24,000 / 22,800 (±2.6%)");
+        assert_eq!(
+            runs_cell(&[Some(100.0), None, Some(90.0)]),
+            "100.0 / failed / 90.0"
+        );
+        assert_eq!(runs_cell(&[Some(5.0)]), "5.0");
+        assert_eq!(runs_cell(&[]), "—");
     }
 }

@@ -28,6 +28,8 @@
 //! - [`measure`]: one measurement, the same way for every subject.
 //! - [`sizes`]: how big each measurement is (full or quick).
 //! - [`workloads`]: the three workloads: which rows, measured how.
+//! - [`repeat`]: workload C's rates, measured several times interleaved,
+//!   and the median run of each subject.
 //! - [`http`] and [`wrk`]: workload C's keep-alive as HTTP, through wrk.
 //! - [`census`] and [`strace`]: system calls per connection and request.
 //! - [`results`]: what a run found, as plain data.
@@ -50,6 +52,7 @@ pub mod machine;
 pub mod markdown;
 pub mod measure;
 pub mod peers;
+pub mod repeat;
 pub mod report;
 pub mod results;
 pub mod seed;

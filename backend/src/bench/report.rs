@@ -407,7 +407,7 @@ fn method(out: &mut String, results: &Results) {
          - The load client is one event loop on one thread (our runtime): closed loop, each \
          client sends its next request when the previous one finished. Timed runs last {:.1} s; \
          a request taking over {:.0} s counts as an error. Percentiles are exact (nearest rank \
-         over every recorded latency).\n\
+         over every recorded latency).{}\n\
          - Proxy CPU: utime + stime of the proxy's process tree from /proc, before and after. \
          Peak RSS: VmHWM summed over the tree (for one process, its peak; for nginx's master \
          and workers, an upper bound).\n\
@@ -417,11 +417,36 @@ fn method(out: &mut String, results: &Results) {
          `mode tcp`, `balance roundrobin`, `timeout client/server 10m`; nginx `stream` with \
          `proxy_half_close on` (without it nginx cuts a half-closed request) and `backlog=4096` \
          (as ours and HAProxy's). Nothing else is tuned, for any of them.\n\
-         - One run on a shared, noisy 2-core machine: differences of a few percent are noise.\n",
+         - {}\n",
         sizes.run_for.as_secs_f64(),
         sizes.timeout.as_secs_f64(),
-        sizes.max_queue_wait.as_secs_f64()
+        repetitions_said(sizes.repetitions),
+        sizes.max_queue_wait.as_secs_f64(),
+        noise_said(sizes.repetitions)
     );
+}
+
+/// How often workload C's rates ran, after the timed runs' length.
+fn repetitions_said(repetitions: usize) -> String {
+    if repetitions < 2 {
+        return " Every row is one run.".to_string();
+    }
+    format!(
+        " Workload C's rates (connections/s, keep-alive and wrk's HTTP requests/s) are each \
+         the median of {repetitions} runs per subject, interleaved (each round runs every \
+         subject once), each on a fresh process; every other row is one run."
+    )
+}
+
+/// What the reader should make of small differences.
+fn noise_said(repetitions: usize) -> &'static str {
+    if repetitions < 2 {
+        "One run on a shared, noisy 2-core machine: differences of a few percent are noise."
+    } else {
+        "A shared, noisy 2-core machine, where one timed run can differ from the next by \
+         ±15% and more: hence workload C's medians, whose runs are listed beside them. \
+         Differences of a few percent are still noise, and more so in the rows of one run."
+    }
 }
 
 #[cfg(test)]

@@ -171,6 +171,11 @@ pub struct CostRow {
     pub bulk_many: Outcome<BulkReport>,
     /// Idle connections held open.
     pub idle: Outcome<IdleMemory>,
+    /// The connection rate of every run of `connect`, in round order
+    /// (None: that run did not finish); `connect` is the median's run.
+    pub connect_runs: Vec<Option<f64>>,
+    /// The same for `keep_alive`.
+    pub keep_alive_runs: Vec<Option<f64>>,
 }
 
 /// Workload C: the cost of the proxy itself.
@@ -185,8 +190,10 @@ pub struct WorkloadC {
 pub struct HttpRow {
     /// Through what.
     pub subject: Subject,
-    /// What wrk reported.
+    /// What wrk reported in the run with the median rate.
     pub outcome: Outcome<WrkReport>,
+    /// The rate of every run, in round order (None: that run did not finish).
+    pub runs: Vec<Option<f64>>,
 }
 
 /// Keep-alive HTTP through wrk to nginx static backends.

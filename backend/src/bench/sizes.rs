@@ -60,6 +60,11 @@ pub struct Sizes {
     pub bulk_streams: usize,
     /// Workload C: idle connections held open.
     pub idle: usize,
+    /// Workload C's rates (connections/s, echo keep-alive req/s, wrk's HTTP
+    /// req/s): runs of each subject, interleaved, of which the row keeps
+    /// the median (repeat.rs). One 3-second run varies by some ±15% from
+    /// the next on a shared machine; bulk and idle runs are not repeated.
+    pub repetitions: usize,
     /// The census: requests each subject serves untraced before strace
     /// attaches, so the count starts on a warm process (its buffers,
     /// pools and backend sockets past their first use).
@@ -103,6 +108,7 @@ impl Sizes {
             bulk_bytes: 512 * 1024 * 1024,
             bulk_streams: 4,
             idle: 5000,
+            repetitions: 3,
             // Under strace every call of the proxy stops for the tracer:
             // here some 350 connections or 2,500 keep-alive requests a
             // second, so these take about 30 s each for each subject. The
@@ -130,6 +136,7 @@ impl Sizes {
             bulk_bytes: 16 * 1024 * 1024,
             bulk_streams: 2,
             idle: 200,
+            repetitions: 1,
             census_warmup: 1000,
             census_connections: 1000,
             census_per_connection: 100,

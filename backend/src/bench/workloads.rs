@@ -15,17 +15,20 @@
 //!
 //! How big each run is, [`Sizes`], lives in sizes.rs. Every subject runs
 //! as a fresh process per measurement ([`measure`]); the fixture backends
-//! run in this process, on threads of their own.
+//! run in this process, on threads of their own. C's rates are measured
+//! [`Sizes::repetitions`] times, interleaved, and each row keeps its
+//! median run (repeat.rs).
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::fixture::{Fixture, FixtureMode, FixtureOptions};
-use crate::load::{BulkReport, Pattern};
+use crate::load::{BulkReport, LoadReport, Pattern};
 
 use super::measure::{Load, Stop, bulk, closed_loop, idle_memory, measure};
 use super::peers::{Peer, PeerKind};
+use super::repeat::{Round, interleaved, median};
 use super::results::{CostRow, IdleMemory, LoadRow, Outcome, WorkloadA, WorkloadB, WorkloadC};
 use super::sizes::Sizes;
 use super::subject::{Setup, Subject};
@@ -276,7 +279,7 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
         connect: connect_load,
         keep_alive: keep_alive_load,
     };
-    let rows = subjects.into_iter().map(|s| plan.row(s)).collect();
+    let rows = plan.rows(&subjects);
     instant.stop();
     echo.stop();
     Ok(WorkloadC { rows })
@@ -297,17 +300,57 @@ struct CostPlan<'a> {
 }
 
 impl CostPlan<'_> {
-    /// One subject's row: each measurement in turn, each on a fresh process.
-    fn row(&self, subject: Subject) -> CostRow {
-        let (setup, sizes, echoes) = (self.setup, self.sizes, self.echoes);
-        let connect = measure(setup, subject, self.replies, |running| {
+    /// Every subject's row. The rates [`Sizes::repetitions`] times,
+    /// interleaved (repeat.rs), each row keeping its median runs; bulk and
+    /// idle once, in round 1, right after that subject's first rates (so
+    /// one repetition measures in the order a row always did).
+    fn rows(&self, subjects: &[Subject]) -> Vec<CostRow> {
+        let mut once = Vec::new();
+        let runs = interleaved(self.sizes.repetitions, subjects, |round, subject| {
+            let rates = self.rates(round, subject);
+            if round.is_first() {
+                once.push(self.once(subject));
+            }
+            rates
+        });
+        subjects
+            .iter()
+            .zip(runs)
+            .zip(once)
+            .map(|((&subject, runs), once)| row(subject, runs, once))
+            .collect()
+    }
+
+    /// One round's rates of `subject`, each on a fresh process.
+    fn rates(&self, round: Round, subject: Subject) -> Rates {
+        let connect = measure(self.setup, subject, self.replies, |running| {
             closed_loop(running.addr(), &self.connect)
         });
-        progress("C connections", subject, &connect, load_summary);
-        let keep_alive = measure(setup, subject, echoes, |running| {
+        progress(
+            &round.label("C connections"),
+            subject,
+            &connect,
+            load_summary,
+        );
+        let keep_alive = measure(self.setup, subject, self.echoes, |running| {
             closed_loop(running.addr(), &self.keep_alive)
         });
-        progress("C keep-alive", subject, &keep_alive, load_summary);
+        progress(
+            &round.label("C keep-alive"),
+            subject,
+            &keep_alive,
+            load_summary,
+        );
+        Rates {
+            connect,
+            keep_alive,
+        }
+    }
+
+    /// What is measured once per subject: bulk and idle, each on a fresh
+    /// process.
+    fn once(&self, subject: Subject) -> Once {
+        let (setup, sizes, echoes) = (self.setup, self.sizes, self.echoes);
         let bulk_one = measure(setup, subject, echoes, |running| {
             bulk(running.addr(), sizes.bulk_bytes, 1, sizes.timeout)
         });
@@ -321,10 +364,7 @@ impl CostPlan<'_> {
             )
         });
         progress("C bulk, streams", subject, &bulk_many, bulk_summary);
-        CostRow {
-            subject,
-            connect,
-            keep_alive,
+        Once {
             bulk_one,
             bulk_many,
             idle: self.idle(subject),
@@ -349,6 +389,43 @@ impl CostPlan<'_> {
             )
         });
         idle
+    }
+}
+
+/// One round's rate measurements of a subject.
+struct Rates {
+    connect: Outcome<LoadReport>,
+    keep_alive: Outcome<LoadReport>,
+}
+
+/// A subject's measurements that are not repeated.
+struct Once {
+    bulk_one: Outcome<BulkReport>,
+    bulk_many: Outcome<BulkReport>,
+    idle: Outcome<IdleMemory>,
+}
+
+/// `subject`'s row: the median of its rate `runs` (said on stderr when
+/// there are several), and what was measured `once`.
+fn row(subject: Subject, runs: Vec<Rates>, once: Once) -> CostRow {
+    let several = runs.len() > 1;
+    let (connects, keep_alives): (Vec<_>, Vec<_>) =
+        runs.into_iter().map(|r| (r.connect, r.keep_alive)).unzip();
+    let (connect, connect_runs) = median(connects, LoadReport::req_per_sec);
+    let (keep_alive, keep_alive_runs) = median(keep_alives, LoadReport::req_per_sec);
+    if several {
+        progress("C connections, median", subject, &connect, load_summary);
+        progress("C keep-alive, median", subject, &keep_alive, load_summary);
+    }
+    CostRow {
+        subject,
+        connect,
+        keep_alive,
+        bulk_one: once.bulk_one,
+        bulk_many: once.bulk_many,
+        idle: once.idle,
+        connect_runs,
+        keep_alive_runs,
     }
 }
 
