@@ -116,6 +116,18 @@ pub struct FixtureOptions {
     pub banner: String,
 }
 
+impl FixtureOptions {
+    /// `mode`, answering at once (no delay, no banner): the backends that
+    /// leave the proxy's own cost to measure.
+    pub fn at_once(mode: FixtureMode) -> FixtureOptions {
+        FixtureOptions {
+            mode,
+            delay: Duration::ZERO,
+            banner: String::new(),
+        }
+    }
+}
+
 impl Default for FixtureOptions {
     fn default() -> Self {
         FixtureOptions {

@@ -77,13 +77,8 @@ pub fn census(setup: &Setup, sizes: &Sizes, out: &Path) -> io::Result<Census> {
     let dir = out.join("bench");
     fs::create_dir_all(&dir)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))?;
-    let options = |mode| FixtureOptions {
-        mode,
-        delay: Duration::ZERO,
-        banner: String::new(),
-    };
-    let replies = Fixture::start(3, options(FixtureMode::Reply))?;
-    let echoes = Fixture::start(3, options(FixtureMode::Echo))?;
+    let replies = Fixture::start(3, FixtureOptions::at_once(FixtureMode::Reply))?;
+    let echoes = Fixture::start(3, FixtureOptions::at_once(FixtureMode::Echo))?;
     let counter = Counter {
         strace: &strace,
         setup,

@@ -21,7 +21,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use crate::fixture::{Fixture, FixtureMode, FixtureOptions};
 use crate::load::{BulkReport, LoadReport, Pattern};
@@ -248,14 +247,8 @@ pub fn workload_b(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadB> {
 
 /// Workload C.
 pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
-    let options = |mode| FixtureOptions {
-        mode,
-        delay: Duration::ZERO,
-        banner: String::new(),
-    };
-    let instant = Fixture::start(3, options(FixtureMode::Reply))?;
-    let echo = Fixture::start(3, options(FixtureMode::Echo))?;
-    let (replies, echoes) = (instant.addrs().to_vec(), echo.addrs().to_vec());
+    let echo = Fixture::start(3, FixtureOptions::at_once(FixtureMode::Echo))?;
+    let echoes = echo.addrs().to_vec();
     let subjects = sizes.cost_subjects(setup);
     let connect_load = Load {
         clients: sizes.cost_clients,
@@ -274,13 +267,11 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
     let plan = CostPlan {
         setup,
         sizes,
-        replies: &replies,
         echoes: &echoes,
         connect: connect_load,
         keep_alive: keep_alive_load,
     };
     let rows = plan.rows(&subjects);
-    instant.stop();
     echo.stop();
     Ok(WorkloadC { rows })
 }
@@ -289,9 +280,8 @@ pub fn workload_c(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadC> {
 struct CostPlan<'a> {
     setup: &'a Setup,
     sizes: &'a Sizes,
-    /// `reply` backends, for the connection rate.
-    replies: &'a [SocketAddr],
-    /// `echo` backends, for everything else.
+    /// `echo` backends, for everything but the connection rate (whose
+    /// `reply` backends are new for each run: see `connection_rate`).
     echoes: &'a [SocketAddr],
     /// A new connection per request.
     connect: Load,
@@ -323,9 +313,7 @@ impl CostPlan<'_> {
 
     /// One round's rates of `subject`, each on a fresh process.
     fn rates(&self, round: Round, subject: Subject) -> Rates {
-        let connect = measure(self.setup, subject, self.replies, |running| {
-            closed_loop(running.addr(), &self.connect)
-        });
+        let connect = self.connection_rate(subject);
         progress(
             &round.label("C connections"),
             subject,
@@ -345,6 +333,24 @@ impl CostPlan<'_> {
             connect,
             keep_alive,
         }
+    }
+
+    /// One connection-rate run of `subject`, in front of `reply` backends of
+    /// its own, on new ports. Each connection leaves a TIME_WAIT entry
+    /// toward the port of the backend it reached, for a minute; backends
+    /// shared by every run would make each run's connect(2) search past the
+    /// entries of all the runs before it, and the later subjects of a round
+    /// would pay for the earlier ones.
+    fn connection_rate(&self, subject: Subject) -> Outcome<LoadReport> {
+        let fresh = match Fixture::start(3, FixtureOptions::at_once(FixtureMode::Reply)) {
+            Ok(fixture) => fixture,
+            Err(e) => return Outcome::Failed(format!("reply backends: {e}")),
+        };
+        let connect = measure(self.setup, subject, fresh.addrs(), |running| {
+            closed_loop(running.addr(), &self.connect)
+        });
+        fresh.stop();
+        connect
     }
 
     /// What is measured once per subject: bulk and idle, each on a fresh
