@@ -17,9 +17,9 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{CountingWaker, within};
+use common::{CountingWaker, until_woken, within};
 use runtime::net::{ListenOptions, TcpListener, TcpStream};
-use runtime::{Builder, Runtime, time, yield_now};
+use runtime::{Builder, Runtime, yield_now};
 
 fn runtime() -> Runtime {
     Builder::new().event_interval(1).build().expect("a runtime")
@@ -36,19 +36,6 @@ async fn accepted_pair(options: &ListenOptions) -> (TcpStream, std::net::TcpStre
     let peer = std::net::TcpStream::connect(addr).expect("connect");
     let (ours, _) = listener.accept().await.expect("accept");
     (ours, peer)
-}
-
-/// Turns the reactor until `counter` was woken: at most 5 s, in turns of
-/// up to 1 ms (a wake from another thread's work may take a moment).
-async fn until_woken(counter: &CountingWaker) {
-    let started = Instant::now();
-    while counter.count() == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "never woken in 5 s"
-        );
-        time::sleep(Duration::from_millis(1)).await;
-    }
 }
 
 // A short read forgets the readiness: bytes that arrive afterwards are not
@@ -73,7 +60,7 @@ fn a_short_read_waits_for_the_next_edge_and_the_edge_wakes_it() {
                     .is_pending(),
                 "after a short read, the next read waits for an edge instead of calling read(2)"
             );
-            until_woken(&counter).await;
+            until_woken(&counter, Duration::from_secs(5)).await;
             let n = ours.read(&mut buf).await.expect("read");
             assert_eq!(&buf[..n], b"second", "the bytes that raced the short read");
         });
@@ -133,7 +120,7 @@ fn a_fin_after_a_short_read_still_wakes_the_reader_with_end_of_file() {
                     .is_pending(),
                 "the FIN's event is not recorded yet: the reader waits for it"
             );
-            until_woken(&counter).await;
+            until_woken(&counter, Duration::from_secs(5)).await;
             assert_eq!(ours.read(&mut buf).await.expect("read"), 0, "end of file");
         });
     });
@@ -212,7 +199,7 @@ fn a_short_write_waits_and_the_peers_drain_wakes_the_writer() {
                 }
                 total
             });
-            until_woken(&counter).await;
+            until_woken(&counter, Duration::from_secs(5)).await;
             assert!(
                 ours.poll_write(&mut Context::from_waker(Waker::noop()), &chunk[..1])
                     .is_ready(),

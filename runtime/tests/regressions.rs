@@ -17,7 +17,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::CountingWaker;
+use common::{CountingWaker, until_woken};
 use nix::sys::signal::{Signal as NixSignal, kill};
 use nix::unistd::Pid;
 use runtime::fd_limit::set_nofile_soft_limit;
@@ -293,14 +293,7 @@ fn a_half_closed_socket_neither_spins_the_writer_nor_loses_the_write_side() {
             }
             total
         });
-        let woken_at = Instant::now();
-        while count.count() == 0 {
-            assert!(
-                woken_at.elapsed() < Duration::from_secs(10),
-                "the writer was never woken"
-            );
-            time::sleep(Duration::from_millis(5)).await;
-        }
+        until_woken(&count, Duration::from_secs(10)).await;
         assert!(
             ours.poll_write(&mut cx, &chunk).is_ready(),
             "writable after the peer drained"

@@ -187,12 +187,12 @@ impl Counter<'_> {
             sizes.census_connections,
             "connections",
         );
-        progress("census, connections", subject, &connect, |c| {
-            format!(
-                "{:.2} calls per connection",
-                c.per_request(c.summary.total().calls)
-            )
-        });
+        progress(
+            "census, connections",
+            subject,
+            &connect,
+            calls_per("connection"),
+        );
         let keep_alive = self.count(
             subject,
             echoes,
@@ -202,12 +202,12 @@ impl Counter<'_> {
             sizes.census_requests,
             "keep-alive",
         );
-        progress("census, keep-alive", subject, &keep_alive, |c| {
-            format!(
-                "{:.2} calls per request",
-                c.per_request(c.summary.total().calls)
-            )
-        });
+        progress(
+            "census, keep-alive",
+            subject,
+            &keep_alive,
+            calls_per("request"),
+        );
         CensusRow {
             subject,
             connect,
@@ -264,6 +264,14 @@ impl Counter<'_> {
         })?;
         let table = Summary::parse(&text).map_err(io::Error::other)?;
         Ok((table, counted))
+    }
+}
+
+/// A progress line's summary of a count: "13.07 calls per connection".
+fn calls_per(unit: &'static str) -> impl Fn(&Counted) -> String {
+    move |c| {
+        let calls = c.per_request(c.summary.total().calls);
+        format!("{calls:.2} calls per {unit}")
     }
 }
 

@@ -195,17 +195,24 @@ fn seed_scale(out: &mut String, seed: &[LoadRow], charts: &[Chart]) {
         "peak RSS MiB",
         "client CPU",
     ]);
-    let mut notes = Notes::default();
-    for row in seed {
-        notes.load(&row.subject.to_string(), &row.outcome);
-        table.row(seed_cells(row));
-    }
+    let notes = fill(&mut table, seed, seed_cells);
     out.push_str(&table.render());
     out.push_str(&notes.render());
     out.push('\n');
     if let Some(chart) = charts.iter().find(|c| c.file == "a-seed.svg") {
         embed(out, chart);
     }
+}
+
+/// Adds a row of `cells` to `table` for each of `rows`; the notes on the
+/// rows that did not run.
+fn fill(table: &mut Table, rows: &[LoadRow], cells: impl Fn(&LoadRow) -> Vec<String>) -> Notes {
+    let mut notes = Notes::default();
+    for row in rows {
+        notes.load(&row.subject.to_string(), &row.outcome);
+        table.row(cells(row));
+    }
+    notes
 }
 
 /// One row of the seed-scale table: ours, then the seed's figures.
@@ -279,15 +286,9 @@ fn concurrency(
         "client CPU",
         "ratio to direct",
     ]);
-    let mut notes = Notes::default();
-    for row in rows {
-        notes.load(&row.subject.to_string(), &row.outcome);
-        table.row(concurrency_cells(
-            row,
-            row.subject.bound(clients, a.delay),
-            direct,
-        ));
-    }
+    let notes = fill(&mut table, rows, |row| {
+        concurrency_cells(row, row.subject.bound(clients, a.delay), direct)
+    });
     out.push_str(&table.render());
     let _ = writeln!(
         out,
@@ -360,11 +361,7 @@ fn workload_b(out: &mut String, b: &WorkloadB, cores: usize, chart: &Chart) {
         "client CPU",
         "replies per backend",
     ]);
-    let mut notes = Notes::default();
-    for row in &b.rows {
-        notes.load(&row.subject.to_string(), &row.outcome);
-        table.row(cpu_bound_cells(row, bound));
-    }
+    let notes = fill(&mut table, &b.rows, |row| cpu_bound_cells(row, bound));
     out.push_str(&table.render());
     out.push_str(&notes.render());
     out.push('\n');

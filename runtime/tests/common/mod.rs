@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::task::Wake;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::time::TimeVal;
@@ -133,5 +133,15 @@ impl CountingWaker {
     /// The wakes so far.
     pub fn count(&self) -> usize {
         self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Lets the runtime turn (in sleeps of 1 ms) until `counter` was woken;
+/// fails after `limit`. For a wake that another thread's work causes.
+pub async fn until_woken(counter: &CountingWaker, limit: Duration) {
+    let started = Instant::now();
+    while counter.count() == 0 {
+        assert!(started.elapsed() < limit, "never woken in {limit:?}");
+        runtime::time::sleep(Duration::from_millis(1)).await;
     }
 }
