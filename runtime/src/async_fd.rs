@@ -129,6 +129,12 @@ impl<T: AsRawFd> AsyncFd<T> {
         self.io.poll_hang_up(cx)
     }
 
+    /// Is the next read sure to return end of file (the reactor's
+    /// `at_eof`: FIN seen, nothing left to read)?
+    pub fn at_eof(&self) -> bool {
+        self.io.at_eof()
+    }
+
     /// Has the reactor seen the peer close its sending side (RDHUP/HUP)?
     pub fn is_read_closed(&self) -> bool {
         self.io.is_read_closed()

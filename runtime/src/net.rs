@@ -24,6 +24,21 @@
 //! Bound how long a connect may take with `time::timeout`: the kernel's own
 //! limit is minutes.
 //!
+//! ## The last bytes and the FIN in one segment
+//!
+//! A relay that forwards a request and then the FIN behind it would send two
+//! segments: `write` sends the bytes at once (TCP_NODELAY), `shutdown` then
+//! sends the FIN alone, and the peer is woken and ACKs twice. When the
+//! reactor already knows that the source is at end of file
+//! ([`TcpStream::at_eof`]: its FIN came with the bytes just read), the relay
+//! writes them with [`TcpStream::poll_write_before_fin`] instead: `MSG_MORE`
+//! lets the kernel hold a tail shorter than a segment, and the `shutdown` or
+//! `close` that follows at once puts the FIN on it (the kernel marks the
+//! last unsent segment rather than queue a new one). Nothing is held for
+//! long: the FIN pushes the tail out, and so does the next ACK if the
+//! buffer was full. [`TcpStream::segments_sent`] (TCP_INFO) shows the
+//! difference: one segment instead of two.
+//!
 //! ## Accepting when descriptors run out
 //!
 //! `accept` fails with EMFILE or ENFILE when the process or the system has
@@ -317,6 +332,20 @@ impl TcpStream {
             .poll_transfer(Direction::Write, cx, buf.len(), |mut s| s.write(buf))
     }
 
+    /// [`TcpStream::poll_write`] for the last bytes before a FIN ("The last
+    /// bytes and the FIN in one segment", above). The caller must shut the
+    /// writing side down, or close, as soon as they are taken: until then the
+    /// kernel may hold a short tail back.
+    pub fn poll_write_before_fin(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.fd.poll_transfer(Direction::Write, cx, buf.len(), |s| {
+            sys::send_before_fin(s.as_fd(), buf)
+        })
+    }
+
     /// Writes all of `buf`, however many writes it takes.
     pub async fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
         while !buf.is_empty() {
@@ -358,9 +387,23 @@ impl TcpStream {
         self.fd.poll_hang_up(cx)
     }
 
+    /// Will the next read return end of file? Known without a system call
+    /// when the peer's FIN was seen and a read since found nothing more (the
+    /// reactor's `at_eof`). A relay that reads a request and knows this can
+    /// send the bytes and the FIN together.
+    pub fn at_eof(&self) -> bool {
+        self.fd.at_eof()
+    }
+
     /// Has the reactor seen the peer close its sending side?
     pub fn is_read_closed(&self) -> bool {
         self.fd.is_read_closed()
+    }
+
+    /// How many TCP segments this socket has sent, pure ACKs and
+    /// retransmissions included (TCP_INFO `tcpi_segs_out`).
+    pub fn segments_sent(&self) -> io::Result<u32> {
+        sys::segments_sent(self.fd.get_ref().as_fd())
     }
 
     /// Our end's address.

@@ -217,25 +217,26 @@ fn setsockopt<T>(
     Ok(())
 }
 
-fn getsockopt_int(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    name: libc::c_int,
-) -> io::Result<libc::c_int> {
-    let mut value: libc::c_int = 0;
-    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes into `value`, which is a
-    // c_int of exactly that size, and updates `len`.
+/// Reads a socket option into `T`, a plain C value (an `int`, a struct of
+/// integers such as `tcp_info`), starting from all zeroes.
+fn getsockopt<T: Copy>(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int) -> io::Result<T> {
+    let mut value = MaybeUninit::<T>::zeroed();
+    let mut len = mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `value`, which has
+    // exactly that size, and updates `len`.
     cvt(unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
             level,
             name,
-            (&mut value as *mut libc::c_int).cast(),
+            value.as_mut_ptr().cast(),
             &mut len,
         )
     })?;
-    Ok(value)
+    // SAFETY: `value` was zeroed, then partly or wholly overwritten by the
+    // kernel; every `T` read here is made of integers only, for which any
+    // bytes, zero included, are a valid value.
+    Ok(unsafe { value.assume_init() })
 }
 
 /// SO_REUSEADDR: a restarted listener may bind while old connections to the
@@ -280,8 +281,16 @@ pub(crate) fn set_linger_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// SO_ERROR: the pending error of a socket, cleared by reading it. After a
 /// non-blocking connect this is how we learn whether it succeeded.
 pub(crate) fn take_socket_error(fd: BorrowedFd<'_>) -> io::Result<Option<io::Error>> {
-    let err = getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_ERROR)?;
+    let err: libc::c_int = getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR)?;
     Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
+}
+
+/// TCP_INFO's count of the segments this socket has sent, retransmissions
+/// and pure ACKs included: what tells one segment carrying bytes and a FIN
+/// from two.
+pub(crate) fn segments_sent(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    let info: libc::tcp_info = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO)?;
+    Ok(info.tcpi_segs_out)
 }
 
 pub(crate) fn bind(fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
@@ -318,6 +327,28 @@ pub(crate) fn connect(fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
         )
     })?;
     Ok(())
+}
+
+/// `send(2)` with `MSG_MORE`: the caller is about to end the stream
+/// (`shutdown` or `close` follows at once), so the kernel may hold a small
+/// tail back and send it in the same segment as the FIN. `MSG_NOSIGNAL`, as
+/// every write of std's: a peer that is gone is an `EPIPE`, not a SIGPIPE.
+pub(crate) fn send_before_fin(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of `buf.len()` bytes for the call, and
+    // `fd` is a descriptor the caller keeps open while borrowed.
+    let sent = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_MORE | libc::MSG_NOSIGNAL,
+        )
+    };
+    if sent < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(sent as usize)
+    }
 }
 
 /// Waits up to `timeout_ms` for `fd` to turn writable (poll(2)): the events

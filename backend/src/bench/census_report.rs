@@ -246,6 +246,7 @@ mod tests {
             cost: None,
             client_cpu: Duration::ZERO,
             wall: Duration::from_secs(1),
+            segments: None,
             note: None,
         })
     }

@@ -23,6 +23,7 @@ use crate::load::{
 use crate::procstat::{self, CpuTicks, Memory, thread_cpu};
 
 use super::results::{Cost, IdleMemory, Measured, Outcome};
+use super::segments;
 use super::subject::{self, Running, Setup, Subject};
 
 /// When a closed-loop load stops.
@@ -66,10 +67,15 @@ pub fn measure<T>(
     let pid = running.pid();
     let cpu_before = pid.map(CpuTicks::of_tree);
     let client_before = thread_cpu();
+    let segments_before = segments::sent();
     let started = Instant::now();
     let value = work(&running);
     let wall = started.elapsed();
     let client_cpu = thread_cpu().saturating_sub(client_before);
+    let segments = match (segments_before, segments::sent()) {
+        (Ok(before), Ok(after)) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
     let cost = match (pid, cpu_before) {
         (Some(pid), Some(Ok(before))) => match (CpuTicks::of_tree(pid), Memory::of_tree(pid)) {
             (Ok(after), Ok(memory)) => Some(Cost {
@@ -87,6 +93,7 @@ pub fn measure<T>(
             cost,
             client_cpu,
             wall,
+            segments,
             note,
         }),
         Err(e) => Outcome::Failed(match note {

@@ -12,7 +12,8 @@
 //!        │                             crate::child process)
 //!        │               measure it   (measure.rs: the load client from
 //!        │                             crate::load, CPU and memory from
-//!        │                             /proc via crate::procstat)
+//!        │                             /proc via crate::procstat, TCP
+//!        │                             segments via segments.rs)
 //!        │               stop it
 //!        ├─ C's keep-alive as HTTP (http.rs: wrk.rs against nginx backends)
 //!        ├─ the system-call census (census.rs: strace.rs on each proxy)
@@ -26,6 +27,7 @@
 //! - [`peers`]: HAProxy and nginx: detection, configuration, start.
 //! - [`subject`]: what a row measures (direct, one of our modes, a peer).
 //! - [`measure`]: one measurement, the same way for every subject.
+//! - [`segments`]: TCP segments sent, machine-wide, around a measurement.
 //! - [`sizes`]: how big each measurement is (full or quick).
 //! - [`workloads`]: the three workloads: which rows, measured how.
 //! - [`repeat`]: workload C's rates, measured several times interleaved,
@@ -56,6 +58,7 @@ pub mod repeat;
 pub mod report;
 pub mod results;
 pub mod seed;
+pub mod segments;
 pub mod sizes;
 pub mod strace;
 pub mod subject;

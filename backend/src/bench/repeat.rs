@@ -132,6 +132,7 @@ mod tests {
             cost: None,
             client_cpu: Duration::from_millis(tag),
             wall: Duration::from_secs(3),
+            segments: None,
             note: None,
         })
     }

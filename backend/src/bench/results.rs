@@ -39,6 +39,9 @@ pub struct Measured<T> {
     pub client_cpu: Duration,
     /// Wall time of the measurement (client's view).
     pub wall: Duration,
+    /// TCP segments the whole machine sent during it (segments.rs), if the
+    /// kernel's counter could be read.
+    pub segments: Option<u64>,
     /// Something worth knowing that did not spoil the numbers (the proxy
     /// did not exit cleanly, say).
     pub note: Option<String>,
@@ -335,6 +338,7 @@ mod tests {
             cost: None,
             client_cpu: Duration::from_millis(500),
             wall: Duration::from_secs(2),
+            segments: None,
             note: None,
         };
         assert_eq!(measured.client_load(), 0.25);

@@ -29,6 +29,14 @@
 //!   sends it (its receive queue is empty, since its own FIN was read, so
 //!   the close is a clean FIN and not a reset). One system call fewer per
 //!   connection, as HAProxy.
+//! - **A FIN that came with the bytes leaves with them.** When the read that
+//!   took a request (or a reply) also emptied a source whose FIN the reactor
+//!   has seen (`TcpStream::at_eof`), the direction knows its end before it
+//!   writes: it writes with `poll_write_before_fin` and shuts down (or, the
+//!   last, closes) at once, and the destination gets bytes and FIN in one
+//!   segment instead of two. For a connection per request that is one
+//!   segment fewer each way, and one ACK fewer from each peer: about 16 TCP
+//!   segments per proxied connection instead of 20.
 //! - **Resets.** An error on one side (a read that fails with ECONNRESET, a
 //!   write that fails with EPIPE) becomes a *reset* on the other side
 //!   (SO_LINGER 0, then close), never a clean FIN: a FIN would tell the peer
@@ -187,7 +195,12 @@ impl Direction {
                 .and_then(|b| b.get(self.start..self.end))
                 .filter(|p| !p.is_empty())
             {
-                match to.poll_write(cx, pending) {
+                let written = if self.eof {
+                    to.poll_write_before_fin(cx, pending)
+                } else {
+                    to.poll_write(cx, pending)
+                };
+                match written {
                     Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
                         return Poll::Ready(Err(Broke::Destination));
                     }
@@ -205,7 +218,13 @@ impl Direction {
             let buffer = self.buffer.get_or_insert_with(take_buffer);
             match from.poll_read(cx, buffer) {
                 Poll::Ready(Ok(0)) => self.eof = true,
-                Poll::Ready(Ok(n)) => (self.start, self.end) = (0, n),
+                Poll::Ready(Ok(n)) => {
+                    (self.start, self.end) = (0, n);
+                    // The FIN came with these bytes: they go with it
+                    // (module docs), and the read that would return 0 is
+                    // not made.
+                    self.eof = from.at_eof();
+                }
                 Poll::Ready(Err(_)) => return Poll::Ready(Err(Broke::Source)),
                 Poll::Pending => {
                     // Nothing in flight: the buffer goes back to the pool
