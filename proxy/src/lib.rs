@@ -9,6 +9,7 @@
 //!   --mode single   milestone 1     one thread, blocking sockets, one connection at a time
 //!   --mode pool     milestones 2-4  accept loop -> blocking thread pool; --picker mutex|atomic(|racy)
 //!   --mode epoll    milestone 5     the async proxy on our runtime, one event loop per worker
+//!   --mode states   milestone 5     the same by hand: one thread, level-triggered epoll, no runtime
 //! ```
 //!
 //! ## The tour, floor by floor
@@ -68,6 +69,7 @@ pub mod epoll;
 pub mod ops;
 pub mod policy;
 pub mod settings;
+pub mod states;
 
 use blocking::{pool, single};
 use epoll::control;
@@ -129,18 +131,19 @@ fn run(settings: &cli::Settings) -> Result<(), Exit> {
             eprintln!("proxy: {} is not valid; nothing started", path.display());
             Exit::Status(2)
         })?),
-        Mode::Single | Mode::Pool => None,
+        Mode::Single | Mode::Pool | Mode::States => None,
     };
     // Before any other thread starts, so every thread inherits the mask.
     match settings.mode {
         Mode::Single => shutdown::exit_on_signals(),
-        Mode::Pool | Mode::Epoll => shutdown::block_signals(),
+        Mode::Pool | Mode::Epoll | Mode::States => shutdown::block_signals(),
     }
     .map_err(Exit::Failed)?;
-    match plan {
-        Some(plan) => control::run(&plan),
-        None if settings.mode == Mode::Single => single::run(settings),
-        None => pool::run(settings),
+    match (plan, settings.mode) {
+        (Some(plan), _) => control::run(&plan),
+        (None, Mode::Single) => single::run(settings),
+        (None, Mode::States) => states::run(settings),
+        (None, _) => pool::run(settings),
     }
     .map_err(Exit::Failed)
 }
