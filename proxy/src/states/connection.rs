@@ -494,6 +494,26 @@ impl Connection {
 mod tests {
     use super::*;
 
+    /// What one connection holds in this mode: the struct, in its slot.
+    /// Printed for the walkthrough (`cargo test -p proxy --lib sizes --
+    /// --nocapture`); its buffers come from the pool only while bytes are
+    /// in flight.
+    #[test]
+    fn sizes_of_a_connection_by_hand() {
+        let (connection, slot) = (
+            std::mem::size_of::<Connection>(),
+            std::mem::size_of::<Option<Connection>>(),
+        );
+        println!(
+            "states mode: Connection {connection} bytes ({slot} in its slot); State {} B, Flow {} \
+             B, a direction {} B",
+            std::mem::size_of::<State>(),
+            std::mem::size_of::<Flow>(),
+            std::mem::size_of::<Direction>()
+        );
+        assert!(connection < 512, "{connection}");
+    }
+
     #[test]
     fn tokens_name_a_slot_and_a_side() {
         for slot in [0, 1, 4095, 1 << 40] {
