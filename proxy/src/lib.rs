@@ -23,6 +23,8 @@
 //!  ├──────────────────────────────────────────┬────────────────────────────┤
 //!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
 //!  │         connection connect checker       │            picker relay     │
+//!  │                                          │ states/    machine interest │
+//!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
 //!  │ settings/  cli flags config file sections reader words check          │  what was asked
 //!  ├───────────────────────────────────────────────────────────────────────┤
@@ -44,11 +46,14 @@
 //! 3. [`epoll`]: milestone 5 grown into a load balancer: the control thread,
 //!    one event loop per worker, and [`epoll::connection`], one connection's
 //!    life from its PROXY header to its access-log line.
-//! 4. [`policy`]: what those connections ask: may this client come in,
+//! 4. [`states`]: milestone 5 again, by hand: one level-triggered loop and
+//!    an explicit state machine per connection, the same contract, to read
+//!    beside [`epoll::connection`] (docs/STATES.md).
+//! 5. [`policy`]: what those connections ask: may this client come in,
 //!    which backend, is there room, is it up.
-//! 5. [`ops`]: what the operator sees: the access log, the metrics, the
+//! 6. [`ops`]: what the operator sees: the access log, the metrics, the
 //!    admin endpoint, the graceful stop.
-//! 6. [`settings`]: how a command line and a configuration file become the
+//! 7. [`settings`]: how a command line and a configuration file become the
 //!    plain types all of the above run from.
 //!
 //! `docs/EPOLL.md` walks the epoll mode from accept to the last byte;
