@@ -193,6 +193,7 @@ fn the_quick_benchmark_runs_and_its_numbers_add_up() {
     }
 
     census_is_at_the_minimum(&results);
+    level_triggered_census(&results);
 
     // The report, its charts, and the hand-written section kept on rewrite.
     let report_path = out.join("BENCHMARKS.md");
@@ -206,6 +207,11 @@ fn the_quick_benchmark_runs_and_its_numbers_add_up() {
         charts += 1;
     }
     assert!(charts >= 4, "{charts} charts linked:\n{text}");
+    // Issue 11: the runtime's cost over the hand-written loop, from this run.
+    assert!(
+        text.contains("**Overhead ratio**, epoll 1 over states"),
+        "no overhead ratio:\n{text}"
+    );
     let written = text.replace(report::PLACEHOLDER, "Read by a person.");
     fs::write(&report_path, written).expect("edit the report");
     bench::write_report(&results, &out).expect("rewrite the report");
@@ -281,5 +287,32 @@ fn census_is_at_the_minimum(results: &Results) {
     assert!(
         keep_alive.per_request(failed_reads) <= 0.05,
         "a short read stands for the EAGAIN: {table}"
+    );
+}
+
+/// Issue 11's census of the states mode, level-triggered: interest follows
+/// the state, so each connection changes its registrations a fixed number
+/// of times (the backend's ADD and MOD when connected, the client's ADD and
+/// its MOD after its FIN); counts, not timings.
+fn level_triggered_census(results: &Results) {
+    let Some(census) = results.census.as_ref().filter(|c| c.strace.is_ok()) else {
+        return;
+    };
+    let states = census
+        .rows
+        .iter()
+        .find(|r| r.subject == Subject::States)
+        .expect("the census counts the states mode");
+    let Outcome::Done(m) = &states.connect else {
+        panic!("states, connections: not counted: {:?}", states.connect);
+    };
+    let connect = &m.value;
+    let table = format!("{:?}", connect.summary);
+    let ctl = connect.per_request(connect.summary.of("epoll_ctl").calls);
+    assert!(ctl <= 4.05, "{ctl:.2} epoll_ctl per connection: {table}");
+    assert_eq!(
+        connect.summary.of("getsockopt").calls,
+        0,
+        "a connect's outcome comes from its report: {table}"
     );
 }

@@ -26,7 +26,7 @@ fn rows(table: &str) -> Vec<Row> {
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            if fields.len() < 7 || !["single", "pool", "epoll"].contains(&fields[0]) {
+            if fields.len() < 7 || !["single", "pool", "epoll", "states"].contains(&fields[0]) {
                 return None;
             }
             Some(Row {
@@ -52,13 +52,13 @@ fn the_quick_demo_runs_every_mode_without_errors() {
     assert!(status.success(), "exit status {status}\n{table}\n{stderr}");
 
     let rows = rows(&table);
-    for mode in ["single", "pool", "epoll"] {
+    for mode in ["single", "pool", "epoll", "states"] {
         assert!(
             rows.iter().any(|r| r.mode == mode),
             "no row for {mode}:\n{table}"
         );
     }
-    assert_eq!(rows.len(), 5, "rows:\n{table}");
+    assert_eq!(rows.len(), 6, "rows:\n{table}");
     for row in &rows {
         assert!(row.requests > 0, "{row:?}\n{table}");
         assert_eq!(row.errors, 0, "{row:?}\n{table}\n{stderr}");

@@ -1,5 +1,5 @@
 //! End to end, descriptors: many of them (2,000 connections held open at
-//! once by one epoll worker) and too few (a proxy whose RLIMIT_NOFILE runs
+//! once by one epoll worker, and by the states mode's loop) and too few (a proxy whose RLIMIT_NOFILE runs
 //! out must back off without spinning, and recover).
 
 mod common;
@@ -20,9 +20,9 @@ fn sockets(fds: &[(u32, String)]) -> usize {
         .count()
 }
 
-// Issue 3, epoll: 2,000 concurrent connections at once through --workers 1, each relayed both ways.
-#[test]
-fn epoll_one_worker_holds_2000_connections_at_once() {
+/// 2,000 concurrent connections at once through one event loop of `mode`,
+/// each relayed both ways.
+fn holds_2000_connections_at_once(mode: Mode) {
     const CONNECTIONS: usize = 2000;
     // Per connection: one descriptor here, two in the proxy, one in the
     // backend; the children inherit the raised limit. Room for the rest.
@@ -36,7 +36,7 @@ fn epoll_one_worker_holds_2000_connections_at_once() {
     }
     // The real backend binary, in its own process: its 2,000 sockets are not ours.
     let backend = start_backend(1, &["--mode", "echo"]);
-    let proxy = start_proxy(Mode::Epoll1, backend.addrs(), &[]);
+    let proxy = start_proxy(mode, backend.addrs(), &[]);
     let mut clients: Vec<TcpStream> = (0..CONNECTIONS).map(|_| connect(proxy.addr())).collect();
 
     // All open at once: the proxy holds a client and a backend socket for
@@ -81,6 +81,18 @@ fn epoll_one_worker_holds_2000_connections_at_once() {
     stop_cleanly(proxy);
     let status = backend.stop().expect("stop the backend");
     assert!(status.success(), "the backend's exit status: {status}");
+}
+
+// Issue 3, epoll: 2,000 concurrent connections at once through --workers 1, each relayed both ways.
+#[test]
+fn epoll_one_worker_holds_2000_connections_at_once() {
+    holds_2000_connections_at_once(Mode::Epoll1);
+}
+
+// Issue 11: the same through the hand-written level-triggered loop.
+#[test]
+fn states_holds_2000_connections_at_once() {
+    holds_2000_connections_at_once(Mode::States);
 }
 
 /// The lowest RLIMIT_NOFILE that leaves exactly `free` descriptor numbers
@@ -257,4 +269,19 @@ fn pool_out_of_descriptors_backs_off_without_spinning_and_recovers() {
         sockets(fds) == 1 && fds.iter().any(|(_, w)| w == "anon_inode:[signalfd]")
     }
     out_of_descriptors(proxy, started, 1);
+}
+
+// Accept, out of descriptors (states): the listener leaves the read set for the backoff, no spin.
+#[test]
+fn states_out_of_descriptors_backs_off_without_spinning_and_recovers() {
+    let fixture = echo_fixture();
+    let proxy = start_proxy(Mode::States, fixture.addrs(), &[]);
+    // At rest: the listener, the one epoll set, and the signalfd in it.
+    fn started(fds: &[(u32, String)]) -> bool {
+        let count = |what: &str| fds.iter().filter(|(_, w)| w == what).count();
+        sockets(fds) == 1
+            && count("anon_inode:[eventpoll]") == 1
+            && count("anon_inode:[signalfd]") == 1
+    }
+    out_of_descriptors(proxy, started, 0);
 }

@@ -2,7 +2,7 @@
 //!
 //! "EMFILE/ENFILE on accept: never spin and never crash; back off, keep
 //! serving open connections, resume when descriptors free up." The epoll
-//! proxy (`--workers 1` and `2`) is started under `ulimit -n 64` and
+//! proxy (`--workers 1` and `2`), and the states mode's one loop, is started under `ulimit -n 64` and
 //! flooded with 200 client connections held open, far more than 64
 //! descriptors can relay (two each: the client's and the backend's). The
 //! kernel completes every handshake anyway (the listen backlog is 4096), so
@@ -359,4 +359,11 @@ fn epoll_one_worker_survives_a_flood_under_ulimit_64() {
 #[test]
 fn epoll_two_workers_survive_a_flood_under_ulimit_64() {
     emfile_flood(Mode::Epoll2, 2);
+}
+
+// Issue 11: the states mode's one loop, the same flood: level-triggered, the
+// listener must leave the read set while accepting backs off.
+#[test]
+fn states_survives_a_flood_under_ulimit_64() {
+    emfile_flood(Mode::States, 1);
 }

@@ -1,6 +1,6 @@
 //! End to end, the proxy's lifecycle (issue 6, "Lifecycle" and "Tests"):
 //! graceful stop on SIGTERM / SIGINT (ops/shutdown.rs, in the epoll and
-//! pool modes) and reload on SIGHUP (epoll/control.rs, `Control::reload`).
+//! pool modes; the states mode's own loop) and reload on SIGHUP (epoll/control.rs, `Control::reload`).
 //!
 //! Real processes, real signals, loopback only. Every wait has a deadline
 //! (a condition polled, never a sleep that hopes), every loop a bound in
@@ -421,6 +421,12 @@ fn pool_sigterm_drains_open_connections_then_exits_0() {
     drain(Mode::PoolMutex, 8);
 }
 
+// The states mode drains in its own loop, with the same words.
+#[test]
+fn states_sigterm_drains_100_open_connections_then_exits_0() {
+    drain(Mode::States, 100);
+}
+
 /// One idle connection outlives the grace period: the proxy exits 0 once
 /// it is over (not before), and the client sees its connection end.
 fn grace_expiry(mode: Mode) {
@@ -447,9 +453,10 @@ fn grace_expiry(mode: Mode) {
     let over = expect_log(&proxy, "grace period of 1s over: closing 1 connections");
     assert!(over.contains("exiting"), "{over:?}");
 
-    // The connection ends with the process. The epoll mode cuts it itself:
-    // a reset (a cut stream must not look complete) and a `KD` line in the
-    // access log; the pool mode leaves it to the exit: a FIN or a reset.
+    // The connection ends with the process. The epoll and states modes cut
+    // it themselves: a reset (a cut stream must not look complete), and in
+    // the epoll mode a `KD` line in the access log; the pool mode leaves it
+    // to the exit: a FIN or a reset.
     set_timeouts(&stream, SOON);
     let mut buf = [0u8; 64];
     let read = stream.read(&mut buf);
@@ -461,6 +468,9 @@ fn grace_expiry(mode: Mode) {
         );
     } else {
         assert_eq!(how, "reset", "the cut connection ({read:?})");
+    }
+    // The states mode writes no access log; the epoll mode's line says `KD`.
+    if mode.is_epoll() {
         let port = stream.local_addr().expect("local address").port();
         let line = expect_log(&proxy, &format!("127.0.0.1:{port} "));
         assert!(line.contains(" KD "), "not logged as cut: {line:?}");
@@ -477,6 +487,12 @@ fn epoll_grace_expiry_closes_what_is_left_and_exits_0() {
 #[test]
 fn pool_grace_expiry_closes_what_is_left_and_exits_0() {
     grace_expiry(Mode::PoolMutex);
+}
+
+// The same in the states mode, whose loop resets what is left.
+#[test]
+fn states_grace_expiry_closes_what_is_left_and_exits_0() {
+    grace_expiry(Mode::States);
 }
 
 // A second signal while draining: exit 0 at once, without waiting for the 30 s grace period
@@ -864,6 +880,12 @@ fn pool_sighup_is_logged_and_ignored() {
 #[test]
 fn single_sighup_is_logged_and_ignored() {
     sighup_without_config(Mode::Single);
+}
+
+// And the states mode, which takes flags only.
+#[test]
+fn states_sighup_is_logged_and_ignored() {
+    sighup_without_config(Mode::States);
 }
 
 // SIGUSR1 reopens the access-log file (nginx's meaning), so that a rotation

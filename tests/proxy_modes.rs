@@ -1,11 +1,12 @@
 //! End to end, every mode: the real proxy binary (`e2e-proxy`, the very
 //! entry point of `proxy`) in `--mode single`, `pool` (`--picker mutex` and
-//! `atomic`) and `epoll` (`--workers 1` and `2`), between real clients and
-//! real backends over loopback.
+//! `atomic`), `epoll` (`--workers 1` and `2`) and `states` (the hand-written
+//! level-triggered loop), between real clients and real backends over
+//! loopback.
 //!
 //! Each check below is one function taking the [`Mode`]; `every_mode!` at
 //! the bottom turns it into one test per mode (`single::...`,
-//! `pool_mutex::...`, `epoll_2::...`). Each test starts its own backends and
+//! `pool_mutex::...`, `epoll_2::...`, `states::...`). Each test starts its own backends and
 //! its own proxy on port 0 (the proxy says where in its `listening on`
 //! line), and stops the proxy with SIGTERM, expecting exit status 0.
 //!
@@ -865,6 +866,7 @@ every_mode! {
     pool_atomic: Mode::PoolAtomic;
     epoll_1: Mode::Epoll1;
     epoll_2: Mode::Epoll2;
+    states: Mode::States;
 }
 
 // The epoll mode only: it balances, the others rotate blindly.

@@ -59,6 +59,8 @@ fn rows(quick: bool) -> Vec<Row> {
         row("pool", 64, &["--mode", "pool", "--threads", "64"], 1280),
         row("epoll", 1, &["--mode", "epoll", "--workers", "1"], 5120),
         row("epoll", 2, &["--mode", "epoll", "--workers", "2"], 5120),
+        // Milestone 5 the seed's way: one thread, level-triggered, by hand.
+        row("states", 1, &["--mode", "states"], 5120),
     ]
 }
 

@@ -9,6 +9,7 @@
 //!   --mode single   milestone 1     one thread, blocking sockets, one connection at a time
 //!   --mode pool     milestones 2-4  accept loop -> blocking thread pool; --picker mutex|atomic(|racy)
 //!   --mode epoll    milestone 5     the async proxy on our runtime, one event loop per worker
+//!   --mode states   milestone 5     the same by hand: one thread, level-triggered epoll, no runtime
 //! ```
 //!
 //! ## The tour, floor by floor
@@ -22,6 +23,8 @@
 //!  ├──────────────────────────────────────────┬────────────────────────────┤
 //!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
 //!  │         connection connect checker       │            picker relay     │
+//!  │                                          │ states/    machine interest │
+//!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
 //!  │ settings/  cli flags config file sections reader words check          │  what was asked
 //!  ├───────────────────────────────────────────────────────────────────────┤
@@ -43,11 +46,14 @@
 //! 3. [`epoll`]: milestone 5 grown into a load balancer: the control thread,
 //!    one event loop per worker, and [`epoll::connection`], one connection's
 //!    life from its PROXY header to its access-log line.
-//! 4. [`policy`]: what those connections ask: may this client come in,
+//! 4. [`states`]: milestone 5 again, by hand: one level-triggered loop and
+//!    an explicit state machine per connection, the same contract, to read
+//!    beside [`epoll::connection`] (docs/STATES.md).
+//! 5. [`policy`]: what those connections ask: may this client come in,
 //!    which backend, is there room, is it up.
-//! 5. [`ops`]: what the operator sees: the access log, the metrics, the
+//! 6. [`ops`]: what the operator sees: the access log, the metrics, the
 //!    admin endpoint, the graceful stop.
-//! 6. [`settings`]: how a command line and a configuration file become the
+//! 7. [`settings`]: how a command line and a configuration file become the
 //!    plain types all of the above run from.
 //!
 //! `docs/EPOLL.md` walks the epoll mode from accept to the last byte;
@@ -68,6 +74,7 @@ pub mod epoll;
 pub mod ops;
 pub mod policy;
 pub mod settings;
+pub mod states;
 
 use blocking::{pool, single};
 use epoll::control;
@@ -129,18 +136,19 @@ fn run(settings: &cli::Settings) -> Result<(), Exit> {
             eprintln!("proxy: {} is not valid; nothing started", path.display());
             Exit::Status(2)
         })?),
-        Mode::Single | Mode::Pool => None,
+        Mode::Single | Mode::Pool | Mode::States => None,
     };
     // Before any other thread starts, so every thread inherits the mask.
     match settings.mode {
         Mode::Single => shutdown::exit_on_signals(),
-        Mode::Pool | Mode::Epoll => shutdown::block_signals(),
+        Mode::Pool | Mode::Epoll | Mode::States => shutdown::block_signals(),
     }
     .map_err(Exit::Failed)?;
-    match plan {
-        Some(plan) => control::run(&plan),
-        None if settings.mode == Mode::Single => single::run(settings),
-        None => pool::run(settings),
+    match (plan, settings.mode) {
+        (Some(plan), _) => control::run(&plan),
+        (None, Mode::Single) => single::run(settings),
+        (None, Mode::States) => states::run(settings),
+        (None, _) => pool::run(settings),
     }
     .map_err(Exit::Failed)
 }

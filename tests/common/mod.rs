@@ -65,6 +65,8 @@ pub enum Mode {
     Epoll1,
     /// `--mode epoll --workers 2`.
     Epoll2,
+    /// `--mode states`: one thread, level-triggered epoll, no runtime.
+    States,
 }
 
 impl Mode {
@@ -76,6 +78,7 @@ impl Mode {
             Mode::PoolAtomic => &["--mode", "pool", "--threads", "8", "--picker", "atomic"],
             Mode::Epoll1 => &["--mode", "epoll", "--workers", "1"],
             Mode::Epoll2 => &["--mode", "epoll", "--workers", "2"],
+            Mode::States => &["--mode", "states"],
         }
     }
 

@@ -56,8 +56,10 @@ const ATTACH_TIMEOUT: Duration = Duration::from_secs(10);
 /// the last connections, which the client does not wait for, are counted.
 const SETTLE: Duration = Duration::from_millis(300);
 
-/// Runs the census for our epoll proxy at one worker and each installed
-/// peer at one thread; strace's tables go to `out/bench/`.
+/// Runs the census for our epoll proxy at one worker, the states mode (the
+/// same work by hand, level-triggered: its `epoll_ctl` and `epoll_wait`
+/// beside the edge-triggered runtime's), and each installed peer at one
+/// thread; strace's tables go to `out/bench/`.
 pub fn census(setup: &Setup, sizes: &Sizes, out: &Path) -> io::Result<Census> {
     let mut census = Census {
         strace: Err(String::new()),
@@ -85,7 +87,7 @@ pub fn census(setup: &Setup, sizes: &Sizes, out: &Path) -> io::Result<Census> {
         sizes,
         dir: &dir,
     };
-    let mut subjects = vec![Subject::Epoll(1)];
+    let mut subjects = vec![Subject::Epoll(1), Subject::States];
     subjects.extend(peers_at(setup, &[1]));
     for subject in subjects {
         census
@@ -303,5 +305,6 @@ mod tests {
         };
         assert_eq!(slug(Subject::Peer(nginx)), "nginx-1-worker");
         assert_eq!(slug(Subject::Direct), "direct-no-proxy");
+        assert_eq!(slug(Subject::States), "states");
     }
 }

@@ -58,10 +58,11 @@ fn references(rows: &[LoadRow], subjects: &[Subject]) -> Vec<Reference> {
         .collect()
 }
 
-fn epolls(rows: &[LoadRow]) -> Vec<Subject> {
+/// The event loops among `rows`: every epoll row, and the states mode's.
+fn event_loops(rows: &[LoadRow]) -> Vec<Subject> {
     rows.iter()
         .map(|r| r.subject)
-        .filter(|s| matches!(s, Subject::Epoll(_)))
+        .filter(|s| matches!(s, Subject::Epoll(_) | Subject::States))
         .collect()
 }
 
@@ -90,7 +91,10 @@ pub fn workload_a(a: &WorkloadA) -> Vec<Chart> {
 /// Workload A at the seed's scale, beside the seed's own table.
 fn seed_chart(a: &WorkloadA) -> Chart {
     let delay_ms = a.delay.as_millis();
-    let mut refs = references(&a.seed, &[Subject::Single, Subject::Epoll(1)]);
+    let mut refs = references(
+        &a.seed,
+        &[Subject::Single, Subject::Epoll(1), Subject::States],
+    );
     refs.push(Reference {
         name: "seed: epoll 1 thread".to_string(),
         y: SEED_EPOLL,
@@ -136,7 +140,7 @@ fn concurrency_chart(a: &WorkloadA, clients: usize, rows: &[LoadRow]) -> Chart {
             _ => None,
         })
         .collect();
-    let mut refs = references(rows, &epolls(rows));
+    let mut refs = references(rows, &event_loops(rows));
     refs.extend(references(rows, &[Subject::Direct]));
     refs.push(Reference {
         name: format!("bound {clients} / {delay_ms} ms"),
@@ -211,7 +215,7 @@ fn short_peer(peer: super::peers::Peer) -> String {
 /// Workload B's chart; `cores` draws the CPU bound.
 pub fn workload_b(b: &WorkloadB, cores: usize) -> Chart {
     let per_core = 1.0 / b.cpu_per_request.as_secs_f64().max(1e-9);
-    let mut refs = references(&b.rows, &epolls(&b.rows));
+    let mut refs = references(&b.rows, &event_loops(&b.rows));
     refs.push(Reference {
         name: format!(
             "bound: {cores} cores / {} ms",

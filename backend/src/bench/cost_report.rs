@@ -235,6 +235,7 @@ pub(super) fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> 
         .collect();
     let chart_groups = ratios_table(out, &measures, &subjects, sizes.repetitions);
     versus_table(out, &measures, &subjects);
+    overhead_table(out, c);
     if chart_groups.is_empty() || subjects.is_empty() {
         return None;
     }
@@ -503,6 +504,71 @@ fn versus_table(out: &mut String, measures: &[Measure], subjects: &[Subject]) {
     }
     out.push_str(&table.render());
     out.push('\n');
+}
+
+/// The goal for the runtime: at most this much more proxy CPU per
+/// connection than the hand-written loop (issue 11).
+pub const OVERHEAD_GOAL: f64 = 1.05;
+
+/// What the runtime costs over the hand-written loop: `epoll 1` against
+/// `states`, the same work on one thread each, from the same run.
+fn overhead_table(out: &mut String, c: &WorkloadC) {
+    let find = |subject| c.rows.iter().find(|r| r.subject == subject);
+    let (Some(epoll), Some(states)) = (find(Subject::Epoll(1)), find(Subject::States)) else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "### What the runtime costs over the hand-written loop\n\n\
+         `epoll 1` (our runtime: tasks, wakers, edge-triggered readiness, timers) against \
+         `states` (one level-triggered loop and a state machine per connection written by hand, \
+         nothing between it and the kernel: docs/STATES.md), on the same backends in the same \
+         run. Above 1, the runtime costs that much more; the goal is at most \
+         {OVERHEAD_GOAL:.2} in proxy CPU per connection.\n"
+    );
+    let cpu = |o: &Outcome<LoadReport>| o.done().and_then(cpu_per_connection);
+    let per_second = |o: &Outcome<LoadReport>| o.done().map(|m| m.value.req_per_sec());
+    let rows = [
+        (
+            "proxy CPU per connection, µs",
+            cpu(&epoll.connect),
+            cpu(&states.connect),
+        ),
+        (
+            "proxy CPU per keep-alive request, µs",
+            cpu(&epoll.keep_alive),
+            cpu(&states.keep_alive),
+        ),
+        (
+            "connections/s",
+            per_second(&epoll.connect),
+            per_second(&states.connect),
+        ),
+        (
+            "keep-alive requests/s",
+            per_second(&epoll.keep_alive),
+            per_second(&states.keep_alive),
+        ),
+    ];
+    let mut table = Table::new(&["measure", "epoll 1", "states", "epoll 1 / states"]);
+    for (name, ours, by_hand) in rows {
+        let cell = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
+        table.row(vec![
+            name.to_string(),
+            cell(ours),
+            cell(by_hand),
+            show_ratio(ratio(ours, by_hand)),
+        ]);
+    }
+    out.push_str(&table.render());
+    let [per_connection, per_request] = [&rows[0], &rows[1]].map(|r| ratio(r.1, r.2));
+    let _ = writeln!(
+        out,
+        "\n**Overhead ratio**, epoll 1 over states, proxy CPU per connection: {} (goal: at most \
+         {OVERHEAD_GOAL:.2}); per keep-alive request: {}.\n",
+        show_ratio(per_connection),
+        show_ratio(per_request)
+    );
 }
 
 #[cfg(test)]

@@ -34,6 +34,8 @@ pub enum Subject {
     Pool(usize),
     /// Ours, `--mode epoll --workers N` (milestone 5).
     Epoll(usize),
+    /// Ours, `--mode states` (milestone 5 by hand: one thread, no runtime).
+    States,
     /// HAProxy or nginx.
     Peer(Peer),
 }
@@ -45,6 +47,7 @@ impl fmt::Display for Subject {
             Subject::Single => f.write_str("single"),
             Subject::Pool(threads) => write!(f, "pool {threads}"),
             Subject::Epoll(workers) => write!(f, "epoll {workers}"),
+            Subject::States => f.write_str("states"),
             Subject::Peer(peer) => peer.fmt(f),
         }
     }
@@ -53,7 +56,10 @@ impl fmt::Display for Subject {
 impl Subject {
     /// One of our proxy's modes.
     pub fn is_ours(self) -> bool {
-        matches!(self, Subject::Single | Subject::Pool(_) | Subject::Epoll(_))
+        matches!(
+            self,
+            Subject::Single | Subject::Pool(_) | Subject::Epoll(_) | Subject::States
+        )
     }
 
     /// How many requests can be in progress at once: the blocking modes
@@ -111,6 +117,13 @@ impl Subject {
                 "2s".into(),
                 "--access-log".into(),
                 "off".into(),
+            ],
+            // It has no access log to turn off.
+            Subject::States => vec![
+                "--mode".into(),
+                "states".into(),
+                "--grace".into(),
+                "2s".into(),
             ],
             Subject::Direct | Subject::Peer(_) => vec![],
         };
@@ -263,6 +276,10 @@ mod tests {
             ]
         );
         assert!(Subject::Direct.flags().is_empty());
+        assert_eq!(Subject::States.to_string(), "states");
+        assert_eq!(Subject::States.flags()[..2], ["--mode", "states"]);
+        assert!(Subject::States.is_ours());
+        assert_eq!(Subject::States.bound(256, DELAY), 5120.0, "an event loop");
         assert!(Subject::Single.is_ours() && !Subject::Direct.is_ours());
     }
 }

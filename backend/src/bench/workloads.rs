@@ -35,11 +35,13 @@ use super::subject::{Setup, Subject};
 // `Sizes` (sizes.rs) says how big; which subjects each workload measures is
 // this file's business, so those methods are here, in an impl of their own.
 impl Sizes {
-    /// Our modes of workload A: single, every pool size, every epoll.
+    /// Our modes of workload A: single, every pool size, every epoll, and
+    /// the hand-written loop beside them.
     fn ours(&self, pools: &[usize]) -> Vec<Subject> {
         let mut subjects = vec![Subject::Single];
         subjects.extend(pools.iter().map(|&t| Subject::Pool(t)));
         subjects.extend(self.epoll_workers.iter().map(|&w| Subject::Epoll(w)));
+        subjects.push(Subject::States);
         subjects
     }
 
@@ -55,10 +57,12 @@ impl Sizes {
     }
 
     /// Workload C's subjects, and its keep-alive HTTP rows' (http.rs): the
-    /// direct row, every epoll worker count, the installed peers.
+    /// direct row, every epoll worker count, the hand-written loop (what
+    /// the runtime costs is epoll 1 over it), the installed peers.
     pub(super) fn cost_subjects(&self, setup: &Setup) -> Vec<Subject> {
         let mut subjects = vec![Subject::Direct];
         subjects.extend(self.epoll_workers.iter().map(|&w| Subject::Epoll(w)));
+        subjects.push(Subject::States);
         subjects.extend(self.peers(setup));
         subjects
     }

@@ -125,11 +125,7 @@ pub fn run(settings: &Settings) -> io::Result<()> {
             if lifecycle::is_stop(signal) {
                 break signal;
             }
-            crate::warn!(
-                "{}: the pool mode takes flags only and has no access log, nothing to reload or \
-                 reopen; ignored",
-                signal.name()
-            );
+            lifecycle::say::nothing_to_reload(signal.name(), "pool");
         };
         stopping.store(true, Ordering::SeqCst);
         // Wakes the blocked accept(2) and makes the kernel refuse new clients.

@@ -555,8 +555,9 @@ impl<'a> Relay<'a> {
 
 /// `left`, rounded *up* to whole milliseconds: rounding down would turn the
 /// last fraction of a millisecond into a zero timeout, and the loop would
-/// spin until the deadline passed.
-fn poll_timeout(left: Duration) -> PollTimeout {
+/// spin until the deadline passed. (The states mode's `epoll_wait` takes
+/// the same type, and the same rule.)
+pub fn poll_timeout(left: Duration) -> PollTimeout {
     let millis = left.as_micros().div_ceil(1000);
     PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX)
 }

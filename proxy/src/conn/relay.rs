@@ -85,12 +85,17 @@ thread_local! {
     static POOL: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
-fn take_buffer() -> Box<[u8]> {
+/// A buffer of [`BUFFER_SIZE`] bytes from this thread's pool (a new one if
+/// the pool is empty). Every relay of the thread shares the pool: this one's
+/// directions, and the states mode's.
+pub fn take_buffer() -> Box<[u8]> {
     POOL.with(|p| p.borrow_mut().pop())
         .unwrap_or_else(|| vec![0; BUFFER_SIZE].into_boxed_slice())
 }
 
-fn give_buffer(buffer: Box<[u8]>) {
+/// Gives a buffer back to this thread's pool, for the next read anywhere
+/// (dropped if the pool already holds [`POOL_LIMIT`]).
+pub fn give_buffer(buffer: Box<[u8]>) {
     POOL.with(|p| {
         let mut pool = p.borrow_mut();
         if pool.len() < POOL_LIMIT {

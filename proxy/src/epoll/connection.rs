@@ -464,3 +464,49 @@ fn count_refusal(counters: &FrontendCounters, refusal: &Refusal) {
     };
     counters::inc(counter);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::epoll::frontend;
+    use crate::epoll::worker_context::KillSwitch;
+    use crate::policy::limit::Limit;
+    use crate::settings::cli::Settings;
+
+    /// What one connection holds in this mode: the task's future, the
+    /// state machine the compiler writes for `serve` (docs/STATES.md sets
+    /// it beside the states mode's hand-written struct). Printed, for the
+    /// walkthrough: `cargo test -p proxy --lib sizes -- --nocapture`.
+    #[test]
+    fn sizes_of_a_connections_future() {
+        let rt = runtime::Runtime::new().expect("runtime");
+        let bytes = rt.block_on(async {
+            let listener = runtime::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+                .expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let client = TcpStream::connect(addr).await.expect("connect");
+            let settings = Settings {
+                backends: vec![addr],
+                ..Settings::default()
+            };
+            let config = settings.to_config();
+            let shared = frontend::share(&config.frontends[0], None, 1);
+            let context = Rc::new(WorkerContext {
+                index: 0,
+                global: Limit::new(None),
+                sink: None,
+                kill: KillSwitch::default(),
+            });
+            let local = Rc::new(Local::new(shared, &context));
+            let places = local.try_admit().expect("no limits");
+            let future = serve(client, addr, local, places);
+            std::mem::size_of_val(&future)
+        });
+        println!(
+            "epoll mode: serve's future {bytes} bytes; the runtime's TcpStream {} bytes",
+            std::mem::size_of::<TcpStream>()
+        );
+        // Boxed once per task; a few hundred bytes (EPOLL.md, section 2).
+        assert!(bytes > 0 && bytes < 4096, "{bytes}");
+    }
+}

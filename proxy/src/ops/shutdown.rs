@@ -64,24 +64,27 @@ const HANDLED_NIX: [NixSignal; 4] = [
     NixSignal::SIGUSR1,
 ];
 
-/// Blocks SIGINT, SIGTERM, SIGHUP and SIGUSR1 in this thread and in every thread it
-/// starts afterwards. Call it first thing, before any thread exists.
-pub fn block_signals() -> io::Result<()> {
+/// The signals the proxy acts on, as a set: what is blocked, and what a
+/// `sigwait` or a `signalfd` (the states mode's) reads.
+pub fn handled_set() -> SigSet {
     let mut set = SigSet::empty();
     for signal in HANDLED_NIX {
         set.add(signal);
     }
-    set.thread_block().map_err(io::Error::from)
+    set
+}
+
+/// Blocks SIGINT, SIGTERM, SIGHUP and SIGUSR1 in this thread and in every thread it
+/// starts afterwards. Call it first thing, before any thread exists.
+pub fn block_signals() -> io::Result<()> {
+    handled_set().thread_block().map_err(io::Error::from)
 }
 
 /// The single mode's way: a thread that ends the process with status 0 at
 /// the first SIGTERM or SIGINT. SIGHUP and SIGUSR1 are logged and ignored.
 pub fn exit_on_signals() -> io::Result<()> {
     block_signals()?;
-    let mut set = SigSet::empty();
-    for signal in HANDLED_NIX {
-        set.add(signal);
-    }
+    let set = handled_set();
     thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -205,35 +208,25 @@ pub async fn drain(
     first: Signal,
 ) -> Drained {
     let deadline = Instant::now() + grace;
-    crate::info!(
-        "{}: stopping: no new connections; {} open may take up to {grace:?} to finish \
-         (send it again to exit at once)",
-        first.name(),
-        count.open()
-    );
+    say::stopping(first.name(), count.open(), grace);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let ended = time::timeout(left, select(count.drained(), signals.recv())).await;
         let open = count.open();
         match ended {
             Ok(Either::Left(())) => {
-                crate::info!("every connection finished; exiting");
+                say::finished();
                 return Drained::Finished;
             }
             Err(time::Elapsed) => {
-                crate::warn!("grace period of {grace:?} over: closing {open} connections; exiting");
+                say::grace_over(grace, open);
                 return Drained::Cut;
             }
             Ok(Either::Right(Ok(signal))) if is_stop(signal) => {
-                crate::warn!(
-                    "{} again: closing {open} connections; exiting",
-                    signal.name()
-                );
+                say::again(signal.name(), open);
                 return Drained::Cut;
             }
-            Ok(Either::Right(Ok(signal))) => {
-                crate::warn!("{} while stopping: ignored", signal.name())
-            }
+            Ok(Either::Right(Ok(signal))) => say::ignored_while_stopping(signal.name()),
             Ok(Either::Right(Err(e))) => {
                 // Signals can no longer be read: drain on the clock alone.
                 crate::error!("reading signals failed: {e}");
@@ -243,5 +236,49 @@ pub async fn drain(
                 };
             }
         }
+    }
+}
+
+/// The lines a drain logs, one wording for every mode that drains (the
+/// async [`drain`] above, the states mode's own loop): operators and the
+/// tests read them.
+pub mod say {
+    use std::time::Duration;
+
+    /// The first stop signal: what happens now.
+    pub fn stopping(signal: &str, open: usize, grace: Duration) {
+        crate::info!(
+            "{signal}: stopping: no new connections; {open} open may take up to {grace:?} to \
+             finish (send it again to exit at once)"
+        );
+    }
+
+    /// The last connection ended within the grace period.
+    pub fn finished() {
+        crate::info!("every connection finished; exiting");
+    }
+
+    /// The grace period ran out with `open` connections left.
+    pub fn grace_over(grace: Duration, open: usize) {
+        crate::warn!("grace period of {grace:?} over: closing {open} connections; exiting");
+    }
+
+    /// A second stop signal.
+    pub fn again(signal: &str, open: usize) {
+        crate::warn!("{signal} again: closing {open} connections; exiting");
+    }
+
+    /// Another signal during the drain.
+    pub fn ignored_while_stopping(signal: &str) {
+        crate::warn!("{signal} while stopping: ignored");
+    }
+
+    /// SIGHUP or SIGUSR1 to a mode that takes flags only and writes no
+    /// access log (`mode`: pool, states).
+    pub fn nothing_to_reload(signal: &str, mode: &str) {
+        crate::warn!(
+            "{signal}: the {mode} mode takes flags only and has no access log, nothing to reload \
+             or reopen; ignored"
+        );
     }
 }

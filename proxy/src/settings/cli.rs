@@ -36,11 +36,14 @@ pub enum Mode {
     Pool,
     /// Milestone 5: the async proxy on our runtime, one runtime per worker thread.
     Epoll,
+    /// Milestone 5 the seed's way: one thread, level-triggered epoll, no
+    /// runtime, each connection an explicit state machine written by hand.
+    States,
 }
 
 impl Mode {
     /// Every mode, in milestone order.
-    pub const ALL: [Mode; 3] = [Mode::Single, Mode::Pool, Mode::Epoll];
+    pub const ALL: [Mode; 4] = [Mode::Single, Mode::Pool, Mode::Epoll, Mode::States];
 
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
@@ -48,6 +51,17 @@ impl Mode {
             Mode::Single => "single",
             Mode::Pool => "pool",
             Mode::Epoll => "epoll",
+            Mode::States => "states",
+        }
+    }
+
+    /// What it is, in a few words, for the errors that refuse a flag.
+    fn what(self) -> &'static str {
+        match self {
+            Mode::Single => "milestone 1",
+            Mode::Pool => "milestones 2 to 4",
+            Mode::Epoll => "milestone 5, on our runtime",
+            Mode::States => "milestone 5 by hand: one thread, no runtime",
         }
     }
 }
@@ -253,6 +267,8 @@ MODES (--mode), the milestones of the C++ project this grew from
     pool     an accept loop hands each connection to a pool of --threads blocking threads
     epoll    the async proxy on our own runtime: every connection on --workers event
              loops (default)
+    states   the same milestone by hand: one thread, level-triggered epoll, no runtime,
+             each connection an explicit state machine (docs/STATES.md)
 
 OPTIONS
 ";
@@ -299,8 +315,8 @@ const FLAGS: &[Flag<Args>] = &[
     Flag {
         name: "--mode",
         arg: "MODE",
-        needs: "single, pool or epoll",
-        help: "single | pool | epoll           [default: epoll]",
+        needs: "single, pool, epoll or states",
+        help: "single | pool | epoll | states  [default: epoll]",
         set: |a, v| {
             a.settings.mode = parse_mode(v)?;
             Ok(())
@@ -420,7 +436,7 @@ const FLAGS: &[Flag<Args>] = &[
         name: "--grace",
         arg: "DUR",
         needs: "a duration",
-        help: "pool, epoll: on SIGTERM or SIGINT, stop accepting and give\n\
+        help: "pool, epoll, states: on SIGTERM or SIGINT, stop accepting and give\n\
                \x20                            open connections DUR to finish; a second signal exits at\n\
                \x20                            once                            [default: 30s]",
         set: |a, v| {
@@ -539,20 +555,52 @@ const EPOLL_ONLY: &[&str] = &[
     "--admin",
 ];
 
-/// Without `--config`: each mode's own flags, and at least one backend.
+/// Flags that size threads: the states mode has one, and no picker to share.
+const THREADS: &[&str] = &["--threads", "--workers", "--picker"];
+
+/// A rule of [`REFUSALS`]: the modes that refuse some flags, and why.
+struct Refusal {
+    modes: &'static [Mode],
+    flags: &'static [&'static str],
+    /// What the error says after the flag and the mode (`{flag} ... the
+    /// {mode} mode`): what the flag belongs to, or what the mode lacks.
+    why: &'static str,
+}
+
+/// Which mode refuses which flag, checked in order: the first rule that
+/// matches says why. A flag no rule names is taken by every mode (the pool
+/// mode ignores `--workers`, the epoll mode `--threads`: both run alone).
+const REFUSALS: &[Refusal] = &[
+    Refusal {
+        modes: &[Mode::Single],
+        flags: &["--grace"],
+        why: "is for the modes that drain (pool, epoll, states); the single mode serves one \
+              connection at a time and exits at once on SIGTERM",
+    },
+    Refusal {
+        modes: &[Mode::Single, Mode::Pool, Mode::States],
+        flags: EPOLL_ONLY,
+        why: "is for the epoll mode, which balances (health checks, retries, limits, access \
+              log, metrics); this mode picks round-robin",
+    },
+    Refusal {
+        modes: &[Mode::States],
+        flags: THREADS,
+        why: "sizes threads; the states mode is one thread, one event loop, written by hand",
+    },
+];
+
+/// Without `--config`: each mode's own flags ([`REFUSALS`]), and at least
+/// one backend.
 fn check_mode_flags(settings: &Settings, given: &[&str]) -> Result<(), UsageError> {
-    if settings.mode == Mode::Single && given.contains(&"--grace") {
-        return err(
-            "--grace is for the pool and epoll modes; the single mode serves one connection \
-             at a time and exits at once on SIGTERM",
-        );
-    }
-    if settings.mode != Mode::Epoll {
-        if let Some(flag) = given.iter().find(|f| EPOLL_ONLY.contains(f)) {
+    let mode = settings.mode;
+    for rule in REFUSALS.iter().filter(|r| r.modes.contains(&mode)) {
+        if let Some(flag) = given.iter().find(|f| rule.flags.contains(f)) {
             return err(format!(
-                "{flag} is for the epoll mode, which balances; the {} mode picks round-robin \
-                 (milestones 1 to 4)",
-                settings.mode.name()
+                "{flag} {} (--mode {}: {})",
+                rule.why,
+                mode.name(),
+                mode.what()
             ));
         }
     }
@@ -714,7 +762,10 @@ mod tests {
         let error = |s: &str| parse(&args(s)).unwrap_err().message;
         assert!(error("").contains("no backend"));
         assert!(error("--backend localhost:80").contains("not an IP address"));
-        assert!(error("--backend 127.0.0.1:1 --mode fast").contains("use single, pool or epoll"));
+        assert!(
+            error("--backend 127.0.0.1:1 --mode fast")
+                .contains("use single, pool, epoll or states")
+        );
         assert!(error("--backend 127.0.0.1:1 --threads 0").contains("at least 1"));
         assert!(error("--backend 127.0.0.1:1 --threads lots").contains("not a whole number"));
         assert!(error("--backend 127.0.0.1:1 --idle-timeout 30").contains("has no unit"));
@@ -758,5 +809,38 @@ mod tests {
             .unwrap_err()
             .message;
         assert!(e.contains("--features race-demo"), "{e}");
+    }
+
+    #[test]
+    fn each_mode_refuses_the_flags_it_has_no_use_for() {
+        let error = |s: &str| parse(&args(s)).unwrap_err().message;
+        let states = "--backend 127.0.0.1:1 --mode states";
+        for flag in [
+            "--balance roundrobin",
+            "--retries 1",
+            "--maxconn 9",
+            "--access-log off",
+            "--log-format json",
+            "--admin 127.0.0.1:9100",
+        ] {
+            let e = error(&format!("{states} {flag}"));
+            assert!(e.contains("is for the epoll mode, which balances"), "{e}");
+            assert!(e.contains("--mode states"), "{e}");
+        }
+        for flag in ["--threads 4", "--workers 2", "--picker atomic"] {
+            let e = error(&format!("{states} {flag}"));
+            assert!(e.contains("the states mode is one thread"), "{e}");
+        }
+        let e = error("--backend 127.0.0.1:1 --mode single --grace 1s");
+        assert!(e.contains("exits at once on SIGTERM"), "{e}");
+        let e = error("--backend 127.0.0.1:1 --mode pool --admin 127.0.0.1:9100");
+        assert!(e.contains("--mode pool: milestones 2 to 4"), "{e}");
+        assert!(error("--mode states --config lb.conf").contains("takes flags only"));
+        let s = settings(
+            "--mode states --backend 127.0.0.1:1 --grace 2s --connect-timeout 1s \
+             --idle-timeout 5s --fin-timeout 1s --backlog 64 --log-level debug",
+        );
+        assert_eq!((s.mode, s.backlog), (Mode::States, 64));
+        assert_eq!(s.grace, Some(Duration::from_secs(2)));
     }
 }
