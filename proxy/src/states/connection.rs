@@ -24,7 +24,9 @@ use std::time::Instant;
 
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollFlags};
-use nix::sys::socket::{self as sock, AddressFamily, SockFlag, SockType, SockaddrStorage};
+use nix::sys::socket::{
+    self as sock, AddressFamily, MsgFlags, SockFlag, SockType, SockaddrStorage,
+};
 
 use super::interest::{self, Registered};
 use super::machine::{End, Event, Flow, Io, State, Timeouts};
@@ -407,7 +409,19 @@ impl Connection {
             .and_then(|b| b.get(direction.start..direction.end))
             .unwrap_or_default();
         let held = pending.len();
-        match (&*stream).write(pending) {
+        let written = match direction.flow {
+            // The FIN follows these bytes at once (`pass_fin`, or the close
+            // of a complete relay): with MSG_MORE it rides on their segment,
+            // as the async relay does (conn/relay.rs, "A FIN that came with
+            // the bytes leaves with them").
+            Flow::Draining => {
+                // nix 0.32 names no MSG_MORE; the bit is libc's.
+                let flags = MsgFlags::from_bits_retain(libc::MSG_MORE) | MsgFlags::MSG_NOSIGNAL;
+                sock::send(stream.as_raw_fd(), pending, flags).map_err(io::Error::from)
+            }
+            _ => (&*stream).write(pending),
+        };
+        match written {
             Ok(n) if n > 0 => {
                 direction.start += n;
                 direction.bytes += n as u64;
