@@ -856,6 +856,24 @@ fn sighup_without_config(mode: Mode) {
     };
     expect_log(&proxy, reopen);
     assert_running(&mut proxy, "after SIGUSR1");
+    // SIGQUIT (issue 13) is handled in every mode: no core dump, no exit.
+    // The epoll mode dumps its state; the others say what they have.
+    proxy.signal(Signal::SIGQUIT).expect("SIGQUIT");
+    let quit = if mode.is_epoll() {
+        "SIGQUIT: end of state".to_string()
+    } else {
+        let name = match mode {
+            Mode::Single => "single",
+            Mode::States => "states",
+            _ => "pool",
+        };
+        format!("SIGQUIT: {name} mode: ")
+    };
+    let line = expect_log(&proxy, &quit);
+    if !mode.is_epoll() {
+        assert!(line.contains("still running"), "{mode:?}: {line:?}");
+    }
+    assert_running(&mut proxy, "after SIGQUIT");
     for i in 0..4 {
         let served = request(proxy.addr(), &format!("after {i}"))
             .unwrap_or_else(|e| panic!("{mode:?} after SIGHUP: {e}; stderr:\n{}", said(&proxy)));
@@ -864,7 +882,8 @@ fn sighup_without_config(mode: Mode) {
     stop_cleanly(proxy);
 }
 
-// SIGHUP without --config (epoll): nothing to reload, logged, the proxy keeps serving.
+// SIGHUP without --config (epoll): nothing to reload, logged, the proxy keeps
+// serving; SIGUSR1 and SIGQUIT do not stop it either (likewise below).
 #[test]
 fn epoll_sighup_without_config_is_logged_and_ignored() {
     sighup_without_config(Mode::Epoll2);
@@ -1002,4 +1021,289 @@ fn metrics_text(admin: SocketAddr) -> String {
     let mut text = String::new();
     let _ = stream.read_to_string(&mut text);
     text
+}
+
+// Issue 13: SIGQUIT dumps the state of every frontend and backend to the
+// log, as HAProxy's does: a line for the process, one per frontend with its
+// counters, one per backend with its health; the proxy keeps serving, and
+// SIGTERM then stops it with status 0.
+#[test]
+fn sigquit_dumps_every_frontend_and_backend_and_keeps_serving() {
+    let echo = fixture(2, FixtureMode::Echo);
+    let reply = fixture(1, FixtureMode::Reply);
+    let text = format!(
+        "{}{}",
+        frontend("web", "127.0.0.1:0", echo.addrs()),
+        frontend("api", "127.0.0.1:0", reply.addrs())
+    );
+    let config = ConfigFile::new("sigquit", &text);
+    let mut proxy = start_with_config(&config, &["--grace", "1s"]);
+    let web = proxy.frontend_addr("web").expect("frontend web");
+    let api = proxy.frontend_addr("api").expect("frontend api");
+    let round_trip = |n: usize| {
+        let mut stream = client(web).expect("connect to web");
+        echo_line(&mut stream, &format!("line {n}")).expect("echoed");
+        stream.shutdown(Shutdown::Write).expect("FIN");
+        assert_eq!(read_all(&stream).expect("to EOF"), b"");
+    };
+    for n in 0..4 {
+        round_trip(n);
+    }
+    // One connection open on web while the state is dumped.
+    let mut open = client(web).expect("connect to web");
+    echo_line(&mut open, "held").expect("echoed");
+
+    proxy.signal(Signal::SIGQUIT).expect("SIGQUIT");
+    expect_log(&proxy, "SIGQUIT: end of state");
+    let dump: Vec<String> = proxy
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("SIGQUIT: "))
+        .collect();
+    let find = |needle: &str| {
+        dump.iter()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in the dump:\n{}", dump.join("\n")))
+            .clone()
+    };
+    let state = find("SIGQUIT: state: ");
+    assert!(
+        state.contains("1 open of global maxconn")
+            && state.contains("2 frontends, 2 workers, running"),
+        "{state}"
+    );
+    let web_line = find(&format!(
+        "SIGQUIT: frontend web on {web} (roundrobin): 1 open"
+    ));
+    assert!(web_line.contains(", 5 accepted, "), "{web_line}");
+    find(&format!(
+        "SIGQUIT: frontend api on {api} (roundrobin): 0 open"
+    ));
+    for addr in echo.addrs() {
+        let line = find(&format!("SIGQUIT: backend web/{addr}: UP, "));
+        assert!(line.contains("not checked"), "{line}");
+    }
+    find(&format!("SIGQUIT: backend api/{}: UP, ", reply.addrs()[0]));
+    // 1 + 2 frontends + 3 backends + the end.
+    assert_eq!(dump.len(), 7, "{}", dump.join("\n"));
+
+    // Still serving: the open connection and new ones.
+    assert_running(&mut proxy, "after SIGQUIT");
+    echo_line(&mut open, "after the dump").expect("the open connection goes on");
+    round_trip(5);
+    drop(open);
+    stop_cleanly(proxy);
+}
+
+// Issue 13: a reload whose global maxconn the descriptor limit cannot
+// honour is refused with the arithmetic, and the running configuration
+// (and its maxconn) stays.
+#[test]
+fn a_reload_over_the_descriptor_budget_is_refused() {
+    let echo = fixture(1, FixtureMode::Echo);
+    let config = ConfigFile::new(
+        "over-budget",
+        &format!(
+            "global\n    maxconn 10\n{}",
+            frontend("web", "127.0.0.1:0", echo.addrs())
+        ),
+    );
+    let mut proxy = start_with_config(&config, &["--grace", "1s"]);
+    let web = proxy.frontend_addr("web").expect("frontend web");
+    expect_log(&proxy, "global maxconn 10 fits");
+    // The proxy's limit is its hard one (it raised the soft one at startup);
+    // a maxconn of as many needs twice that.
+    let (_, hard) = runtime::fd_limit::nofile_limits().expect("RLIMIT_NOFILE");
+    let too_many = u32::try_from(hard)
+        .unwrap_or(u32::MAX / 2)
+        .min(u32::MAX / 2);
+    config.write(&format!(
+        "global\n    maxconn {too_many}\n{}",
+        frontend("web", "127.0.0.1:0", echo.addrs())
+    ));
+    proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+    let refused = expect_log(&proxy, "the running configuration stays");
+    assert!(
+        refused.contains("reload: ")
+            && refused.contains("descriptors + ")
+            && refused.contains("reserved, but RLIMIT_NOFILE is ")
+            && refused.contains("lower maxconn to "),
+        "{refused}"
+    );
+    assert_running(&mut proxy, "after the refused reload");
+    let mut stream = client(web).expect("connect");
+    echo_line(&mut stream, "still the old configuration").expect("echoed");
+    drop(stream);
+    stop_cleanly(proxy);
+}
+
+// Issue 13: a global maxconn the descriptor limit cannot honour is an error
+// at --check-config time and at startup (nothing started), with the
+// arithmetic; under `ulimit -n 256` the largest that fits is said, and runs.
+#[test]
+fn a_global_maxconn_over_the_descriptor_budget_is_refused_with_the_arithmetic() {
+    let conf = |maxconn: u32| {
+        format!(
+            "global\n    maxconn {maxconn}\n    workers 1\n{}",
+            frontend(
+                "web",
+                "127.0.0.1:0",
+                &["127.0.0.1:9".parse().expect("addr")]
+            )
+        )
+    };
+    let config = ConfigFile::new("budget-check", &conf(5000));
+    let path = config.path().display().to_string();
+    let exe = proxy_exe().to_str().expect("a UTF-8 path");
+    let under_256 = |args: &str| {
+        child::Spawn::new("proxy", "/bin/sh")
+            .args([
+                "-c".to_string(),
+                format!("ulimit -n 256 && exec \"$0\" {args}"),
+                exe.to_string(),
+            ])
+            .stdout(child::Capture::All)
+            .run(SOON)
+            .expect("run the proxy")
+    };
+    let checked = under_256(&format!("--check-config {path}"));
+    assert_eq!(checked.status.code(), Some(2), "{checked:?}");
+    let message = checked.stderr.join("\n");
+    assert!(
+        message.contains(&format!(
+            "{path}: global maxconn 5,000 needs 10,000 descriptors + "
+        )) && message.contains("reserved, but RLIMIT_NOFILE is 256 (hard 256): lower maxconn to ")
+            && message.contains("or raise the limit (ulimit -n / LimitNOFILE=)"),
+        "{message}"
+    );
+    // The number it offers is one that passes.
+    let offered: u32 = message
+        .split("lower maxconn to ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .unwrap_or_else(|| panic!("no number offered: {message}"));
+    assert!(offered > 0 && offered < 128, "{offered}");
+
+    let started = under_256(&format!("--config {path}"));
+    assert_eq!(started.status.code(), Some(2), "{started:?}");
+    let said = started.stderr.join("\n");
+    assert!(
+        said.contains("global maxconn 5,000 needs") && said.contains("nothing started"),
+        "{said}"
+    );
+
+    config.write(&conf(offered));
+    let checked = under_256(&format!("--check-config {path}"));
+    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
+    // And the proxy started on it, from the same shell, agrees.
+    let args: Vec<String> = vec![
+        "-c".into(),
+        "ulimit -n 256 && exec \"$0\" \"$@\"".into(),
+        exe.into(),
+        "--config".into(),
+        path.clone(),
+    ];
+    let proxy = child::proxy("/bin/sh", &args)
+        .start()
+        .unwrap_or_else(|e| panic!("start the proxy on maxconn {offered}: {e}"));
+    expect_log(&proxy, &format!("global maxconn {offered} fits"));
+    stop_cleanly(proxy);
+    config.write(&conf(offered + 1));
+    let checked = under_256(&format!("--check-config {path}"));
+    assert_eq!(checked.status.code(), Some(2), "{checked:?}");
+}
+
+// Issue 13: clients refused after they had gone (here: closed before
+// sending the PROXY header an `accept-proxy` frontend waits for) are
+// counted and said together, at most one line a second with the count,
+// not a warning each; each still has its access-log line.
+#[test]
+fn clients_refused_after_they_left_are_counted_and_logged_once_a_second() {
+    const GONE: usize = 30;
+    let echo = fixture(1, FixtureMode::Echo);
+    let text = format!(
+        "{}    accept-proxy\n",
+        frontend("web", "127.0.0.1:0", echo.addrs())
+    );
+    let config = ConfigFile::new("gone", &text);
+    let args: Vec<String> = [
+        "--config",
+        &config.path().display().to_string(),
+        "--workers",
+        "1",
+        "--admin",
+        "127.0.0.1:0",
+        "--grace",
+        "1s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let proxy = child::proxy(proxy_exe(), &args)
+        .start()
+        .unwrap_or_else(|e| panic!("start the proxy: {e}"));
+    let web = proxy.frontend_addr("web").expect("frontend web");
+    let admin_line = expect_log(&proxy, "admin listening on ");
+    let admin = child::listening_addr(&admin_line).expect("the admin address");
+    let mut ports = Vec::new();
+    for _ in 0..GONE {
+        let stream = client(web).expect("connect");
+        ports.push(stream.local_addr().expect("local address").port());
+        drop(stream); // gone before saying anything
+    }
+    let counted = wait_until(SOON, || {
+        metrics_text(admin).contains(&format!(
+            "proxy_frontend_clients_gone_total{{frontend=\"web\"}} {GONE}"
+        ))
+    });
+    assert!(counted, "not counted; stderr:\n{}", said(&proxy));
+    // The first is said at once, the others together once its second is
+    // over: two lines, whose counts add up.
+    let line = "refused after they had gone";
+    let said_all = wait_until(Duration::from_secs(3), || {
+        let counts: usize = proxy
+            .log()
+            .iter()
+            .filter(|l| l.contains(line))
+            .filter_map(|l| {
+                l.split("] ")
+                    .nth(1)?
+                    .split(' ')
+                    .next()?
+                    .parse::<usize>()
+                    .ok()
+            })
+            .sum();
+        counts == GONE
+    });
+    let lines: Vec<String> = proxy
+        .log()
+        .into_iter()
+        .filter(|l| l.contains(line))
+        .collect();
+    assert!(said_all, "the counts do not add up to {GONE}: {lines:#?}");
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert_eq!(
+        count_log(&proxy, "resetting the client"),
+        0,
+        "a warning per client; stderr:\n{}",
+        said(&proxy)
+    );
+    // Each has its access-log line all the same (`CR`: the client closed
+    // before its PROXY header was complete).
+    let logged = wait_until(SOON, || {
+        ports.iter().all(|port| {
+            proxy
+                .log()
+                .iter()
+                .any(|l| l.starts_with(&format!("127.0.0.1:{port} ")) && l.contains(" CR "))
+        })
+    });
+    assert!(
+        logged,
+        "access-log lines missing; stderr:\n{}",
+        said(&proxy)
+    );
+    stop_cleanly(proxy);
 }

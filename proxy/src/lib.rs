@@ -22,7 +22,7 @@
 //!  │ lib.rs: main_with_args, which mode runs                                │  entry
 //!  ├──────────────────────────────────────────┬────────────────────────────┤
 //!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
-//!  │         connection connect checker       │            picker relay     │
+//!  │         connection connect checker dump  │            picker relay     │
 //!  │                                          │ states/    machine interest │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
@@ -33,6 +33,7 @@
 //!  ├──────────────────────────────────────┬────────────────────────────────┤
 //!  │ policy/  acl cidr source_limit limit │ conn/  relay proxy_protocol    │  decisions, and the
 //!  │          health balance maglev       │        accept side             │  pieces of a connection
+//!  │          descriptors                 │                                │
 //!  ├──────────────────────────────────────┴────────────────────────────────┤
 //!  │ log/  the daemon's lines, utc dates, json strings                     │  ground
 //!  └───────────────────────────────────────────────────────────────────────┘
@@ -123,9 +124,31 @@ enum Exit {
     Failed(std::io::Error),
 }
 
+/// Raises the soft `RLIMIT_NOFILE` to the hard one, as HAProxy and nginx
+/// do, and says so: every mode holds two descriptors per connection, and a
+/// soft limit of 1,024 (a common default) would cap it long before memory
+/// does. The epoll mode then derives its global `maxconn` from the result
+/// (`policy/descriptors.rs`); the other modes back off when accept runs out.
+fn raise_descriptor_limit() {
+    match runtime::fd_limit::nofile_limits() {
+        Ok((soft, hard)) if soft < hard => match runtime::fd_limit::raise_nofile_limit() {
+            Ok(now) => {
+                info!("RLIMIT_NOFILE: soft limit raised from {soft} to {now} (the hard limit)")
+            }
+            Err(e) => warn!(
+                "RLIMIT_NOFILE: the soft limit {soft} could not be raised to the hard limit {hard}: \
+                 {e}; running with {soft}"
+            ),
+        },
+        Ok((soft, _)) => info!("RLIMIT_NOFILE: {soft}, the hard limit already"),
+        Err(e) => warn!("RLIMIT_NOFILE: cannot read it: {e}"),
+    }
+}
+
 /// Runs the mode `settings` asks for until it is stopped.
 fn run(settings: &cli::Settings) -> Result<(), Exit> {
     log::set_level(settings.log_level);
+    raise_descriptor_limit();
     let plan = match settings.mode {
         Mode::Epoll => Some(Plan::new(settings).map_err(|errors| {
             check::print_errors(&errors);

@@ -24,6 +24,11 @@
 //! Bound how long a connect may take with `time::timeout`: the kernel's own
 //! limit is minutes.
 //!
+//! `TcpStream::connect` does it in one call; `TcpStream::start_connect` and
+//! `Connecting::handshake` do the same in two, so that the caller holds the
+//! socket while the handshake is in progress (a proxy cut mid-connect wants
+//! it to close with a reset).
+//!
 //! ## The last bytes and the FIN in one segment
 //!
 //! A relay that forwards a request and then the FIN behind it would send two
@@ -271,24 +276,29 @@ pub struct TcpStream {
 impl TcpStream {
     /// Connects to `addr` without blocking the thread.
     pub async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+        let mut connecting = TcpStream::start_connect(addr)?;
+        connecting.handshake().await?;
+        Ok(connecting.into_stream())
+    }
+
+    /// [`TcpStream::connect`] in two steps: the socket is made and its
+    /// connect started here, and the handshake is waited for with
+    /// [`Connecting::handshake`]. The same system calls; what the caller
+    /// gains is the socket itself while the handshake is in progress
+    /// ([`Connecting::stream`]), to decide how it closes if the caller
+    /// gives up meanwhile (a reset, say: a handshake the kernel completed
+    /// just before the caller gave up would otherwise end with a FIN).
+    pub fn start_connect(addr: SocketAddr) -> io::Result<Connecting> {
         let socket = sys::tcp_socket(&addr)?;
         let in_progress = match sys::connect(socket.as_fd(), &addr) {
             Ok(()) => false,
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => true,
             Err(e) => return Err(e),
         };
-        let stream = TcpStream::from_owned(socket, Origin::Created)?;
-        if in_progress {
-            // Writable means the handshake ended; an error or hang-up seen
-            // with it means it failed, and SO_ERROR says how.
-            stream.fd.ready(Direction::Write).await;
-            if stream.fd.has_failed() {
-                if let Some(err) = sys::take_socket_error(stream.fd.get_ref().as_fd())? {
-                    return Err(err);
-                }
-            }
-        }
-        Ok(stream)
+        Ok(Connecting {
+            stream: TcpStream::from_owned(socket, Origin::Created)?,
+            in_progress,
+        })
     }
 
     /// Wraps a non-blocking socket the runtime created: just accepted
@@ -426,6 +436,47 @@ impl AsRawFd for TcpStream {
 impl AsFd for TcpStream {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.get_ref().as_fd()
+    }
+}
+
+/// A connect started by [`TcpStream::start_connect`]: the socket, and
+/// whether its handshake is still to end. Dropped before
+/// [`Connecting::handshake`] returns, the socket closes like any other
+/// (with whatever [`TcpStream::set_reset_on_close`] said).
+#[derive(Debug)]
+pub struct Connecting {
+    stream: TcpStream,
+    in_progress: bool,
+}
+
+impl Connecting {
+    /// Waits for the handshake to end: `Ok` once connected, the connect's
+    /// error otherwise (after which this `Connecting` is spent: drop it).
+    /// `&mut self`, so that a caller that stops waiting
+    /// (a timeout, a cancellation) still holds the socket.
+    pub async fn handshake(&mut self) -> io::Result<()> {
+        if self.in_progress {
+            // Writable means the handshake ended; an error or hang-up seen
+            // with it means it failed, and SO_ERROR says how.
+            self.stream.fd.ready(Direction::Write).await;
+            if self.stream.fd.has_failed() {
+                if let Some(err) = sys::take_socket_error(self.stream.fd.get_ref().as_fd())? {
+                    return Err(err);
+                }
+            }
+            self.in_progress = false;
+        }
+        Ok(())
+    }
+
+    /// The socket, connected or not yet.
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// The socket, once [`Connecting::handshake`] returned `Ok`.
+    pub fn into_stream(self) -> TcpStream {
+        self.stream
     }
 }
 

@@ -1,5 +1,5 @@
-//! Signals as a stream: SIGINT, SIGTERM, SIGHUP and SIGUSR1 read from a
-//! `signalfd`.
+//! Signals as a stream: SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGQUIT read
+//! from a `signalfd`.
 //!
 //! A classic signal handler runs in the middle of whatever the thread was
 //! doing and may call almost nothing safely. A `signalfd` turns signals
@@ -42,6 +42,9 @@ pub enum Signal {
     /// SIGUSR1: by nginx's convention, reopen the log files (after a
     /// rotation renamed them).
     User1,
+    /// SIGQUIT: by HAProxy's convention, dump the state to the log and keep
+    /// running (its default action would end the process with a core).
+    Quit,
 }
 
 impl Signal {
@@ -52,6 +55,7 @@ impl Signal {
             Signal::Terminate => libc::SIGTERM,
             Signal::Hangup => libc::SIGHUP,
             Signal::User1 => libc::SIGUSR1,
+            Signal::Quit => libc::SIGQUIT,
         }
     }
 
@@ -62,6 +66,7 @@ impl Signal {
             Signal::Terminate => "SIGTERM",
             Signal::Hangup => "SIGHUP",
             Signal::User1 => "SIGUSR1",
+            Signal::Quit => "SIGQUIT",
         }
     }
 
@@ -71,6 +76,7 @@ impl Signal {
             Signal::Terminate,
             Signal::Hangup,
             Signal::User1,
+            Signal::Quit,
         ]
         .into_iter()
         .find(|s| s.number() == n)

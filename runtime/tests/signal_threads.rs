@@ -78,6 +78,13 @@ fn sigusr1_is_received() {
     one_signal_round_trip(Signal::User1);
 }
 
+// A SIGQUIT raised on this thread is delivered by Signals::recv as Signal::Quit
+// (blocked, so its default action, a core dump, does not run).
+#[test]
+fn sigquit_is_received() {
+    one_signal_round_trip(Signal::Quit);
+}
+
 // A SIGTERM raised on this thread is delivered by Signals::recv as Signal::Terminate (not the default kill).
 #[test]
 fn sigterm_is_received() {

@@ -51,13 +51,13 @@ use std::thread;
 
 use nix::sys::socket::{Shutdown, shutdown};
 use runtime::net::accept_std;
-use runtime::signal::Signals;
+use runtime::signal::{Signal, Signals};
 use runtime::thread_pool::ThreadPool;
 
 use crate::blocking::picker::{Picker, new_picker};
 use crate::blocking::relay;
 use crate::conn::accept::AcceptErrors;
-use crate::ops::shutdown::{self as lifecycle, Live};
+use crate::ops::shutdown::{self as lifecycle, Live, OpenCount};
 use crate::settings::cli::Settings;
 
 /// What every job needs, shared by the workers.
@@ -125,6 +125,10 @@ pub fn run(settings: &Settings) -> io::Result<()> {
             if lifecycle::is_stop(signal) {
                 break signal;
             }
+            if signal == Signal::Quit {
+                lifecycle::say::state("pool", Some(live.open()));
+                continue;
+            }
             lifecycle::say::nothing_to_reload(signal.name(), "pool");
         };
         stopping.store(true, Ordering::SeqCst);
@@ -133,7 +137,10 @@ pub fn run(settings: &Settings) -> io::Result<()> {
             crate::error!("could not stop the listener: {e}");
         }
         // What is left when the drain ends is closed by the process exit.
-        let _ = lifecycle::drain(&signals, &*live, grace, first).await;
+        let _ = lifecycle::drain(&signals, &*live, grace, first, || {
+            lifecycle::say::state("pool", Some(live.open()))
+        })
+        .await;
         io::Result::Ok(())
     })?;
     // The accept thread has ended, or is blocked handing over a job that

@@ -26,15 +26,47 @@ use runtime::net::{is_dead_connection_error, is_fd_exhaustion};
 /// must neither spin nor give up.
 #[derive(Debug, Default)]
 pub struct AcceptErrors {
-    last_warning: Option<Instant>,
+    throttle: Throttle,
+}
+
+/// "At most one line per [`WARNING_INTERVAL`]": whether a line may be
+/// logged now, and how many were held back since the last one. The accept
+/// loops' warnings use it, and so does the epoll mode's line for clients
+/// refused after they had gone (`epoll/worker_context.rs`).
+#[derive(Debug, Default)]
+pub struct Throttle {
+    last_line: Option<Instant>,
     suppressed: u64,
+}
+
+impl Throttle {
+    /// `Some(lines held back since the last one)` if a line may be logged
+    /// at `now` (and it counts as logged); `None`, counting one more held
+    /// back, if the last one was less than [`WARNING_INTERVAL`] ago.
+    pub fn due(&mut self, now: Instant) -> Option<u64> {
+        match self.last_line {
+            Some(last) if now.duration_since(last) < WARNING_INTERVAL => {
+                self.suppressed += 1;
+                None
+            }
+            _ => {
+                self.last_line = Some(now);
+                Some(std::mem::take(&mut self.suppressed))
+            }
+        }
+    }
+
+    /// When the next line may be logged (`None`: now).
+    pub fn next_due(&self) -> Option<Instant> {
+        self.last_line.map(|last| last + WARNING_INTERVAL)
+    }
 }
 
 /// How long an accept loop sleeps after an error that would otherwise spin.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// At most one accept warning per this interval.
-const WARNING_INTERVAL: Duration = Duration::from_secs(1);
+/// At most one accept warning (or one throttled line) per this interval.
+pub const WARNING_INTERVAL: Duration = Duration::from_secs(1);
 
 impl AcceptErrors {
     /// A fresh tracker.
@@ -66,16 +98,7 @@ impl AcceptErrors {
     /// `Some(errors not logged since the last warning)` if a warning may be
     /// logged at `now`.
     fn warning_due(&mut self, now: Instant) -> Option<u64> {
-        match self.last_warning {
-            Some(last) if now.duration_since(last) < WARNING_INTERVAL => {
-                self.suppressed += 1;
-                None
-            }
-            _ => {
-                self.last_warning = Some(now);
-                Some(std::mem::take(&mut self.suppressed))
-            }
-        }
+        self.throttle.due(now)
     }
 }
 

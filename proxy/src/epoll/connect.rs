@@ -25,7 +25,7 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Instant;
 
-use runtime::net::{TcpStream, is_fd_exhaustion};
+use runtime::net::{Connecting, TcpStream, is_fd_exhaustion};
 use runtime::time;
 
 use crate::ops::access_log::termination::{Phase, Termination};
@@ -43,6 +43,59 @@ enum NoBackend {
     /// Some are up but all are at their maxconn, and stayed so for the
     /// queue timeout.
     Full,
+}
+
+/// A backend socket from the start of its connect until the relay takes
+/// it ([`Backend::into_relay`]): dropped before that (a graceful stop that
+/// cuts the connection mid-handshake or while its PROXY header is sent, a
+/// refusal after connecting), it closes with a reset, not a FIN, so that
+/// the backend cannot take an aborted connection for a complete, empty one.
+/// The reset is set only then: a connection that reaches its relay pays no
+/// system call for it.
+#[derive(Debug)]
+pub(super) struct Backend {
+    connecting: Option<Connecting>,
+}
+
+impl Backend {
+    fn new(connecting: Connecting) -> Backend {
+        Backend {
+            connecting: Some(connecting),
+        }
+    }
+
+    /// The socket, connected or still connecting.
+    pub(super) fn stream(&self) -> &TcpStream {
+        self.connecting
+            .as_ref()
+            .map(Connecting::stream)
+            .expect("a Backend holds its socket until into_relay")
+    }
+
+    /// Waits for the handshake (see [`Connecting::handshake`]).
+    async fn handshake(&mut self) -> std::io::Result<()> {
+        match &mut self.connecting {
+            Some(connecting) => connecting.handshake().await,
+            None => Ok(()),
+        }
+    }
+
+    /// The connected socket, for the relay: from here on it closes the
+    /// relay's way (a FIN passed on, or a reset passed on).
+    pub(super) fn into_relay(mut self) -> TcpStream {
+        self.connecting
+            .take()
+            .map(Connecting::into_stream)
+            .expect("a Backend holds its socket until into_relay")
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Some(connecting) = &self.connecting {
+            let _ = connecting.stream().set_reset_on_close();
+        }
+    }
 }
 
 /// How one connect attempt ended, when it did not connect.
@@ -64,7 +117,7 @@ impl Local {
         trace: &mut Trace,
         waiting: Instant,
         deadline: Instant,
-    ) -> Result<(usize, TcpStream, Permit), Refusal> {
+    ) -> Result<(usize, Backend, Permit), Refusal> {
         let retries = self.shared.frontend.retries;
         let mut tried: Vec<usize> = Vec::new();
         // The last failure, once there is one.
@@ -153,14 +206,27 @@ impl Local {
 
     /// One connect to backend `index` within `timeout connect`, reported to
     /// its health board and counters.
-    async fn attempt(&self, index: usize) -> Result<TcpStream, Failed> {
+    async fn attempt(&self, index: usize) -> Result<Backend, Failed> {
         let frontend = &self.shared.frontend;
         let addr: SocketAddr = frontend.backends[index].addr;
         let limit = frontend.timeouts.connect;
-        let (why, termination) = match time::timeout(limit, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => {
+        // The socket is held here, not inside a connect future, so that a
+        // connection cut mid-handshake still resets it (`Backend`).
+        let outcome = match TcpStream::start_connect(addr) {
+            Ok(connecting) => {
+                let mut backend = Backend::new(connecting);
+                match time::timeout(limit, backend.handshake()).await {
+                    Ok(Ok(())) => Ok(Ok(backend)),
+                    Ok(Err(e)) => Ok(Err(e)),
+                    Err(elapsed) => Err(elapsed),
+                }
+            }
+            Err(e) => Ok(Err(e)),
+        };
+        let (why, termination) = match outcome {
+            Ok(Ok(backend)) => {
                 self.shared.board.passive_success(index);
-                return Ok(stream);
+                return Ok(backend);
             }
             // Our shortage, not the backend's fault: it must not count
             // against its health, and another backend would fare no better.
@@ -270,5 +336,57 @@ impl Local {
             balancer.set_up(index, board.is_up(index));
         }
         self.seen_generation.set(generation);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{ErrorKind, Read};
+    use std::time::Duration;
+
+    /// What the backend's side reads once ours is gone: `Ok(0)` for a FIN,
+    /// the error for a reset.
+    fn peer_sees(peer: &mut std::net::TcpStream) -> std::io::Result<usize> {
+        peer.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("a read timeout");
+        peer.read(&mut [0u8; 16])
+    }
+
+    // Issue 13: a connection cut before its relay (a graceful stop, a
+    // refusal after connecting) resets its backend socket, whether the
+    // handshake was awaited or only done by the kernel; once the relay has
+    // it, it closes the relay's way (here: a FIN).
+    #[test]
+    fn a_backend_socket_resets_unless_the_relay_took_it() {
+        let listener =
+            std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).expect("a listener");
+        let addr = listener.local_addr().expect("its address");
+        let rt = runtime::Runtime::new().expect("a runtime");
+        rt.block_on(async {
+            // Connected, then dropped (cut while its PROXY header was sent).
+            let mut backend = Backend::new(TcpStream::start_connect(addr).expect("connect"));
+            backend.handshake().await.expect("connected");
+            let (mut peer, _) = listener.accept().expect("accept");
+            drop(backend);
+            let read = peer_sees(&mut peer);
+            assert_eq!(read.map_err(|e| e.kind()), Err(ErrorKind::ConnectionReset));
+
+            // The handshake done by the kernel but not yet seen by the task
+            // (a cut mid-connect): without the reset this would be a FIN.
+            let backend = Backend::new(TcpStream::start_connect(addr).expect("connect"));
+            let (mut peer, _) = listener.accept().expect("accept");
+            drop(backend);
+            let read = peer_sees(&mut peer);
+            assert_eq!(read.map_err(|e| e.kind()), Err(ErrorKind::ConnectionReset));
+
+            // Handed to the relay: closing is the relay's business.
+            let mut backend = Backend::new(TcpStream::start_connect(addr).expect("connect"));
+            backend.handshake().await.expect("connected");
+            let stream = backend.into_relay();
+            let (mut peer, _) = listener.accept().expect("accept");
+            drop(stream);
+            assert_eq!(peer_sees(&mut peer).map_err(|e| e.kind()), Ok(0));
+        });
     }
 }

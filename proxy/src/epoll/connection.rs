@@ -26,13 +26,17 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use nix::errno::Errno;
+use nix::sys::socket::{MsgFlags, recv};
 use runtime::combinator::{Either, select};
 use runtime::net::TcpStream;
 
+use super::connect::Backend;
 use super::frontend::Shared;
 use super::worker_context::{Fired, WorkerContext};
 use crate::conn::proxy_protocol::{self, Addresses};
@@ -62,7 +66,8 @@ pub(crate) struct Local {
 /// places it holds until it ends (its source's, its backend's, and the
 /// backend's gauge of open connections).
 pub(super) struct Connected<'a> {
-    backend: TcpStream,
+    /// Resets when dropped until the relay takes it (connect.rs).
+    backend: Backend,
     index: usize,
     early_payload: u64,
     _places: (Option<SourcePermit>, Permit, Option<Active<'a>>),
@@ -124,10 +129,10 @@ pub(super) struct Trace {
     pub(super) phase: Phase,
 }
 
-/// One connection's whole life (module docs). `_places` are its places
+/// One connection's whole life (module docs). `places` are its places
 /// under the global and frontend maxconn, taken by the accept loop; they
 /// also keep it in the count a graceful stop waits on.
-pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>, _places: Places) {
+pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>, places: Places) {
     let mut trace = Trace {
         accepted: SystemTime::now(),
         started: Instant::now(),
@@ -157,7 +162,9 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
         }
         Either::Left(Err(refusal)) => Err(refusal),
         // Cut before its relay began: the phase says where it was, as
-        // HAProxy's `K` codes do.
+        // HAProxy's `K` codes do. Dropping `prepare` dropped the backend's
+        // socket if it had one (connecting, or sending a PROXY header),
+        // with a reset (connect.rs, `Backend`).
         Either::Right(()) => Err(Refusal::new(
             "cut by the stop",
             Termination::new(Cause::Killed, trace.phase),
@@ -174,6 +181,14 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
                 trace.client,
                 refusal.why
             );
+        } else if has_gone(&client) {
+            // Nobody is there to be told: counted, and said with the others
+            // at most once a second (worker_context.rs).
+            counters::inc(&counters.gone);
+            local.worker.note_gone(format!(
+                "frontend {name}: {}: {}",
+                trace.client, refusal.why
+            ));
         } else {
             crate::warn!(
                 "frontend {name}: {}: {}; resetting the client",
@@ -184,6 +199,64 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
         let _ = client.set_reset_on_close();
         trace.termination = refusal.termination;
     }
+    local.log(&trace);
+    // The client's descriptor is closed before its places are given back:
+    // the place freed may let another client be accepted at once, and the
+    // descriptor budget counts two descriptors per place (descriptors.rs).
+    drop(client);
+    drop(places);
+}
+
+/// Has a client being refused gone already: reset its connection, or sent
+/// its FIN with nothing before it? One `recv(MSG_PEEK)`, on the refusal path
+/// only.
+fn has_gone(client: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+    match recv(client.as_raw_fd(), &mut byte, flags) {
+        Ok(0) => true,
+        Ok(_) | Err(Errno::EAGAIN | Errno::EINTR) => false,
+        // ECONNRESET, ETIMEDOUT, EPIPE: the connection is dead.
+        Err(_) => true,
+    }
+}
+
+/// A client accepted in the race for the last place (worker.rs, `admit`)
+/// whose accept loop ended while it waited: its listener was closed by a
+/// graceful stop, or by a reload that moved or removed its frontend. It
+/// goes the way of the clients still in that listener's queue, which the
+/// kernel resets, but with its access-log line: reset, and logged `KQ`
+/// (killed while waiting for a place), with the time it waited as `%Tw`.
+pub(crate) fn cut_while_waiting(
+    client: TcpStream,
+    peer: SocketAddr,
+    accepted: SystemTime,
+    started: Instant,
+    local: &Local,
+) {
+    counters::inc(&local.counters.connections);
+    let trace = Trace {
+        accepted,
+        started,
+        client: peer,
+        backend: None,
+        wait: Some(started.elapsed()),
+        connect: None,
+        retries: 0,
+        bytes_up: 0,
+        bytes_down: 0,
+        termination: Termination::new(Cause::Killed, Phase::Queue),
+        server_open: 0,
+        phase: Phase::Queue,
+    };
+    crate::warn!(
+        "frontend {}: {peer}: its listener closed (a stop, or a reload that moved or removed the \
+         frontend) while it waited for a place under the global or frontend maxconn; resetting \
+         the client",
+        local.shared.frontend.name
+    );
+    let _ = client.set_reset_on_close();
+    drop(client);
     local.log(&trace);
 }
 
@@ -246,7 +319,7 @@ impl Local {
         // Small writes (a request line, a prompt) go out at once, not
         // batched. The client has TCP_NODELAY from its listener already
         // (`bind_listeners`); a connecting socket has no listener to copy.
-        let _ = backend.set_nodelay(true);
+        let _ = backend.stream().set_nodelay(true);
         let server_counters = self.counters.backends.get(index);
         if let Some(c) = server_counters {
             counters::inc(&c.connections);
@@ -254,7 +327,8 @@ impl Local {
         let server_active = server_counters.map(|c| Active::new(&c.active));
         // 4. What the backend must hear before the client's bytes.
         let early_payload = early.len() as u64;
-        self.preamble(client, &backend, index, destination, early, trace)
+        // A failure here drops `backend`, which resets it.
+        self.preamble(client, backend.stream(), index, destination, early, trace)
             .await?;
         Ok(Connected {
             backend,
@@ -342,7 +416,6 @@ impl Local {
             return Ok(());
         }
         backend.write_all(&early).await.map_err(|e| {
-            let _ = backend.set_reset_on_close();
             Refusal::new(
                 format!("backend {} failed before the relay: {e}", server.addr),
                 Termination::SERVER_RESET,
@@ -366,7 +439,7 @@ impl Local {
             early_payload,
             _places,
         } = connected;
-        let backend = &backend;
+        let backend = &backend.into_relay();
         trace.phase = Phase::Data;
         self.balancer.borrow_mut().connection_opened(index);
         let mut outcome = relay::relay_until(client, backend, self.shared.relay_limits, kill).await;
@@ -472,6 +545,7 @@ mod tests {
     use crate::epoll::worker_context::KillSwitch;
     use crate::policy::limit::Limit;
     use crate::settings::cli::Settings;
+    use std::io::Write;
 
     /// What one connection holds in this mode: the task's future, the
     /// state machine the compiler writes for `serve` (docs/STATES.md sets
@@ -496,6 +570,7 @@ mod tests {
                 global: Limit::new(None),
                 sink: None,
                 kill: KillSwitch::default(),
+                gone: RefCell::default(),
             });
             let local = Rc::new(Local::new(shared, &context));
             let places = local.try_admit().expect("no limits");
@@ -508,5 +583,47 @@ mod tests {
         );
         // Boxed once per task; a few hundred bytes (EPOLL.md, section 2).
         assert!(bytes > 0 && bytes < 4096, "{bytes}");
+    }
+
+    // Issue 13: a refused client whose connection is reset, or whose FIN
+    // came with nothing before it, has gone; one that sent bytes, or sent
+    // nothing yet, has not.
+    #[test]
+    fn a_refused_client_has_gone_if_it_reset_or_closed_before_saying_anything() {
+        let rt = runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let listener = runtime::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+                .expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let pair = || async {
+                let ours = std::net::TcpStream::connect(addr).expect("connect");
+                let (theirs, _) = listener.accept().await.expect("accept");
+                (ours, theirs)
+            };
+            let settle = || runtime::time::sleep(Duration::from_millis(50));
+
+            let (quiet, proxied) = pair().await;
+            assert!(!has_gone(&proxied), "a client that sent nothing yet");
+            drop(quiet);
+            settle().await;
+            assert!(has_gone(&proxied), "a client that closed without a word");
+
+            let (mut talker, proxied) = pair().await;
+            talker.write_all(b"GET /").expect("send");
+            talker.shutdown(std::net::Shutdown::Write).expect("FIN");
+            settle().await;
+            assert!(
+                !has_gone(&proxied),
+                "a client that sent a request, then its FIN"
+            );
+
+            let (resetter, proxied) = pair().await;
+            runtime::net::TcpStream::from_std(resetter)
+                .expect("adopt")
+                .set_reset_on_close()
+                .expect("SO_LINGER");
+            settle().await;
+            assert!(has_gone(&proxied), "a client that reset");
+        });
     }
 }

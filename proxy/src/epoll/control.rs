@@ -1,10 +1,12 @@
 //! The control thread: starts the workers, hands them the frontends, and
 //! reads signals until a stop: SIGHUP reloads the file, SIGUSR1 reopens the
-//! access log, SIGTERM or SIGINT stops accepting, drains, and cuts what is
-//! left when the grace period is over.
+//! access log, SIGQUIT dumps the state of every frontend and backend to the
+//! log ([`super::dump`]), SIGTERM or SIGINT stops accepting, drains, and cuts
+//! what is left when the grace period is over.
 
 use std::cell::RefCell;
 use std::io;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,11 +20,14 @@ use crate::ops::access_log::sink::AccessLog;
 use crate::ops::admin;
 use crate::ops::metrics::exposition::{Published, Registry};
 use crate::ops::shutdown::{self, Drained};
+use crate::policy::descriptors::{Budget, Maxconn};
 use crate::policy::limit::Limit;
+use crate::settings::check::{self, Fixed};
 use crate::settings::config::{AccessLogTarget, Config, Global};
 use crate::settings::file;
 
 use super::checker;
+use super::dump;
 use super::frontend::{Shared, bind_listeners, share};
 use super::plan::Plan;
 use super::worker::{Assignment, Command, worker};
@@ -32,11 +37,18 @@ use super::worker_context::{KillSwitch, WorkerContext};
 /// [`crate::ops::shutdown`]); returns when the process should exit.
 pub fn run(plan: &Plan) -> io::Result<()> {
     let workers = plan.workers.max(1);
+    crate::info!("{}", plan.budget.describe(plan.maxconn));
     let mut control = Control {
         path: plan.path.clone(),
         workers,
         backlog: plan.backlog,
-        global: Limit::new(plan.config.global.maxconn),
+        // Never `None`: without a global maxconn the budget's applies, so
+        // that accepting stops before a backend socket could not be made.
+        global: Limit::new(Some(plan.maxconn.get())),
+        budget: plan.budget.clone(),
+        maxconn: plan.maxconn,
+        fixed: plan.fixed,
+        listening: Vec::new(),
         senders: Vec::new(),
         running: Vec::new(),
         published: Published::new(Registry::from_counters(Vec::new())),
@@ -69,6 +81,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
             kill: KillSwitch::default(),
             global: global.clone(),
             sink: access_log.as_ref().map(|log| RefCell::new(log.sink())),
+            gone: RefCell::default(),
         };
         worker(commands, Rc::new(context))
     })?;
@@ -89,6 +102,15 @@ struct Control {
     workers: usize,
     backlog: u32,
     global: Arc<Limit>,
+    /// The descriptor budget the global maxconn was judged by, and that
+    /// maxconn (both renewed by a reload).
+    budget: Budget,
+    maxconn: Maxconn,
+    /// What the budget keeps from the start (descriptors inherited, workers,
+    /// the admin listener, an access-log file): in every reload's budget.
+    fixed: Fixed,
+    /// Where each frontend listens, as bound (port 0 resolved), for SIGQUIT.
+    listening: Vec<(String, SocketAddr)>,
     senders: Vec<mpsc::Sender<Command>>,
     /// The frontends running now, in file order.
     running: Vec<Arc<Shared>>,
@@ -116,6 +138,7 @@ impl Control {
             match signal {
                 Signal::Hangup => self.reload(),
                 Signal::User1 => self.reopen_access_log(),
+                Signal::Quit => self.dump(false),
                 Signal::Interrupt | Signal::Terminate => break signal,
             }
         };
@@ -125,9 +148,30 @@ impl Control {
         self.published.set_draining();
         // Every connection holds a place under the global maxconn from its
         // accept to its end: the count of those places is the count to drain.
-        let cut = shutdown::drain(&signals, &*self.global, self.grace, first).await == Drained::Cut;
+        let cut = shutdown::drain(&signals, &*self.global, self.grace, first, || {
+            self.dump(true)
+        })
+        .await
+            == Drained::Cut;
         self.finish(cut).await;
         Ok(())
+    }
+
+    /// SIGQUIT: the state of every frontend and backend, to the log, as
+    /// HAProxy does; the proxy keeps running (`draining`: a stop has begun).
+    fn dump(&self, draining: bool) {
+        let state = dump::State {
+            global: &self.global,
+            maxconn: self.maxconn,
+            budget: &self.budget,
+            workers: self.workers,
+            draining,
+            frontends: &self.running,
+            listening: &self.listening,
+        };
+        for line in state.lines() {
+            crate::info!("{line}");
+        }
     }
 
     /// SIGUSR1: opens the access-log file again by its path (nginx's
@@ -212,8 +256,13 @@ impl Control {
         if let Err(e) = checker::spawn_checker(fresh_boards) {
             crate::error!("health checks could not start: {e}; backends count as up");
         }
+        self.listening
+            .retain(|(name, _)| shared.iter().any(|s| s.frontend.name == *name));
         for (s, bound) in shared.iter().zip(&listeners) {
             if let Some(addr) = bound.as_ref().and_then(|l| l.first()?.local_addr().ok()) {
+                let name = &s.frontend.name;
+                self.listening.retain(|(n, _)| n != name);
+                self.listening.push((name.clone(), addr));
                 crate::info!(
                     "frontend {} listening on {addr} ({}, {} backends, epoll, {} workers)",
                     s.frontend.name,
@@ -223,15 +272,19 @@ impl Control {
                 );
             }
         }
+        // Each worker's listener is moved to it, not duplicated: a listener
+        // costs one descriptor, even while it is handed over.
+        let mut listeners: Vec<_> = listeners
+            .drain(..)
+            .map(|bound| bound.map(Vec::into_iter))
+            .collect();
         for (index, tx) in self.senders.iter().enumerate() {
             let assignments = shared
                 .iter()
                 .zip(listeners.iter_mut())
                 .map(|(s, bound)| Assignment {
                     shared: s.clone(),
-                    listener: bound
-                        .as_mut()
-                        .and_then(|l| l.get_mut(index)?.try_clone().ok()),
+                    listener: bound.as_mut().and_then(Iterator::next),
                 })
                 .collect();
             if tx.send(Command::Apply(assignments)).is_err() {
@@ -276,6 +329,18 @@ impl Control {
                 return;
             }
         };
+        // The new file's global maxconn against the descriptor budget of
+        // the new file, as --check-config and the startup judge it.
+        let (budget, maxconn) = match check::global_maxconn(&config, self.fixed) {
+            Ok(judged) => judged,
+            Err(e) => {
+                crate::error!(
+                    "reload: {}: {e}; the running configuration stays",
+                    path.display()
+                );
+                return;
+            }
+        };
         let (shared, listeners) = match self.prepare(&config) {
             Ok(prepared) => prepared,
             Err(e) => {
@@ -284,7 +349,12 @@ impl Control {
             }
         };
         self.note_global_changes(&config.global);
-        self.global.set_max(config.global.maxconn);
+        if (&budget, maxconn) != (&self.budget, self.maxconn) {
+            crate::info!("reload: {}", budget.describe(maxconn));
+        }
+        self.global.set_max(Some(maxconn.get()));
+        self.budget = budget;
+        self.maxconn = maxconn;
         let summary = describe_changes(&self.running, &shared);
         self.apply(shared, listeners);
         crate::info!("reloaded {}: {summary}", path.display());

@@ -56,12 +56,14 @@
 //! - [`frontend`]: one frontend as every worker shares it, and its listeners;
 //! - [`connection`]: one connection's life, from accept to its access-log line;
 //! - [`connect`]: how a connection reaches a backend: pick, queue, connect, retry;
-//! - [`checker`]: the health-check thread.
+//! - [`checker`]: the health-check thread;
+//! - [`dump`]: SIGQUIT's state of every frontend and backend, to the log.
 
 pub mod checker;
 pub mod connect;
 pub mod connection;
 pub mod control;
+pub mod dump;
 pub mod frontend;
 pub mod plan;
 pub mod worker;

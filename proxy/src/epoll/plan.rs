@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::ops::shutdown;
+use crate::policy::descriptors::{Budget, Maxconn};
+use crate::settings::check::{self, Fixed};
 use crate::settings::cli::Settings;
 use crate::settings::config::{Config, ConfigError, Global};
 use crate::settings::file;
@@ -29,6 +31,13 @@ pub struct Plan {
     /// The file's `global` section as it was read at startup, before the
     /// flags' overrides: what a reload compares the new file with.
     pub started_with: Global,
+    /// The descriptor limit and what it leaves for connections.
+    pub budget: Budget,
+    /// What that budget keeps from the start, for every reload's.
+    pub fixed: Fixed,
+    /// The global `maxconn` to run with: the file's, which the budget can
+    /// honour, or the largest it can.
+    pub maxconn: Maxconn,
 }
 
 impl Plan {
@@ -59,7 +68,20 @@ impl Plan {
             .grace
             .or(config.global.grace)
             .unwrap_or(shutdown::DEFAULT_GRACE);
+        // With the limit already raised (lib.rs): an explicit global maxconn
+        // over what it can honour refuses the start, as --check-config does.
+        let fixed = Fixed::of(&config, workers.max(1), check::open_at_startup());
+        let (budget, maxconn) = check::global_maxconn(&config, fixed).map_err(|message| {
+            let path = settings
+                .config
+                .as_deref()
+                .unwrap_or(std::path::Path::new("the command line"));
+            vec![check::whole_file(path, message)]
+        })?;
         Ok(Plan {
+            budget,
+            fixed,
+            maxconn,
             config,
             path: settings.config.clone(),
             workers,

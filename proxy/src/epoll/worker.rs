@@ -4,11 +4,12 @@
 
 use std::cell::RefCell;
 use std::io;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
-use runtime::net::TcpListener;
+use runtime::net::{TcpListener, TcpStream};
 use runtime::{JoinHandle, mpsc, oneshot, spawn, time};
 
 use crate::conn::accept::AcceptErrors;
@@ -171,7 +172,9 @@ fn apply(
 /// then waits here as long as it would have in the kernel's queue, with no
 /// timeout (`timeout queue` is about a backend's maxconn: resetting a
 /// client for the frontend's would break "the kernel backlog holds new
-/// clients"), and this loop accepts no one else meanwhile.
+/// clients"), and this loop accepts no one else meanwhile. If the loop
+/// ends meanwhile (its listener closed by a stop or a reload), the client is
+/// reset and logged `KQ` ([`Waiting`]).
 async fn admit(slot: &RefCell<Rc<Local>>) -> (Rc<Local>, Places) {
     loop {
         let local = slot.borrow().clone();
@@ -208,12 +211,13 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
         local.shared.limit.room().await;
         match listener.accept().await {
             Ok((client, peer)) => {
+                let waiting = Waiting::new(client, peer, &slot);
                 // The state of now, not of before the wait: a reload may
                 // have swapped it meanwhile.
                 // Taken here, before the next look for room, so that one
                 // freed place lets in one client, not the whole queue.
                 let (local, places) = admit(&slot).await;
-                spawn(connection::serve(client, peer, local, places));
+                spawn(connection::serve(waiting.admitted(), peer, local, places));
             }
             // Out of descriptors, say: the connection waits in the kernel's
             // queue, and accepting again at once would spin. The pause is a
@@ -225,5 +229,131 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
                 }
             }
         }
+    }
+}
+
+/// A client accepted but not yet admitted (it may wait in [`admit`]): if
+/// the accept loop is dropped meanwhile (aborted by a stop or a reload that
+/// closes its listener), the client is reset and gets its access-log line
+/// (`KQ`, connection.rs `cut_while_waiting`) instead of vanishing with the
+/// loop.
+struct Waiting<'a> {
+    client: Option<TcpStream>,
+    peer: SocketAddr,
+    accepted: SystemTime,
+    started: Instant,
+    slot: &'a RefCell<Rc<Local>>,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(client: TcpStream, peer: SocketAddr, slot: &'a RefCell<Rc<Local>>) -> Waiting<'a> {
+        Waiting {
+            client: Some(client),
+            peer,
+            accepted: SystemTime::now(),
+            started: Instant::now(),
+            slot,
+        }
+    }
+
+    /// The client, with its places taken: its connection task serves it.
+    fn admitted(mut self) -> TcpStream {
+        self.client
+            .take()
+            .expect("a Waiting holds its client until admitted")
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            let local = self.slot.borrow().clone();
+            connection::cut_while_waiting(client, self.peer, self.accepted, self.started, &local);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::epoll::frontend;
+    use crate::epoll::worker_context::KillSwitch;
+    use crate::ops::access_log::record::Format;
+    use crate::ops::access_log::sink::AccessLog;
+    use crate::policy::limit::Limit;
+    use crate::settings::cli::Settings;
+    use std::io::{ErrorKind, Read};
+
+    // Issue 13: a client accepted in the race for the last place, still
+    // waiting for it when its accept loop ends (a stop closes the
+    // listeners), is reset and gets its access-log line, `KQ`.
+    #[test]
+    fn a_client_waiting_for_its_place_when_the_loop_ends_is_reset_and_logged_kq() {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let path =
+            std::env::temp_dir().join(format!("proxy-kq-{}-{nanos}.log", std::process::id()));
+        let log = AccessLog::file(&path, Format::Tcplog).expect("an access log");
+        let listener =
+            std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).expect("a listener");
+        let addr = listener.local_addr().expect("its address");
+        let config = Settings {
+            backends: vec![addr],
+            ..Settings::default()
+        }
+        .to_config();
+        let global = Limit::new(Some(1));
+        let context = Rc::new(WorkerContext {
+            index: 0,
+            global: global.clone(),
+            sink: Some(RefCell::new(log.sink())),
+            kill: KillSwitch::default(),
+            gone: RefCell::default(),
+        });
+        let shared = frontend::share(&config.frontends[0], None, 1);
+        let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, &context))));
+        let rt = runtime::Runtime::new().expect("a runtime");
+        let mut client = rt.block_on(async {
+            let accept = spawn(accept_loop(listener, slot.clone()));
+            // The loop sees room and waits in accept; another worker (here,
+            // the test) takes the last place before the client comes.
+            for _ in 0..3 {
+                runtime::yield_now().await;
+            }
+            let held = global.try_acquire().expect("the only place");
+            let client = std::net::TcpStream::connect(addr).expect("connect");
+            // Accepted and waiting for a place: `admit` holds one more
+            // reference to the frontend's state than `accept` does.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Rc::strong_count(&slot.borrow()) < 3 {
+                assert!(Instant::now() < deadline, "the client was never accepted");
+                time::sleep(Duration::from_millis(5)).await;
+            }
+            accept.abort();
+            // The executor drops the aborted loop at its next turn.
+            while Rc::strong_count(&slot.borrow()) > 1 {
+                assert!(Instant::now() < deadline, "the loop was never dropped");
+                time::sleep(Duration::from_millis(5)).await;
+            }
+            flush(&context);
+            drop(held);
+            client
+        });
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("a read timeout");
+        let read = client.read(&mut [0u8; 16]).map_err(|e| e.kind());
+        assert_eq!(read, Err(ErrorKind::ConnectionReset));
+        let text = std::fs::read_to_string(&path).expect("the access log");
+        let _ = std::fs::remove_file(&path);
+        let port = client.local_addr().expect("its address").port();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        assert!(
+            lines[0].starts_with(&format!("127.0.0.1:{port} ")),
+            "{text}"
+        );
+        assert!(lines[0].contains(" KQ "), "{text}");
     }
 }

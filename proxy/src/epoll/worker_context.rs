@@ -1,15 +1,19 @@
 //! What every frontend on one worker shares: the worker's index, the global
-//! `maxconn`, its access-log buffer, and the switch that cuts its
-//! connections at the end of a graceful stop.
+//! `maxconn`, its access-log buffer, the switch that cuts its connections at
+//! the end of a graceful stop, and the one line a second that says how many
+//! clients were refused after they had gone.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use runtime::notify::{Notified, Notify};
 
+use crate::conn::accept::Throttle;
 use crate::ops::access_log::sink::Sink;
 use crate::policy::limit::Limit;
 
@@ -25,6 +29,64 @@ pub struct WorkerContext {
     pub sink: Option<RefCell<Sink>>,
     /// Fired when a graceful stop's grace period is over.
     pub kill: KillSwitch,
+    /// Clients refused after they had gone, not yet said.
+    pub gone: RefCell<GoneClients>,
+}
+
+/// Clients refused after they had gone (closed or reset their side before
+/// they were served): each is counted (`proxy_frontend_clients_gone_total`)
+/// and has its access-log line, but the daemon's log says them together, at
+/// most once a second per worker, with the count: after a flood, hundreds
+/// of clients that gave up while queued would otherwise get a warning each.
+#[derive(Debug, Default)]
+pub struct GoneClients {
+    throttle: Throttle,
+    /// Noted since the last line.
+    pending: u64,
+    /// The last one noted: who, and why it was refused.
+    last: String,
+    /// A line is due later, and a timer task will log it.
+    scheduled: bool,
+}
+
+impl WorkerContext {
+    /// Notes one client refused after it had gone (`what`: who and why):
+    /// said at once if no line was logged in the last second, else in one
+    /// line when the second is over, with however many came meanwhile.
+    pub fn note_gone(self: &Rc<Self>, what: String) {
+        let mut gone = self.gone.borrow_mut();
+        gone.pending += 1;
+        gone.last = what;
+        if gone.scheduled {
+            return;
+        }
+        if gone.throttle.due(Instant::now()).is_some() {
+            say_gone(&mut gone);
+            return;
+        }
+        gone.scheduled = true;
+        let at = gone.throttle.next_due().unwrap_or_else(Instant::now);
+        let context = self.clone();
+        runtime::spawn(async move {
+            runtime::time::sleep_until(at).await;
+            let mut gone = context.gone.borrow_mut();
+            gone.scheduled = false;
+            let _ = gone.throttle.due(Instant::now());
+            say_gone(&mut gone);
+        });
+    }
+}
+
+fn say_gone(gone: &mut GoneClients) {
+    let n = std::mem::take(&mut gone.pending);
+    if n > 0 {
+        let clients = if n == 1 { "client" } else { "clients" };
+        crate::warn!(
+            "{n} {clients} refused after they had gone (closed or reset before they were served; at \
+             most one such line a second); the last: {}",
+            gone.last
+        );
+    }
 }
 
 /// "Cut every connection now", once per worker: fired when a graceful
@@ -79,5 +141,44 @@ impl Future for Fired<'_> {
             return Poll::Ready(());
         }
         Pin::new(&mut self.notified).poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    // Issue 13: clients refused after they had gone are said at once, then
+    // together once the second is over, however many came meanwhile.
+    #[test]
+    fn clients_gone_are_said_at_most_once_a_second_with_the_count() {
+        let context = Rc::new(WorkerContext {
+            index: 0,
+            global: Limit::new(None),
+            sink: None,
+            kill: KillSwitch::default(),
+            gone: RefCell::default(),
+        });
+        let rt = runtime::Runtime::new().expect("a runtime");
+        rt.block_on(async {
+            context.note_gone("frontend web: 127.0.0.1:1: first".into());
+            // Said at once: nothing pending, nothing scheduled.
+            assert_eq!(context.gone.borrow().pending, 0);
+            assert!(!context.gone.borrow().scheduled);
+            for i in 2..=5 {
+                context.note_gone(format!("frontend web: 127.0.0.1:{i}: later"));
+            }
+            // Held for one line when the second is over.
+            assert_eq!(context.gone.borrow().pending, 4);
+            assert!(context.gone.borrow().scheduled);
+            assert!(context.gone.borrow().last.contains("127.0.0.1:5"));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while context.gone.borrow().scheduled {
+                assert!(Instant::now() < deadline, "the held line was never said");
+                runtime::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert_eq!(context.gone.borrow().pending, 0);
+        });
     }
 }

@@ -9,6 +9,7 @@
 //! ```text
 //!   running ──SIGHUP──▶ reload the file (epoll mode), keep running
 //!      │    ──SIGUSR1─▶ reopen the access-log file (epoll mode), keep running
+//!      │    ──SIGQUIT─▶ dump the state to the log (HAProxy's meaning), keep running
 //!      │
 //!   SIGTERM / SIGINT
 //!      ▼
@@ -48,20 +49,24 @@ use crate::policy::limit::Limit;
 /// The default grace period: as long as Kubernetes waits after SIGTERM.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
-/// The signals the proxy acts on.
-pub const HANDLED: [Signal; 4] = [
+/// The signals the proxy acts on. SIGQUIT among them: its default action
+/// would end the process with a core dump; here it asks for the state in
+/// the log (HAProxy's meaning; nginx's graceful stop is our SIGTERM).
+pub const HANDLED: [Signal; 5] = [
     Signal::Interrupt,
     Signal::Terminate,
     Signal::Hangup,
     Signal::User1,
+    Signal::Quit,
 ];
 
 /// The same, as nix names them, for blocking them and for `sigwait`.
-const HANDLED_NIX: [NixSignal; 4] = [
+const HANDLED_NIX: [NixSignal; 5] = [
     NixSignal::SIGINT,
     NixSignal::SIGTERM,
     NixSignal::SIGHUP,
     NixSignal::SIGUSR1,
+    NixSignal::SIGQUIT,
 ];
 
 /// The signals the proxy acts on, as a set: what is blocked, and what a
@@ -74,14 +79,15 @@ pub fn handled_set() -> SigSet {
     set
 }
 
-/// Blocks SIGINT, SIGTERM, SIGHUP and SIGUSR1 in this thread and in every thread it
+/// Blocks SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGQUIT in this thread and in every thread it
 /// starts afterwards. Call it first thing, before any thread exists.
 pub fn block_signals() -> io::Result<()> {
     handled_set().thread_block().map_err(io::Error::from)
 }
 
 /// The single mode's way: a thread that ends the process with status 0 at
-/// the first SIGTERM or SIGINT. SIGHUP and SIGUSR1 are logged and ignored.
+/// the first SIGTERM or SIGINT. SIGHUP and SIGUSR1 are logged and ignored;
+/// SIGQUIT logs the little state the mode has and it goes on.
 pub fn exit_on_signals() -> io::Result<()> {
     block_signals()?;
     let set = handled_set();
@@ -93,6 +99,7 @@ pub fn exit_on_signals() -> io::Result<()> {
                     Ok(signal @ (NixSignal::SIGHUP | NixSignal::SIGUSR1)) => crate::warn!(
                         "{signal}: the single mode has nothing to reload or reopen; ignored"
                     ),
+                    Ok(NixSignal::SIGQUIT) => say::state("single", None),
                     Ok(signal) => {
                         crate::info!("{signal}: exiting");
                         std::process::exit(0);
@@ -201,11 +208,14 @@ pub enum Drained {
 /// the grace period is over, or a second stop signal comes. The caller has
 /// already stopped accepting. Woken by the last connection's end, by a
 /// signal, or by the end of the grace period: nothing polls the count.
+/// A SIGQUIT meanwhile calls `dump` (the mode's state to the log) and the
+/// drain goes on.
 pub async fn drain(
     signals: &Signals,
     count: &impl OpenCount,
     grace: Duration,
     first: Signal,
+    dump: impl Fn(),
 ) -> Drained {
     let deadline = Instant::now() + grace;
     say::stopping(first.name(), count.open(), grace);
@@ -226,6 +236,7 @@ pub async fn drain(
                 say::again(signal.name(), open);
                 return Drained::Cut;
             }
+            Ok(Either::Right(Ok(Signal::Quit))) => dump(),
             Ok(Either::Right(Ok(signal))) => say::ignored_while_stopping(signal.name()),
             Ok(Either::Right(Err(e))) => {
                 // Signals can no longer be read: drain on the clock alone.
@@ -271,6 +282,17 @@ pub mod say {
     /// Another signal during the drain.
     pub fn ignored_while_stopping(signal: &str) {
         crate::warn!("{signal} while stopping: ignored");
+    }
+
+    /// SIGQUIT to a mode without frontends and counters to dump (`mode`:
+    /// single, pool, states): what it has, `open` connections if it counts
+    /// them, and it goes on. (The epoll mode's dump is epoll/dump.rs.)
+    pub fn state(mode: &str, open: Option<usize>) {
+        let open = open.map_or(String::new(), |n| format!("{n} connections open; "));
+        crate::info!(
+            "SIGQUIT: {mode} mode: {open}no frontends or counters to dump (the epoll mode's \
+             SIGQUIT dumps them); still running"
+        );
     }
 
     /// SIGHUP or SIGUSR1 to a mode that takes flags only and writes no

@@ -11,6 +11,7 @@
 //! | [`cidr`] | what an address range is (`10.0.0.0/8`), and who is in it |
 //! | [`source_limit`] | has this source its `maxconn-per-source` already? |
 //! | [`limit`] | is there room under a `maxconn` (global, frontend, backend)? |
+//! | [`descriptors`] | how large may the global `maxconn` be, two descriptors a connection? |
 //! | [`health`] | which backends are up (rise and fall, from checks and traffic)? |
 //! | [`balance`] | which backend gets this connection (the `balance` algorithms)? |
 //! | [`maglev`] | which backend owns this client's slot (`balance source`)? |
@@ -22,6 +23,7 @@
 pub mod acl;
 pub mod balance;
 pub mod cidr;
+pub mod descriptors;
 pub mod health;
 pub mod limit;
 pub mod maglev;

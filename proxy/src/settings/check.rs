@@ -1,15 +1,41 @@
 //! `proxy --check-config FILE`: every error of a configuration file, or one
 //! line saying it is good, and the exit status to match (0 ok, 2 errors),
 //! like `haproxy -c` and `nginx -t`.
+//!
+//! Beyond what the file says, one check needs the machine: the global
+//! `maxconn` must fit the descriptor limit ([`global_maxconn`],
+//! `policy/descriptors.rs`). The check judges with the limit of the process
+//! running it, as the proxy would run with it (its soft limit raised to
+//! the hard one, the descriptors it inherited counted); the proxy checks
+//! again at startup and on each reload.
 
+use std::io;
 use std::path::Path;
 
-use super::config::ConfigError;
+use super::config::{AccessLogTarget, Config, ConfigError, Frontend};
 use super::file;
+use crate::ops::admin::AdminOptions;
+use crate::policy::descriptors::{Budget, Maxconn, Opens};
 
 /// Checks the file at `path`; returns the exit status.
 pub fn check_config(path: &Path) -> i32 {
-    match file::load(path) {
+    let checked = file::load(path).and_then(|config| {
+        let workers = config
+            .global
+            .workers
+            .map_or_else(runtime::threads::available_cores, |n| n as usize);
+        let limits = limits_when_started()
+            .map_err(|e| vec![whole_file(path, format!("cannot read RLIMIT_NOFILE: {e}"))])?;
+        // What this process inherited, it counts as the proxy would: run
+        // from the same shell or unit, both inherit the same.
+        let fixed = Fixed::of(&config, workers, open_at_startup());
+        let budget = Budget::new(limits.0, limits.1, &opens(&config.frontends, fixed));
+        budget
+            .maxconn(config.global.maxconn)
+            .map_err(|e| vec![whole_file(path, e.0)])?;
+        Ok(config)
+    });
+    match checked {
         Ok(config) => {
             let n = config.frontends.len();
             println!("{}: ok ({n} frontend{})", path.display(), plural(n));
@@ -24,6 +50,96 @@ pub fn check_config(path: &Path) -> i32 {
     }
 }
 
+/// An error about the file as a whole (no line).
+pub fn whole_file(path: &Path, message: String) -> ConfigError {
+    ConfigError {
+        path: path.display().to_string(),
+        line: 0,
+        column: 0,
+        message,
+    }
+}
+
+/// The limits a proxy started now would run with: the soft limit raised to
+/// the hard one, as it does at startup (`lib.rs`).
+pub fn limits_when_started() -> io::Result<(u64, u64)> {
+    let (_, hard) = runtime::fd_limit::nofile_limits()?;
+    Ok((hard, hard))
+}
+
+/// What a running proxy's budget keeps from its start: a reload changes the
+/// frontends, not these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fixed {
+    /// Descriptors open before the proxy opened any ([`open_at_startup`]).
+    pub inherited: u64,
+    /// Event-loop workers.
+    pub workers: usize,
+    /// The admin listener is on.
+    pub admin: bool,
+    /// The access log goes to a file.
+    pub access_log_file: bool,
+}
+
+impl Fixed {
+    /// What `config` (with the flags already applied) fixes at startup,
+    /// with `workers` workers and `inherited` descriptors open.
+    pub fn of(config: &Config, workers: usize, inherited: u64) -> Fixed {
+        Fixed {
+            inherited,
+            workers,
+            admin: config.global.admin.is_some(),
+            access_log_file: matches!(config.global.access_log, Some(AccessLogTarget::File(_))),
+        }
+    }
+}
+
+/// How many descriptors this process has open now, from `/proc/self/fd`
+/// (less the one that reads it); at least 3. Called at startup, before the
+/// proxy opens any, it counts stdin, stdout, stderr and whatever the parent
+/// left open (a supervisor's pipe, a shell's descriptor): they take numbers
+/// under the limit like any other.
+pub fn open_at_startup() -> u64 {
+    let listed = std::fs::read_dir("/proc/self/fd").map_or(0, |dir| dir.count() as u64);
+    listed.saturating_sub(1).max(3)
+}
+
+/// What `frontends` open besides their connections, with what the running
+/// proxy fixed at startup.
+pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
+    let Fixed {
+        inherited,
+        workers,
+        admin,
+        access_log_file,
+    } = fixed;
+    let checks = frontends
+        .iter()
+        .flat_map(|f| &f.backends)
+        .filter(|b| b.check.is_some())
+        .count();
+    Opens {
+        inherited,
+        workers: workers as u64,
+        frontends: frontends.len() as u64,
+        checks: checks as u64,
+        access_log_file,
+        admin_connections: admin.then(|| u64::from(AdminOptions::default().max_connections)),
+    }
+}
+
+/// The global `maxconn` the running proxy applies to `config`, or why it
+/// cannot: the budget of its frontends and `fixed` against the limits in
+/// force now (at startup, and on each reload).
+pub fn global_maxconn(config: &Config, fixed: Fixed) -> Result<(Budget, Maxconn), String> {
+    let (soft, hard) = runtime::fd_limit::nofile_limits()
+        .map_err(|e| format!("cannot read RLIMIT_NOFILE: {e}"))?;
+    let opens = opens(&config.frontends, fixed);
+    let budget = Budget::new(soft, hard, &opens);
+    let maxconn = budget.maxconn(config.global.maxconn).map_err(|e| e.0)?;
+    Ok((budget, maxconn))
+}
+
 /// Every error on stderr, one per line (`file:line:column: what`).
 pub fn print_errors(errors: &[ConfigError]) {
     for e in errors {
@@ -33,4 +149,38 @@ pub fn print_errors(errors: &[ConfigError]) {
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::cli::Settings;
+    use crate::settings::config::BackendServer;
+    use std::net::SocketAddr;
+
+    #[test]
+    fn the_budget_counts_frontends_checks_the_admin_and_a_log_file() {
+        let mut config = Settings {
+            backends: vec![SocketAddr::from(([127, 0, 0, 1], 9001))],
+            ..Settings::default()
+        }
+        .to_config();
+        let budget = |config: &Config, workers: usize| {
+            let fixed = Fixed::of(config, workers, 3);
+            Budget::new(256, 256, &opens(&config.frontends, fixed))
+        };
+        let base = budget(&config, 1);
+        assert_eq!(base.reserve.total(), 27);
+        assert_eq!(base.largest_maxconn(), 114);
+
+        let mut checked = BackendServer::new(SocketAddr::from(([127, 0, 0, 1], 9002)));
+        checked.check = Some(crate::policy::health::Check::default());
+        config.frontends[0].backends.push(checked);
+        config.global.admin = Some(SocketAddr::from(([127, 0, 0, 1], 9100)));
+        config.global.access_log = Some(AccessLogTarget::File("/tmp/x.log".into()));
+        let more = budget(&config, 2);
+        // + 2 for the second worker's loop, + 3 for its listener (twice)
+        // and waiting client, + 2×(2+1) checks, + 2 log file, + 67 admin.
+        assert_eq!(more.reserve.total(), 27 + 2 + 3 + 6 + 2 + 67);
+    }
 }

@@ -5,7 +5,8 @@
 //! ```text
 //!   loop {
 //!       epoll_wait(timeout: the earliest of the deadlines, the accept pause, the grace period)
-//!       each report:  the signalfd  ─▶ stop (SIGTERM, SIGINT), or log and ignore (SIGHUP, SIGUSR1)
+//!       each report:  the signalfd  ─▶ stop (SIGTERM, SIGINT), log the open count (SIGQUIT),
+//!                                       or log and ignore (SIGHUP, SIGUSR1)
 //!                     a connection  ─▶ Connection::on_event, then close it or re-arm its deadline
 //!                     the listener  ─▶ noted; accepted after the others (below)
 //!       accept, up to ACCEPT_BATCH: pick a backend (round robin), open a Connection
@@ -355,6 +356,10 @@ impl EventLoop {
             let Ok(signal) = Signal::try_from(info.ssi_signo as i32) else {
                 continue;
             };
+            if signal == Signal::SIGQUIT {
+                say::state("states", Some(self.connections.open));
+                continue;
+            }
             let stop = matches!(signal, Signal::SIGTERM | Signal::SIGINT);
             match (stop, self.stopping) {
                 (true, None) => self.begin_stop(signal),

@@ -69,6 +69,10 @@ pub struct FrontendCounters {
     pub queue_timeouts: AtomicU64,
     /// Errors returned by `accept` on the frontend's listener.
     pub accept_errors: AtomicU64,
+    /// Clients refused that had already gone (closed or reset their side
+    /// before they were served): counted, and logged together, at most a
+    /// line a second, not a warning each.
+    pub gone: AtomicU64,
     /// The frontend's backends' counters, by backend index.
     pub backends: Vec<BackendCounters>,
 }
@@ -104,6 +108,7 @@ impl FrontendCounters {
             denied: AtomicU64::new(0),
             queue_timeouts: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
+            gone: AtomicU64::new(0),
             backends: (0..backends).map(|_| BackendCounters::default()).collect(),
         }
     }

@@ -338,6 +338,12 @@ const FRONTEND_FAMILIES: &[Family<FrontendCounter>] = &[
         "Errors returned by accept on the frontend's listeners (EMFILE and the like).",
         |c| &c.accept_errors,
     ),
+    (
+        "proxy_frontend_clients_gone_total",
+        Kind::Counter,
+        "Clients refused that had already gone (closed or reset) before they were served.",
+        |c| &c.gone,
+    ),
 ];
 
 /// Every per-backend family counted by the workers.

@@ -1,0 +1,270 @@
+//! SIGQUIT: the state of every frontend and backend, to the log, and the
+//! proxy keeps running (HAProxy's SIGQUIT, which dumps its proxies' and
+//! servers' state). One line for the process, one per frontend, one per
+//! backend line, then one that closes the dump, all at info level:
+//!
+//! ```text
+//! SIGQUIT: state: 3 open of global maxconn 114 (derived from RLIMIT_NOFILE 256, 27 reserved), 1 frontend, 1 worker, running
+//! SIGQUIT: frontend web on 127.0.0.1:8080 (roundrobin): 3 open (maxconn none), 120 accepted, 1,234 bytes in, 5,678 bytes out; refused: 0 denied, 0 connect, 0 queue timeout; 0 retries, 0 timeouts, 0 accept errors, 0 gone before served
+//! SIGQUIT: backend web/127.0.0.1:9001: UP, 2 open (maxconn 100), 60 connected, 1,234 bytes in, 5,678 bytes out, 0 connect errors; checks: 10 ok, 0 failed
+//! SIGQUIT: end of state
+//! ```
+//!
+//! The counters are the same as `/metrics` shows, summed over the workers
+//! with relaxed loads (`ops/metrics/counters.rs`): each number is right, the
+//! set is not one instant's snapshot.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::ops::metrics::counters::{BackendCounters, FrontendCounters};
+use crate::policy::descriptors::{Budget, Maxconn, grouped};
+use crate::policy::limit::Limit;
+
+use super::frontend::Shared;
+
+/// What a dump reads.
+#[derive(Debug)]
+pub struct State<'a> {
+    /// The global maxconn's count of open connections.
+    pub global: &'a Limit,
+    /// The global maxconn, and whether the file gave it.
+    pub maxconn: Maxconn,
+    /// The descriptor budget it was judged by.
+    pub budget: &'a Budget,
+    /// Event-loop workers.
+    pub workers: usize,
+    /// A graceful stop has begun.
+    pub draining: bool,
+    /// The frontends running now.
+    pub frontends: &'a [Arc<Shared>],
+    /// Where each listens, as bound (its `listen` if not in this list).
+    pub listening: &'a [(String, SocketAddr)],
+}
+
+impl State<'_> {
+    /// The dump, one log line each (module docs).
+    pub fn lines(&self) -> Vec<String> {
+        let source = match self.maxconn {
+            Maxconn::Explicit(_) => "from the configuration",
+            Maxconn::Derived(_) => "derived from",
+        };
+        let mut lines = vec![format!(
+            "SIGQUIT: state: {} open of global maxconn {} ({source} RLIMIT_NOFILE {}, {} reserved), \
+             {} frontend{}, {} worker{}, {}",
+            self.global.open(),
+            grouped(u64::from(self.maxconn.get())),
+            grouped(self.budget.limit),
+            self.budget.reserve.total(),
+            self.frontends.len(),
+            plural(self.frontends.len()),
+            self.workers,
+            plural(self.workers),
+            if self.draining {
+                "draining (stopping)"
+            } else {
+                "running"
+            }
+        )];
+        for shared in self.frontends {
+            let listen = self
+                .listening
+                .iter()
+                .find(|(name, _)| *name == shared.frontend.name)
+                .map_or(shared.frontend.listen, |(_, addr)| *addr);
+            lines.push(frontend_line(shared, listen));
+            for index in 0..shared.frontend.backends.len() {
+                lines.push(backend_line(shared, index));
+            }
+        }
+        lines.push("SIGQUIT: end of state".to_string());
+        lines
+    }
+}
+
+fn frontend_line(shared: &Shared, listen: SocketAddr) -> String {
+    let f = &shared.frontend;
+    let sum = |counter: fn(&FrontendCounters) -> &AtomicU64| {
+        shared
+            .counters
+            .iter()
+            .map(|c| counter(c).load(Relaxed))
+            .fold(0, u64::wrapping_add)
+    };
+    format!(
+        "SIGQUIT: frontend {} on {} ({}): {} open (maxconn {}), {} accepted, {} bytes in, {} bytes \
+         out; refused: {} denied, {} connect, {} queue timeout; {} retries, {} timeouts, {} accept \
+         errors, {} gone before served",
+        f.name,
+        listen,
+        f.balance.name(),
+        shared.limit.open(),
+        max_of(&shared.limit),
+        grouped(sum(|c| &c.connections)),
+        grouped(sum(|c| &c.bytes_in)),
+        grouped(sum(|c| &c.bytes_out)),
+        grouped(sum(|c| &c.denied)),
+        grouped(sum(|c| &c.connect_errors)),
+        grouped(sum(|c| &c.queue_timeouts)),
+        grouped(sum(|c| &c.retries)),
+        grouped(sum(|c| &c.timeouts)),
+        grouped(sum(|c| &c.accept_errors)),
+        grouped(sum(|c| &c.gone)),
+    )
+}
+
+fn backend_line(shared: &Shared, index: usize) -> String {
+    let f = &shared.frontend;
+    let server = &f.backends[index];
+    let sum = |counter: fn(&BackendCounters) -> &AtomicU64| {
+        shared
+            .counters
+            .iter()
+            .filter_map(|c| c.backends.get(index))
+            .map(|c| counter(c).load(Relaxed))
+            .fold(0, u64::wrapping_add)
+    };
+    let board = &shared.board;
+    let health = if index < board.len() && !board.is_up(index) {
+        "DOWN"
+    } else {
+        "UP"
+    };
+    let role = match (server.backup, server.weight) {
+        (true, _) => " (backup)",
+        (false, 0) => " (weight 0: drained)",
+        _ => "",
+    };
+    let checks = match (index < board.len())
+        .then(|| board.checked(index))
+        .flatten()
+    {
+        Some(_) => {
+            let counts = board.check_counts(index);
+            format!(
+                "checks: {} ok, {} failed",
+                grouped(counts.successes),
+                grouped(counts.failures)
+            )
+        }
+        None => "not checked".to_string(),
+    };
+    let open = shared
+        .backend_limits
+        .get(index)
+        .map_or(0, |limit| limit.open());
+    let maxconn = shared
+        .backend_limits
+        .get(index)
+        .map_or_else(|| "none".to_string(), |limit| max_of(limit));
+    format!(
+        "SIGQUIT: backend {}/{}{role}: {health}, {open} open (maxconn {maxconn}), {} connected, {} \
+         bytes in, {} bytes out, {} connect errors; {checks}",
+        f.name,
+        server.addr,
+        grouped(sum(|c| &c.connections)),
+        grouped(sum(|c| &c.bytes_in)),
+        grouped(sum(|c| &c.bytes_out)),
+        grouped(sum(|c| &c.connect_errors)),
+    )
+}
+
+fn max_of(limit: &Limit) -> String {
+    limit
+        .max()
+        .map_or_else(|| "none".to_string(), |n| grouped(u64::from(n)))
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::metrics::counters;
+    use crate::policy::descriptors::Opens;
+    use crate::settings::cli::Settings;
+    use std::net::SocketAddr;
+
+    #[test]
+    fn a_dump_has_the_process_every_frontend_and_every_backend() {
+        let settings = Settings {
+            backends: vec![
+                SocketAddr::from(([127, 0, 0, 1], 9001)),
+                SocketAddr::from(([127, 0, 0, 1], 9002)),
+            ],
+            maxconn: Some(50),
+            ..Settings::default()
+        };
+        let mut config = settings.to_config();
+        config.frontends[0].backends[1].check = Some(crate::policy::health::Check::default());
+        let shared = super::super::frontend::share(&config.frontends[0], None, 2);
+        // Worker 0 and worker 1 each count some: the dump sums them.
+        counters::add(&shared.counters[0].connections, 3);
+        counters::add(&shared.counters[1].connections, 4);
+        counters::add(&shared.counters[1].backends[1].bytes_out, 1500);
+        shared.board.passive_failure(1, "refused");
+        shared.board.passive_failure(1, "refused");
+        shared.board.passive_failure(1, "refused");
+        let global = Limit::new(Some(114));
+        let _held = global.try_acquire();
+        let opens = Opens {
+            workers: 2,
+            frontends: 1,
+            ..Opens::default()
+        };
+        let budget = Budget::new(256, 256, &opens);
+        let state = State {
+            global: &global,
+            maxconn: Maxconn::Derived(114),
+            budget: &budget,
+            workers: 2,
+            draining: false,
+            frontends: &[shared],
+            listening: &[(
+                "default".to_string(),
+                SocketAddr::from(([127, 0, 0, 1], 8443)),
+            )],
+        };
+        let lines = state.lines();
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert!(
+            lines[0].starts_with(
+                "SIGQUIT: state: 1 open of global maxconn 114 (derived from RLIMIT_NOFILE 256"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].ends_with("1 frontend, 2 workers, running"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with(
+                "SIGQUIT: frontend default on 127.0.0.1:8443 (roundrobin): 0 open (maxconn 50), 7 \
+                 accepted"
+            ),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2]
+                .starts_with("SIGQUIT: backend default/127.0.0.1:9001: UP, 0 open (maxconn none)"),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[2].ends_with("not checked"), "{}", lines[2]);
+        // Three passive failures (the default fall) mark it down.
+        assert!(
+            lines[3].starts_with("SIGQUIT: backend default/127.0.0.1:9002: DOWN"),
+            "{}",
+            lines[3]
+        );
+        assert!(lines[3].contains("1,500 bytes out"), "{}", lines[3]);
+        assert!(lines[3].ends_with("checks: 0 ok, 0 failed"), "{}", lines[3]);
+        assert_eq!(lines[4], "SIGQUIT: end of state");
+    }
+}
