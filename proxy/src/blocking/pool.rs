@@ -120,17 +120,7 @@ pub fn run(settings: &Settings) -> io::Result<()> {
     let rt = runtime::Runtime::new()?;
     rt.block_on(async {
         let signals = Signals::new(&lifecycle::HANDLED)?;
-        let first = loop {
-            let signal = signals.recv().await?;
-            if lifecycle::is_stop(signal) {
-                break signal;
-            }
-            if signal == Signal::Quit {
-                lifecycle::say::state("pool", Some(live.open()));
-                continue;
-            }
-            lifecycle::say::nothing_to_reload(signal.name(), "pool");
-        };
+        let first = until_stop(&signals, &live).await?;
         stopping.store(true, Ordering::SeqCst);
         // Wakes the blocked accept(2) and makes the kernel refuse new clients.
         if let Err(e) = shutdown(listener.as_raw_fd(), Shutdown::Read) {
@@ -147,6 +137,23 @@ pub fn run(settings: &Settings) -> io::Result<()> {
     // will never run; either way the process exits now.
     drop(accepting);
     Ok(())
+}
+
+/// Waits for the signal that stops the pool, answering the others on the
+/// way: SIGQUIT says how many connections are open, SIGHUP that there is
+/// nothing to reload.
+async fn until_stop(signals: &Signals, live: &Live) -> io::Result<Signal> {
+    loop {
+        let signal = signals.recv().await?;
+        if lifecycle::is_stop(signal) {
+            return Ok(signal);
+        }
+        if signal == Signal::Quit {
+            lifecycle::say::state("pool", Some(live.open()));
+            continue;
+        }
+        lifecycle::say::nothing_to_reload(signal.name(), "pool");
+    }
 }
 
 /// Accepts until `stopping`, handing each connection to the pool.

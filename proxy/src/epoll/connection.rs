@@ -133,20 +133,7 @@ pub(super) struct Trace {
 /// under the global and frontend maxconn, taken by the accept loop; they
 /// also keep it in the count a graceful stop waits on.
 pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>, places: Places) {
-    let mut trace = Trace {
-        accepted: SystemTime::now(),
-        started: Instant::now(),
-        client: peer,
-        backend: None,
-        wait: None,
-        connect: None,
-        retries: 0,
-        bytes_up: 0,
-        bytes_down: 0,
-        termination: Termination::COMPLETE,
-        server_open: 0,
-        phase: Phase::Request,
-    };
+    let mut trace = Trace::new(peer);
     let counters = local.counters.clone();
     counters::inc(&counters.connections);
     let _active = Active::new(&counters.active);
@@ -171,21 +158,56 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
         )),
     };
     if let Err(refusal) = result {
-        count_refusal(&counters, &refusal);
+        local.refused(&client, &mut trace, refusal);
+    }
+    local.log(&trace);
+    // The client's descriptor is closed before its places are given back:
+    // the place freed may let another client be accepted at once, and the
+    // descriptor budget counts two descriptors per place (descriptors.rs).
+    drop(client);
+    drop(places);
+}
+
+impl Trace {
+    /// A connection just accepted from `peer`: nothing done yet.
+    fn new(peer: SocketAddr) -> Trace {
+        Trace {
+            accepted: SystemTime::now(),
+            started: Instant::now(),
+            client: peer,
+            backend: None,
+            wait: None,
+            connect: None,
+            retries: 0,
+            bytes_up: 0,
+            bytes_down: 0,
+            termination: Termination::COMPLETE,
+            server_open: 0,
+            phase: Phase::Request,
+        }
+    }
+}
+
+impl Local {
+    /// A connection that will not be relayed: counted, said in the daemon's
+    /// log as its kind deserves, and its client set to be reset.
+    fn refused(&self, client: &TcpStream, trace: &mut Trace, refusal: Refusal) {
+        let counters = &self.counters;
+        count_refusal(counters, &refusal);
         // Denials are routine (a scanner, a client over its limit): the
         // access log has them; the daemon's log only at debug level.
-        let name = &local.shared.frontend.name;
+        let name = &self.shared.frontend.name;
         if refusal.denied {
             crate::debug!(
                 "frontend {name}: {}: {}; resetting",
                 trace.client,
                 refusal.why
             );
-        } else if has_gone(&client) {
+        } else if has_gone(client) {
             // Nobody is there to be told: counted, and said with the others
             // at most once a second (worker_context.rs).
             counters::inc(&counters.gone);
-            local.worker.note_gone(format!(
+            self.worker.note_gone(format!(
                 "frontend {name}: {}: {}",
                 trace.client, refusal.why
             ));
@@ -199,12 +221,6 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
         let _ = client.set_reset_on_close();
         trace.termination = refusal.termination;
     }
-    local.log(&trace);
-    // The client's descriptor is closed before its places are given back:
-    // the place freed may let another client be accepted at once, and the
-    // descriptor budget counts two descriptors per place (descriptors.rs).
-    drop(client);
-    drop(places);
 }
 
 /// Has a client being refused gone already: reset its connection, or sent

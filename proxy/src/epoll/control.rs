@@ -245,7 +245,7 @@ impl Control {
 
     /// Hands the frontends to every worker, starts their health checks, and
     /// logs where each listens.
-    fn apply(&mut self, shared: Vec<Arc<Shared>>, mut listeners: Listeners) {
+    fn apply(&mut self, shared: Vec<Arc<Shared>>, listeners: Listeners) {
         let fresh_boards: Vec<_> = shared
             .iter()
             .filter(|s| !self.running.iter().any(|r| Arc::ptr_eq(r, s)))
@@ -272,8 +272,15 @@ impl Control {
                 );
             }
         }
-        // Each worker's listener is moved to it, not duplicated: a listener
-        // costs one descriptor, even while it is handed over.
+        self.hand_out(&shared, listeners);
+        self.running = shared;
+        self.publish();
+    }
+
+    /// Sends every worker its share: each frontend, and that worker's
+    /// listener of it. Each listener is moved, not duplicated: a listener
+    /// costs one descriptor, even while it is handed over.
+    fn hand_out(&self, shared: &[Arc<Shared>], mut listeners: Listeners) {
         let mut listeners: Vec<_> = listeners
             .drain(..)
             .map(|bound| bound.map(Vec::into_iter))
@@ -291,7 +298,10 @@ impl Control {
                 crate::error!("epoll worker {index} is gone; its share of connections is lost");
             }
         }
-        self.running = shared;
+    }
+
+    /// What the metrics show from now on: the running frontends' counters.
+    fn publish(&self) {
         self.published.set(Registry::from_counters(
             self.running
                 .iter()
