@@ -68,6 +68,10 @@ struct File<'p> {
     r: Reader<'p>,
     global: GlobalDraft,
     frontends: Vec<FrontendDraft>,
+    /// Each frontend's name, with the line of its header: a second use of a
+    /// name is found in one look-up, not by comparing it with every
+    /// frontend before it.
+    names: HashMap<String, usize>,
     section: Section,
 }
 
@@ -78,6 +82,7 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
         r: Reader::new(path),
         global: GlobalDraft::default(),
         frontends: Vec::new(),
+        names: HashMap::new(),
         section: Section::None,
     };
     for (index, line) in text.lines().enumerate() {
@@ -145,13 +150,14 @@ impl File<'_> {
             return self.r.error(name.column, message);
         }
         self.r.no_more(words, 2);
-        if let Some(other) = self.frontends.iter().find(|d| d.name == name.text) {
+        if let Some(first) = self.names.get(name.text) {
             let message = format!(
-                "duplicate frontend '{}' (the first is at line {}); give each frontend its own name",
-                name.text, other.line
+                "duplicate frontend '{}' (the first is at line {first}); give each frontend its own name",
+                name.text
             );
             return self.r.error(name.column, message);
         }
+        self.names.insert(name.text.to_string(), self.r.line);
         let draft = FrontendDraft::new(name.text, self.r.line, words[0].column);
         self.frontends.push(draft);
         self.section = Section::Frontend(self.frontends.len() - 1);
@@ -250,7 +256,7 @@ impl File<'_> {
             maxconn: draft.maxconn,
             timeouts: draft.timeouts,
             retries: draft.retries,
-            backends: draft.backends.into_iter().map(|(b, _)| b).collect(),
+            backends: draft.backends,
             access: draft.access,
             maxconn_per_source: draft.maxconn_per_source,
             accept_proxy: draft.accept_proxy,
@@ -889,5 +895,106 @@ frontend api
                 .to_string()
                 .starts_with("/nonexistent/lb.conf: cannot read the file")
         );
+    }
+
+    /// A directory of the test's own under the temporary directory,
+    /// removed on drop.
+    struct PrivateDir(std::path::PathBuf);
+
+    impl PrivateDir {
+        fn new(tag: &str) -> PrivateDir {
+            let path = std::env::temp_dir().join(format!("proxy-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir(&path).expect("a directory of the test's own");
+            PrivateDir(path)
+        }
+    }
+
+    impl Drop for PrivateDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Backend lines of the big frontend, and small frontends after it
+    /// (four lines each), in [`big_config`].
+    const BIG_BACKENDS: usize = 159_996;
+    const SMALL_FRONTENDS: usize = 10_000;
+
+    /// A file of 200,000 lines: a `global`, one frontend with
+    /// [`BIG_BACKENDS`] backends (from line 5), then [`SMALL_FRONTENDS`]
+    /// frontends with a listen and a backend each.
+    fn big_config() -> Vec<String> {
+        let mut lines = vec![
+            "global".to_string(),
+            "    admin 127.0.0.1:9100".to_string(),
+            "frontend big".to_string(),
+            "    listen 127.0.0.1:8080".to_string(),
+        ];
+        lines.extend((0..BIG_BACKENDS).map(|i| {
+            let (a, b, c) = (i >> 16, (i >> 8) & 255, i & 255);
+            format!("    backend 10.{a}.{b}.{c}:9001 weight 2")
+        }));
+        for i in 0..SMALL_FRONTENDS {
+            lines.push(format!("frontend f{i}"));
+            lines.push(format!("    listen 127.1.{}.{}:8080", i >> 8, i & 255));
+            lines.push("    backend 127.0.0.1:9001".to_string());
+            lines.push(String::new());
+        }
+        assert_eq!(lines.len(), 200_000);
+        lines
+    }
+
+    /// The 1-based line where small frontend `i`'s header is.
+    fn small_frontend_line(i: usize) -> usize {
+        4 + BIG_BACKENDS + 4 * i + 1
+    }
+
+    #[test]
+    fn a_file_of_200000_lines_is_checked() {
+        let dir = PrivateDir::new("big-config");
+        let path = dir.0.join("big.conf");
+        std::fs::write(&path, big_config().join("\n")).expect("write the file");
+        assert_eq!(crate::settings::check::check_config(&path), 0);
+        let config = load(&path).expect("a good file");
+        assert_eq!(config.frontends.len(), 1 + SMALL_FRONTENDS);
+        assert_eq!(config.frontends[0].backends.len(), BIG_BACKENDS);
+    }
+
+    #[test]
+    fn repeats_far_apart_in_a_file_of_200000_lines_name_both_lines() {
+        let mut lines = big_config();
+        // The big frontend's last backend repeats its first (line 5); the
+        // last small frontend takes the first one's name; the one before it
+        // listens where the second one does.
+        let first_backend = lines[4].clone();
+        lines[4 + BIG_BACKENDS - 1] = first_backend;
+        let last = SMALL_FRONTENDS - 1;
+        lines[small_frontend_line(last) - 1] = "frontend f0".to_string();
+        lines[small_frontend_line(last - 1)] = "    listen 127.1.0.1:8080".to_string();
+        let errors = match parse("big.conf", &lines.join("\n")) {
+            Ok(_) => panic!("the repeated names and addresses were not found"),
+            Err(errors) => errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        };
+        let expected = [
+            format!(
+                "big.conf:{}:13: backend 10.0.0.0:9001 is already in this frontend (line 5); \
+                 list it once and use 'weight' to send it more",
+                4 + BIG_BACKENDS
+            ),
+            format!(
+                "big.conf:{}:12: frontend 'f{}' listens on 127.1.0.1:8080, as frontend 'f1' \
+                 does; give each frontend its own address",
+                small_frontend_line(last - 1) + 1,
+                last - 1
+            ),
+            format!(
+                "big.conf:{}:10: duplicate frontend 'f0' (the first is at line {}); give each \
+                 frontend its own name",
+                small_frontend_line(last),
+                small_frontend_line(0)
+            ),
+        ];
+        assert_eq!(errors, expected);
     }
 }

@@ -14,6 +14,8 @@
 //! HAProxy's or nginx's words for ours) are answered here too, from the
 //! tables, so the lists in the messages cannot drift from what is read.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -62,8 +64,12 @@ pub struct FrontendDraft {
     pub timeouts: Timeouts,
     /// `retries`.
     pub retries: u32,
-    /// `backend` lines that were good, with their line.
-    pub backends: Vec<(BackendServer, usize)>,
+    /// `backend` lines that were good, in file order.
+    pub backends: Vec<BackendServer>,
+    /// The address of each good `backend` line, with its line: a second
+    /// line for an address is found in one look-up, not by comparing it with
+    /// every backend before it (a frontend may have 100,000).
+    pub backend_at: HashMap<SocketAddr, usize>,
     /// `allow`, `deny`.
     pub access: AccessList,
     /// `maxconn-per-source`.
@@ -90,6 +96,7 @@ impl FrontendDraft {
             timeouts: Timeouts::default(),
             retries: DEFAULT_RETRIES,
             backends: Vec::new(),
+            backend_at: HashMap::new(),
             access: AccessList::default(),
             maxconn_per_source: None,
             accept_proxy: false,
@@ -407,16 +414,20 @@ fn add_backend(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
     let Some(server) = backend_params(r, &words[2..], addr) else {
         return;
     };
-    match f.backends.iter().find(|(b, _)| b.addr == server.addr) {
-        Some((_, line)) => {
+    match f.backend_at.entry(server.addr) {
+        Entry::Occupied(first) => {
             let message = format!(
-                "backend {} is already in this frontend (line {line}); list it once and use \
+                "backend {} is already in this frontend (line {}); list it once and use \
                  'weight' to send it more",
-                server.addr
+                server.addr,
+                first.get()
             );
             r.error(v.column, message);
         }
-        None => f.backends.push((server, r.line)),
+        Entry::Vacant(slot) => {
+            slot.insert(r.line);
+            f.backends.push(server);
+        }
     }
 }
 
