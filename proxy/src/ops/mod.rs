@@ -8,7 +8,7 @@
 //! |---|---|
 //! | [`access_log`] | termination codes, one line (tcplog or JSON), and where lines go |
 //! | [`metrics`] | per-worker counters, the Prometheus exposition, the process's figures |
-//! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1 |
+//! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1, that junk cannot hold |
 //! | [`shutdown`] | SIGTERM and SIGINT drain then exit; the signals blocked in every thread |
 //!
 //! May import: [`crate::log`], [`crate::policy`] (a backend's health for the
