@@ -12,7 +12,7 @@
 //! | [`shutdown`] | SIGTERM and SIGINT drain then exit; the signals blocked in every thread |
 //!
 //! May import: [`crate::log`], [`crate::policy`] (a backend's health for the
-//! metrics, a limit for the admin endpoint's connections) and
+//! metrics, the count of open connections a graceful stop waits on) and
 //! [`crate::conn`] (accept errors, a relay's ending for its termination
 //! code). The settings name the access log's format from here.
 

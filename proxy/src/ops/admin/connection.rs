@@ -1,10 +1,11 @@
 //! One admin connection: read its request head (within the request
 //! deadline, refused at the first byte that cannot be HTTP/1.x), answer,
-//! close without losing the answer.
+//! close without losing the answer; and at every wait, give way to a
+//! newcomer if the listener is full ([`places`](super::places)).
 //!
 //! ```text
 //!   accepted ──▶ waiting for its head ──▶ answering ──▶ lingering ──▶ closed
-//!                 │  deadline                            │  1 s, EOF
+//!                 │  gives way, deadline                 │  gives way, 1 s, EOF
 //!                 │  bad byte: 400, too long: 431 ───────┘
 //! ```
 
@@ -12,12 +13,14 @@ use std::io;
 use std::net::{Shutdown, SocketAddr};
 use std::time::Duration;
 
+use runtime::combinator::{Either, select};
 use runtime::net::TcpStream;
 use runtime::time;
 
 use crate::ops::metrics::exposition::Published;
 
 use super::AdminOptions;
+use super::places::{GiveWay, Place, Waiting};
 use super::request::{BadRequest, HeadScanner, parse_request};
 use super::response::{Response, respond};
 
@@ -39,17 +42,27 @@ enum Head {
     TooLarge,
 }
 
-/// Serves one admin connection from accept to close.
+/// Serves one admin connection from accept to close, in its `place`.
 pub(super) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     registry: &Published,
     options: &AdminOptions,
+    mut place: Place,
+    give_way: GiveWay,
 ) {
     let mut buf = vec![0u8; options.max_head];
     let read = time::timeout(options.request_timeout, read_head(&stream, &mut buf));
-    let head = match read.await {
-        Err(time::Elapsed) => {
+    let head = match select(give_way, read).await {
+        Either::Left(()) => {
+            crate::debug!(
+                "admin: {peer}: no request yet and all {} places taken; closing it to make room \
+                 for a newer connection",
+                options.max_connections
+            );
+            return;
+        }
+        Either::Right(Err(time::Elapsed)) => {
             crate::debug!(
                 "admin: {peer}: no complete request within {:?}; closing",
                 options.request_timeout
@@ -57,16 +70,18 @@ pub(super) async fn serve(
             return;
         }
         // Closed or reset before a whole head: nobody to answer.
-        Ok(Err(_)) => return,
-        Ok(Ok(head)) => head,
+        Either::Right(Ok(Err(_))) => return,
+        Either::Right(Ok(Ok(head))) => head,
     };
+    place.work();
     let response = answer(head, &buf, peer, registry, options);
     let write = async {
         stream.write_all(&response.to_bytes()).await?;
         stream.shutdown(Shutdown::Write)
     };
     if let Ok(Ok(())) = time::timeout(options.write_timeout, write).await {
-        let _ = time::timeout(LINGER, drain(&stream)).await;
+        let give_way = place.wait(Waiting::ForClose);
+        let _ = select(give_way, time::timeout(LINGER, drain(&stream))).await;
     }
 }
 

@@ -9,6 +9,7 @@
 //! |---|---|
 //! | `mod.rs` | the options, the thread, the accept loop |
 //! | [`request`] | the request head, read as it arrives: [`parse_request`] |
+//! | `places` | at most 64 connections, and who gives way when they are all taken |
 //! | `connection` | one connection: its head, its answer, its close |
 //! | `response` | which answer a request gets, and its bytes |
 //!
@@ -45,10 +46,12 @@
 //! blank line that will never come (a head is refused with a 400 at the
 //! first byte that cannot be HTTP/1.x: a TLS hello at its first byte), wait
 //! forever (writing the answer has a deadline too), or hold descriptors
-//! without end: at most 64 admin connections are open at once, and while
-//! 64 are, the listener stops accepting, so more wait in the kernel's queue
-//! and cost the process nothing. A panic in one connection's task ends that
-//! task only (the runtime catches it).
+//! without end: at most 64 admin connections are open at once. And 64
+//! clients that send nothing, or one byte, cannot make a scrape wait: when
+//! every place is taken, the oldest connection that is only waiting (for
+//! its head, or for its client to close after its answer) is closed to make
+//! room (`places.rs`). A panic in one connection's task ends that task only
+//! (the runtime catches it).
 //!
 //! ## Closing without losing the answer
 //!
@@ -71,13 +74,15 @@ use runtime::{spawn as spawn_task, time};
 
 use crate::conn::accept::AcceptErrors;
 use crate::ops::metrics::exposition::Published;
-use crate::policy::limit::Limit;
 
 mod connection;
+mod places;
 pub mod request;
 mod response;
 
 pub use request::{BadRequest, HeadScanner, Request, parse_request};
+
+use places::Places;
 
 /// How long a client has to send its whole request head unless the
 /// configuration says otherwise (`timeout admin-request`): a scraper sends
@@ -99,7 +104,8 @@ pub struct AdminOptions {
     pub write_timeout: Duration,
     /// The longest request head read; a longer one is answered 431.
     pub max_head: usize,
-    /// Admin connections open at once; more wait in the listen queue.
+    /// Admin connections open at once; when all are taken, the oldest that
+    /// only waits gives way to a new one.
     pub max_connections: u32,
 }
 
@@ -115,8 +121,8 @@ impl Default for AdminOptions {
     }
 }
 
-/// The admin listener's listen queue: connections over `max_connections`
-/// wait there.
+/// The admin listener's listen queue: connections that find every place
+/// answering wait there.
 const BACKLOG: u32 = 128;
 
 /// Binds `addr` (a loopback address) and serves `GET /metrics` and
@@ -193,24 +199,19 @@ fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
-/// Accepts forever, one task per connection, at most `max_connections` at
-/// once: at the ceiling it stops accepting until one ends (as the proxy's
-/// maxconn does), so the rest wait in the kernel's queue.
+/// Accepts forever, one task per connection, each in a place
+/// ([`places`]): at most `max_connections` at once, the oldest waiting one
+/// giving way to a newcomer when all are taken.
 async fn serve_forever(listener: TcpListener, registry: Arc<Published>, options: AdminOptions) {
-    let open = Limit::new(Some(options.max_connections.max(1)));
+    let places = Places::new(usize::try_from(options.max_connections).unwrap_or(usize::MAX));
     let mut errors = AcceptErrors::new();
     loop {
-        open.room().await;
         match listener.accept().await {
             Ok((stream, peer)) => {
-                // Only this loop takes places, and there was room.
-                let Some(place) = open.try_acquire() else {
-                    continue;
-                };
+                let (place, give_way) = places.take().await;
                 let registry = registry.clone();
                 spawn_task(async move {
-                    connection::serve(stream, peer, &registry, &options).await;
-                    drop(place);
+                    connection::serve(stream, peer, &registry, &options, place, give_way).await;
                 });
             }
             Err(e) => {
@@ -518,30 +519,62 @@ mod tests {
         assert_eq!(exchange(addr, &get("/metrics")).status, 200);
     }
 
-    #[test]
-    fn at_most_max_connections_are_served_at_once() {
-        let addr = start(AdminOptions {
-            max_connections: 2,
-            ..AdminOptions::default()
-        });
-        let silent: Vec<StdStream> = (0..2).map(|_| connect(addr)).collect();
-        let mut third = connect(addr);
-        third.write_all(&get("/health")).expect("send");
-        third
-            .set_read_timeout(Some(Duration::from_millis(300)))
-            .expect("read timeout");
-        let mut buf = [0u8; 64];
-        let early = third.read(&mut buf);
-        assert!(
-            early.is_err(),
-            "answered while 2 others held the places: {early:?}"
+    /// Whether `stream` is still open with nothing to read (its peer has
+    /// neither answered nor closed), asked without waiting.
+    fn still_open(stream: &StdStream) -> bool {
+        stream.set_nonblocking(true).expect("non-blocking");
+        let mut byte = [0u8; 1];
+        let mut reader = stream;
+        let open = matches!(
+            reader.read(&mut byte),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock
         );
-        // One place given back: the third is accepted and answered.
-        drop(silent);
-        third
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("read timeout");
-        assert_eq!(read_answer(&mut third).status, 200);
+        stream.set_nonblocking(false).expect("blocking");
+        open
+    }
+
+    #[test]
+    fn when_every_place_is_taken_the_oldest_waiting_gives_way() {
+        let addr = start(patient(3));
+        // Three clients hold every place: silent, one byte that may start
+        // a method, half a request line. Accepted in that order, before
+        // the scrape behind them in the listen queue.
+        let holders: Vec<StdStream> = [&b""[..], b"x", b"GET /metr"]
+            .iter()
+            .map(|bytes| {
+                let mut stream = connect(addr);
+                stream.write_all(bytes).expect("send");
+                stream
+            })
+            .collect();
+        let mut scrape = connect(addr);
+        scrape.write_all(&get("/metrics")).expect("send");
+        assert_eq!(read_answer(&mut scrape).status, 200);
+        let mut oldest = &holders[0];
+        let mut byte = [0u8; 1];
+        assert!(
+            matches!(oldest.read(&mut byte), Ok(0)),
+            "the oldest gave way"
+        );
+        // The others are still open: no deadline closed anything.
+        assert!(still_open(&holders[1]) && still_open(&holders[2]));
+    }
+
+    #[test]
+    fn an_answered_client_that_lingers_gives_way_first() {
+        let addr = start(patient(2));
+        let silent = connect(addr);
+        let mut answered = connect(addr);
+        answered.write_all(&get("/health")).expect("send");
+        // Its answer, then the admin side lingers: the client keeps its
+        // side open.
+        let mut head = [0u8; 12];
+        answered.read_exact(&mut head).expect("the answer's start");
+        assert_eq!(&head, b"HTTP/1.1 200");
+        assert_eq!(exchange(addr, &get("/metrics")).status, 200);
+        let mut rest = Vec::new();
+        answered.read_to_end(&mut rest).expect("then end of file");
+        assert!(still_open(&silent), "the older, unanswered one stays");
     }
 
     #[test]
