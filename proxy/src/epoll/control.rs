@@ -74,7 +74,15 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     })?;
     control.apply(shared, listeners);
     if let Some(addr) = plan.config.global.admin {
-        let (addr, _thread) = admin::spawn(addr, control.published.clone())
+        let options = admin::AdminOptions {
+            request_timeout: plan
+                .config
+                .global
+                .admin_request
+                .unwrap_or(admin::DEFAULT_REQUEST_TIMEOUT),
+            ..admin::AdminOptions::default()
+        };
+        let (addr, _thread) = admin::spawn_with(addr, control.published.clone(), options)
             .map_err(|e| io::Error::new(e.kind(), format!("admin {addr}: {e}")))?;
         crate::info!("admin listening on {addr} (GET /metrics, GET /health)");
     }
@@ -310,6 +318,9 @@ impl Control {
         }
         if new.admin != old.admin {
             fixed.push("admin");
+        }
+        if new.admin_request != old.admin_request {
+            fixed.push("timeout admin-request");
         }
         if new.access_log != old.access_log {
             fixed.push("access-log");

@@ -338,6 +338,7 @@ mod tests {
                 admin: Some(addr("127.0.0.1:9100")),
                 access_log: Some(AccessLogTarget::Stderr),
                 log_format: Some(Format::Tcplog),
+                admin_request: Some(Duration::from_secs(1)),
             }
         );
         assert_eq!(c.frontends.len(), 2);
@@ -531,6 +532,30 @@ mod tests {
                 "lb.conf:2:14: unknown log format 'xml'; use tcplog or json",
             ),
             (
+                "global\n  timeout connect 5s\n",
+                "lb.conf:2:11: 'timeout connect' is set per frontend, not in 'global'",
+            ),
+            (
+                "global\n  timeout admin-reqest 1s\n",
+                "lb.conf:2:11: unknown timeout 'admin-reqest' (did you mean 'admin-request'?) in \
+                 'global'; use admin-request",
+            ),
+            (
+                "global\n  timeout admin-request 0s\n",
+                "lb.conf:2:25: timeout admin-request: 0s would end everything at once; use at \
+                 least 1ms",
+            ),
+            (
+                "global\n  timeout\n",
+                "lb.conf:2:3: 'timeout' needs a kind and a duration, like 'timeout admin-request \
+                 5s'",
+            ),
+            (
+                &fe("  timeout admin-request 1s\n"),
+                "lb.conf:4:11: 'timeout admin-request' is set in the 'global' section, not in a \
+                 frontend",
+            ),
+            (
                 &fe("  accept-proxy v2\n"),
                 "lb.conf:4:16: accept-proxy: 'v2' is not an IP address; write an address \
                  (10.0.0.1, 2001:db8::1) or a range (10.0.0.0/8, 2001:db8::/32)",
@@ -560,7 +585,7 @@ mod tests {
             (
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
-                 which takes maxconn, workers, grace, admin, access-log and log-format",
+                 which takes maxconn, workers, grace, admin, access-log, log-format and timeout",
             ),
             (
                 &fe("  backend localhost:80\n"),
