@@ -489,8 +489,8 @@ const FLAGS: &[Flag<Args>] = &[
         name: "--admin-request-timeout",
         arg: "DUR",
         needs: "a duration",
-        help: "epoll: close an admin connection that has not sent its whole\n\
-               \x20                            request head within DUR  [default: 1s]",
+        help: "epoll: close an admin connection that has not sent its\n\
+               \x20                            whole request head within DUR   [default: 1s]",
         set: |a, v| {
             a.settings.admin_request_timeout = Some(parse_timeout(v)?);
             Ok(())
