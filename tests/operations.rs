@@ -1166,6 +1166,75 @@ fn metrics_count_exactly_the_traffic_sent() {
     stop_daemon(daemon);
 }
 
+/// What a client holding an admin connection sends, and whether the admin
+/// side can tell at once that it is no request (then it answers 400).
+const HOLDERS: &[(&str, &[u8], bool)] = &[
+    ("nothing", b"", false),
+    ("one byte that may start a method", b"x", false),
+    ("half a request line", b"GET /metr", false),
+    ("one byte no request starts with", b"\x16", true),
+];
+
+/// Whether `stream` is still open with nothing to read: its peer has
+/// neither answered nor closed. Asked without waiting.
+fn still_open(stream: &TcpStream) -> bool {
+    stream.set_nonblocking(true).expect("non-blocking");
+    let mut byte = [0u8; 1];
+    let open = matches!((&*stream).read(&mut byte), Err(e) if e.kind() == ErrorKind::WouldBlock);
+    stream.set_nonblocking(false).expect("blocking");
+    open
+}
+
+// Issue 13: 64 connections holding junk on the admin listener (its limit) do
+// not hold a scrape. The request deadline is set to 10 minutes, so no
+// deadline can free a place during the test: the scrape being answered
+// while at least 63 of the 64 are still open shows that the listener made
+// room itself (the oldest waiting connection gave way), and a 400 came for
+// the junk it could judge at once. How long the scrape took is not
+// asserted: nothing here measures speed.
+#[test]
+fn sixty_four_junk_admin_connections_do_not_hold_a_scrape() {
+    let dir = TestDir::new("admin-junk");
+    let backend = ClosedPort::new();
+    let config = format!(
+        "global\n    admin 127.0.0.1:0\n    timeout admin-request 10m\n    access-log off\n\
+         frontend web\n    listen 127.0.0.1:0\n    backend {}\n",
+        backend.addr()
+    );
+    let daemon = start_daemon(&dir, &config, &[]);
+    let admin = admin_addr(&daemon);
+    for &(what, bytes, refused_at_once) in HOLDERS {
+        let holders: Vec<TcpStream> = (0..64)
+            .map(|_| {
+                let mut stream = client(admin);
+                stream.write_all(bytes).expect("send the junk");
+                stream
+            })
+            .collect();
+        if refused_at_once {
+            for holder in &holders {
+                let answer = read_all(holder).expect("an answer, then end of file");
+                let answer = String::from_utf8_lossy(&answer);
+                assert!(
+                    answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+                    "{what}: {answer}"
+                );
+            }
+        }
+        let (exposition, _) = scrape(admin);
+        assert!(exposition.samples().count() > 0, "{what}: an empty scrape");
+        if !refused_at_once {
+            let open = holders.iter().filter(|h| still_open(h)).count();
+            assert!(
+                open >= 63,
+                "{what}: only {open} of 64 still open after the scrape"
+            );
+        }
+        assert_eq!(http_get(admin, "/health").0, 200, "{what}");
+    }
+    stop_daemon(daemon);
+}
+
 // ---------------------------------------------------------------------------
 // 3. PROXY protocol out
 // ---------------------------------------------------------------------------

@@ -86,13 +86,29 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         worker(commands, Rc::new(context))
     })?;
     control.apply(shared, listeners);
-    if let Some(addr) = plan.config.global.admin {
-        let (addr, _thread) = admin::spawn(addr, control.published.clone())
-            .map_err(|e| io::Error::new(e.kind(), format!("admin {addr}: {e}")))?;
-        crate::info!("admin listening on {addr} (GET /metrics, GET /health)");
-    }
+    start_admin(plan, &control.published)?;
     let rt = runtime::Runtime::new()?;
     rt.block_on(control.until_stopped())
+}
+
+/// Starts the admin listener, if the configuration has one, on its own
+/// thread: it reads what `published` holds at each scrape.
+fn start_admin(plan: &Plan, published: &Arc<Published>) -> io::Result<()> {
+    let Some(addr) = plan.config.global.admin else {
+        return Ok(());
+    };
+    let options = admin::AdminOptions {
+        request_timeout: plan
+            .config
+            .global
+            .admin_request
+            .unwrap_or(admin::DEFAULT_REQUEST_TIMEOUT),
+        ..admin::AdminOptions::default()
+    };
+    let (addr, _thread) = admin::spawn_with(addr, published.clone(), options)
+        .map_err(|e| io::Error::new(e.kind(), format!("admin {addr}: {e}")))?;
+    crate::info!("admin listening on {addr} (GET /metrics, GET /health)");
+    Ok(())
 }
 
 /// The main thread's side: the running frontends, and how to change them.
@@ -390,6 +406,9 @@ impl Control {
         }
         if new.admin != old.admin {
             fixed.push("admin");
+        }
+        if new.admin_request != old.admin_request {
+            fixed.push("timeout admin-request");
         }
         if new.access_log != old.access_log {
             fixed.push("access-log");

@@ -54,6 +54,9 @@ impl Plan {
         if let Some(admin) = settings.admin {
             config.global.admin = Some(admin);
         }
+        if let Some(limit) = settings.admin_request_timeout {
+            config.global.admin_request = Some(limit);
+        }
         if let Some(target) = &settings.access_log {
             config.global.access_log = Some(target.clone());
         }

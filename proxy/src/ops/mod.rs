@@ -8,11 +8,11 @@
 //! |---|---|
 //! | [`access_log`] | termination codes, one line (tcplog or JSON), and where lines go |
 //! | [`metrics`] | per-worker counters, the Prometheus exposition, the process's figures |
-//! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1 |
+//! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1, that junk cannot hold |
 //! | [`shutdown`] | SIGTERM and SIGINT drain then exit; the signals blocked in every thread |
 //!
 //! May import: [`crate::log`], [`crate::policy`] (a backend's health for the
-//! metrics, a limit for the admin endpoint's connections) and
+//! metrics, the count of open connections a graceful stop waits on) and
 //! [`crate::conn`] (accept errors, a relay's ending for its termination
 //! code). The settings name the access log's format from here.
 

@@ -116,9 +116,14 @@ impl Reserve {
             ));
         }
         if let Some(connections) = opens.admin_connections {
+            // One more connection for a moment: a newcomer is accepted
+            // before the one that gives way to it is closed (ops/admin).
             items.push((
-                3 + connections,
-                format!("admin: epoll, eventfd, listener and {connections} connections"),
+                3 + connections + 1,
+                format!(
+                    "admin: epoll, eventfd, listener and {connections} connections, one more \
+                     while a newcomer takes a place"
+                ),
             ));
         }
         items.push((MARGIN, "margin".to_string()));
@@ -295,10 +300,10 @@ mod tests {
             access_log_file: true,
             admin_connections: Some(64),
         };
-        // 3 + 3 + 8 + 2×12 + 12 + 2×(2+5) + 2 + (3+64) + 16.
+        // 3 + 3 + 8 + 2×12 + 12 + 2×(2+5) + 2 + (3+64+1) + 16.
         assert_eq!(
             Reserve::of(&big).total(),
-            3 + 3 + 8 + 24 + 12 + 14 + 2 + 67 + 16
+            3 + 3 + 8 + 24 + 12 + 14 + 2 + 68 + 16
         );
         // No workers still counts one event loop.
         assert_eq!(

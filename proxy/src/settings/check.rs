@@ -180,7 +180,7 @@ mod tests {
         config.global.access_log = Some(AccessLogTarget::File("/tmp/x.log".into()));
         let more = budget(&config, 2);
         // + 2 for the second worker's loop, + 3 for its listener (twice)
-        // and waiting client, + 2×(2+1) checks, + 2 log file, + 67 admin.
-        assert_eq!(more.reserve.total(), 27 + 2 + 3 + 6 + 2 + 67);
+        // and waiting client, + 2×(2+1) checks, + 2 log file, + 68 admin.
+        assert_eq!(more.reserve.total(), 27 + 2 + 3 + 6 + 2 + 68);
     }
 }

@@ -148,6 +148,9 @@ pub struct Settings {
     pub log_format: Option<Format>,
     /// `--admin ADDR`: the metrics endpoint (overrides the file's `admin`).
     pub admin: Option<SocketAddr>,
+    /// `--admin-request-timeout DUR`: how long an admin client has to send
+    /// its request head (overrides the file's `timeout admin-request`).
+    pub admin_request_timeout: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -173,6 +176,7 @@ impl Default for Settings {
             access_log: None,
             log_format: None,
             admin: None,
+            admin_request_timeout: None,
         }
     }
 }
@@ -204,6 +208,7 @@ impl Settings {
                 admin: self.admin,
                 access_log: self.access_log.clone(),
                 log_format: self.log_format,
+                admin_request: self.admin_request_timeout,
             },
             frontends: vec![Frontend {
                 name: "default".to_string(),
@@ -255,6 +260,7 @@ USAGE
     proxy --listen ADDR --backend ADDR [--backend ADDR ...] [OPTIONS]
     proxy --config FILE [--workers N] [--backlog N] [--grace DUR] [--log-level LEVEL]
                         [--access-log WHERE] [--log-format FORMAT] [--admin ADDR]
+                        [--admin-request-timeout DUR]
     proxy --check-config FILE validate a configuration file and exit (0 ok, 2 errors)
 
 Every connection accepted on --listen is relayed, bytes unchanged in both
@@ -480,6 +486,17 @@ const FLAGS: &[Flag<Args>] = &[
         },
     },
     Flag {
+        name: "--admin-request-timeout",
+        arg: "DUR",
+        needs: "a duration",
+        help: "epoll: close an admin connection that has not sent its\n\
+               \x20                            whole request head within DUR   [default: 1s]",
+        set: |a, v| {
+            a.settings.admin_request_timeout = Some(parse_timeout(v)?);
+            Ok(())
+        },
+    },
+    Flag {
         name: "--log-level",
         arg: "LEVEL",
         needs: "error, warn, info or debug",
@@ -553,6 +570,7 @@ const EPOLL_ONLY: &[&str] = &[
     "--access-log",
     "--log-format",
     "--admin",
+    "--admin-request-timeout",
 ];
 
 /// Flags that size threads: the states mode has one, and no picker to share.

@@ -56,6 +56,10 @@ pub struct Global {
     pub access_log: Option<AccessLogTarget>,
     /// `log-format tcplog|json` (`None`: the default, tcplog).
     pub log_format: Option<Format>,
+    /// `timeout admin-request DURATION`: how long an admin client has to
+    /// send its whole request head (`None`: the admin listener's default,
+    /// 1s).
+    pub admin_request: Option<Duration>,
 }
 
 /// Where the access log goes.

@@ -68,6 +68,10 @@ struct File<'p> {
     r: Reader<'p>,
     global: GlobalDraft,
     frontends: Vec<FrontendDraft>,
+    /// Each frontend's name, with the line of its header: a second use of a
+    /// name is found in one look-up, not by comparing it with every
+    /// frontend before it.
+    names: HashMap<String, usize>,
     section: Section,
 }
 
@@ -78,6 +82,7 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
         r: Reader::new(path),
         global: GlobalDraft::default(),
         frontends: Vec::new(),
+        names: HashMap::new(),
         section: Section::None,
     };
     for (index, line) in text.lines().enumerate() {
@@ -145,13 +150,14 @@ impl File<'_> {
             return self.r.error(name.column, message);
         }
         self.r.no_more(words, 2);
-        if let Some(other) = self.frontends.iter().find(|d| d.name == name.text) {
+        if let Some(first) = self.names.get(name.text) {
             let message = format!(
-                "duplicate frontend '{}' (the first is at line {}); give each frontend its own name",
-                name.text, other.line
+                "duplicate frontend '{}' (the first is at line {first}); give each frontend its own name",
+                name.text
             );
             return self.r.error(name.column, message);
         }
+        self.names.insert(name.text.to_string(), self.r.line);
         let draft = FrontendDraft::new(name.text, self.r.line, words[0].column);
         self.frontends.push(draft);
         self.section = Section::Frontend(self.frontends.len() - 1);
@@ -250,7 +256,7 @@ impl File<'_> {
             maxconn: draft.maxconn,
             timeouts: draft.timeouts,
             retries: draft.retries,
-            backends: draft.backends.into_iter().map(|(b, _)| b).collect(),
+            backends: draft.backends,
             access: draft.access,
             maxconn_per_source: draft.maxconn_per_source,
             accept_proxy: draft.accept_proxy,
@@ -332,6 +338,7 @@ mod tests {
                 admin: Some(addr("127.0.0.1:9100")),
                 access_log: Some(AccessLogTarget::Stderr),
                 log_format: Some(Format::Tcplog),
+                admin_request: Some(Duration::from_secs(1)),
             }
         );
         assert_eq!(c.frontends.len(), 2);
@@ -525,6 +532,30 @@ mod tests {
                 "lb.conf:2:14: unknown log format 'xml'; use tcplog or json",
             ),
             (
+                "global\n  timeout connect 5s\n",
+                "lb.conf:2:11: 'timeout connect' is set per frontend, not in 'global'",
+            ),
+            (
+                "global\n  timeout admin-reqest 1s\n",
+                "lb.conf:2:11: unknown timeout 'admin-reqest' (did you mean 'admin-request'?) in \
+                 'global'; use admin-request",
+            ),
+            (
+                "global\n  timeout admin-request 0s\n",
+                "lb.conf:2:25: timeout admin-request: 0s would end everything at once; use at \
+                 least 1ms",
+            ),
+            (
+                "global\n  timeout\n",
+                "lb.conf:2:3: 'timeout' needs a kind and a duration, like 'timeout admin-request \
+                 5s'",
+            ),
+            (
+                &fe("  timeout admin-request 1s\n"),
+                "lb.conf:4:11: 'timeout admin-request' is set in the 'global' section, not in a \
+                 frontend",
+            ),
+            (
                 &fe("  accept-proxy v2\n"),
                 "lb.conf:4:16: accept-proxy: 'v2' is not an IP address; write an address \
                  (10.0.0.1, 2001:db8::1) or a range (10.0.0.0/8, 2001:db8::/32)",
@@ -554,7 +585,7 @@ mod tests {
             (
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
-                 which takes maxconn, workers, grace, admin, access-log and log-format",
+                 which takes maxconn, workers, grace, admin, access-log, log-format and timeout",
             ),
             (
                 &fe("  backend localhost:80\n"),
@@ -894,5 +925,108 @@ frontend api
                 .to_string()
                 .starts_with("/nonexistent/lb.conf: cannot read the file")
         );
+    }
+
+    /// A directory of the test's own under the temporary directory,
+    /// removed on drop.
+    struct PrivateDir(std::path::PathBuf);
+
+    impl PrivateDir {
+        fn new(tag: &str) -> PrivateDir {
+            let path = std::env::temp_dir().join(format!("proxy-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir(&path).expect("a directory of the test's own");
+            PrivateDir(path)
+        }
+    }
+
+    impl Drop for PrivateDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Backend lines of the big frontend, and small frontends after it
+    /// (four lines each), in [`big_config`].
+    const BIG_BACKENDS: usize = 159_996;
+    const SMALL_FRONTENDS: usize = 10_000;
+
+    /// A file of 200,000 lines: a `global`, one frontend with
+    /// [`BIG_BACKENDS`] backends (from line 5), then [`SMALL_FRONTENDS`]
+    /// frontends with a listen and a backend each.
+    fn big_config() -> Vec<String> {
+        let mut lines = vec![
+            "global".to_string(),
+            "    admin 127.0.0.1:9100".to_string(),
+            "frontend big".to_string(),
+            "    listen 127.0.0.1:8080".to_string(),
+        ];
+        lines.extend((0..BIG_BACKENDS).map(|i| {
+            let (a, b, c) = (i >> 16, (i >> 8) & 255, i & 255);
+            format!("    backend 10.{a}.{b}.{c}:9001 weight 2")
+        }));
+        for i in 0..SMALL_FRONTENDS {
+            lines.push(format!("frontend f{i}"));
+            lines.push(format!("    listen 127.1.{}.{}:8080", i >> 8, i & 255));
+            lines.push("    backend 127.0.0.1:9001".to_string());
+            lines.push(String::new());
+        }
+        assert_eq!(lines.len(), 200_000);
+        lines
+    }
+
+    /// The 1-based line where small frontend `i`'s header is.
+    fn small_frontend_line(i: usize) -> usize {
+        4 + BIG_BACKENDS + 4 * i + 1
+    }
+
+    #[test]
+    fn a_file_of_200000_lines_is_checked() {
+        let dir = PrivateDir::new("big-config");
+        let path = dir.0.join("big.conf");
+        std::fs::write(&path, big_config().join("\n")).expect("write the file");
+        // `load` is every check of the file itself, the duplicate searches
+        // included. (`--check-config` adds the descriptor budget, which
+        // 10,000 frontends' listeners exceed on most machines: check.rs.)
+        let config = load(&path).expect("a good file");
+        assert_eq!(config.frontends.len(), 1 + SMALL_FRONTENDS);
+        assert_eq!(config.frontends[0].backends.len(), BIG_BACKENDS);
+    }
+
+    #[test]
+    fn repeats_far_apart_in_a_file_of_200000_lines_name_both_lines() {
+        let mut lines = big_config();
+        // The big frontend's last backend repeats its first (line 5); the
+        // last small frontend takes the first one's name; the one before it
+        // listens where the second one does.
+        let first_backend = lines[4].clone();
+        lines[4 + BIG_BACKENDS - 1] = first_backend;
+        let last = SMALL_FRONTENDS - 1;
+        lines[small_frontend_line(last) - 1] = "frontend f0".to_string();
+        lines[small_frontend_line(last - 1)] = "    listen 127.1.0.1:8080".to_string();
+        let errors = match parse("big.conf", &lines.join("\n")) {
+            Ok(_) => panic!("the repeated names and addresses were not found"),
+            Err(errors) => errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        };
+        let expected = [
+            format!(
+                "big.conf:{}:13: backend 10.0.0.0:9001 is already in this frontend (line 5); \
+                 list it once and use 'weight' to send it more",
+                4 + BIG_BACKENDS
+            ),
+            format!(
+                "big.conf:{}:12: frontend 'f{}' listens on 127.1.0.1:8080, as frontend 'f1' \
+                 does; give each frontend its own address",
+                small_frontend_line(last - 1) + 1,
+                last - 1
+            ),
+            format!(
+                "big.conf:{}:10: duplicate frontend 'f0' (the first is at line {}); give each \
+                 frontend its own name",
+                small_frontend_line(last),
+                small_frontend_line(0)
+            ),
+        ];
+        assert_eq!(errors, expected);
     }
 }

@@ -129,13 +129,19 @@ fn unknown<S>(arg: &str, flags: &[Flag<S>]) -> String {
     format!("unknown option '{arg}'{}", did_you_mean(arg, &names))
 }
 
-/// The help's list of flags: one entry per flag, `-h` and `-V` last.
+/// The help's list of flags: one entry per flag, `-h` and `-V` last. A
+/// flag too long for the column of names has its help on the next line,
+/// so every help starts in the same column.
 pub fn help<S>(flags: &[Flag<S>]) -> String {
     let mut out = String::new();
     for flag in flags {
         let head = format!("{} {}", flag.name, flag.arg);
         let head = head.trim_end();
-        out.push_str(&format!("    {head:<24} {}\n", flag.help));
+        if head.len() > 24 {
+            out.push_str(&format!("    {head}\n    {:<24} {}\n", "", flag.help));
+        } else {
+            out.push_str(&format!("    {head:<24} {}\n", flag.help));
+        }
     }
     out.push_str(&format!("    {:<24} this text\n", "-h, --help"));
     out.push_str(&format!("    {:<24} the version\n", "-V, --version"));
@@ -262,5 +268,20 @@ mod tests {
         );
         assert!(text.contains("    --name NAME              a name (repeat for more)\n"));
         assert!(text.ends_with("    -V, --version            the version\n"));
+    }
+
+    #[test]
+    fn a_long_flag_has_its_help_on_the_next_line() {
+        let flags = [Flag::<Settings> {
+            name: "--a-rather-long-flag-name",
+            arg: "DUR",
+            needs: "a duration",
+            help: "what it does",
+            set: |_, _| Ok(()),
+        }];
+        let text = help(&flags);
+        let expected =
+            "    --a-rather-long-flag-name DUR\n                             what it does\n";
+        assert!(text.starts_with(expected), "{text}");
     }
 }

@@ -65,6 +65,12 @@ pub trait Draft {
 }
 
 /// Options given in a section (or on a line), with where each first came.
+///
+/// A list searched from the start, which stays linear over a whole file: it
+/// holds each option name of one section at most once (a second one is an
+/// error and not added), so it never grows past the section's table, however
+/// many lines the section has. What can repeat without bound (frontend
+/// names, `listen` addresses, `backend` addresses) is kept in hash maps.
 #[derive(Debug, Default)]
 pub struct Seen(Vec<(String, usize)>);
 

@@ -3,7 +3,8 @@
 //! default and its HAProxy / nginx equivalent, is in docs/OPERATIONS.md).
 //!
 //! ```text
-//!   global      GLOBAL        maxconn workers grace admin access-log log-format
+//!   global      GLOBAL        maxconn workers grace admin access-log log-format timeout
+//!     timeout   GLOBAL_TIMEOUTS  admin-request
 //!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny ...
 //!     timeout   TIMEOUTS      connect client server client-fin server-fin tunnel queue client-hs
 //!     backend   PARAMS        weight backup maxconn check send-proxy send-proxy-v2
@@ -14,6 +15,8 @@
 //! HAProxy's or nginx's words for ours) are answered here too, from the
 //! tables, so the lists in the messages cannot drift from what is read.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -62,8 +65,12 @@ pub struct FrontendDraft {
     pub timeouts: Timeouts,
     /// `retries`.
     pub retries: u32,
-    /// `backend` lines that were good, with their line.
-    pub backends: Vec<(BackendServer, usize)>,
+    /// `backend` lines that were good, in file order.
+    pub backends: Vec<BackendServer>,
+    /// The address of each good `backend` line, with its line: a second
+    /// line for an address is found in one look-up, not by comparing it with
+    /// every backend before it (a frontend may have 100,000).
+    pub backend_at: HashMap<SocketAddr, usize>,
     /// `allow`, `deny`.
     pub access: AccessList,
     /// `maxconn-per-source`.
@@ -90,6 +97,7 @@ impl FrontendDraft {
             timeouts: Timeouts::default(),
             retries: DEFAULT_RETRIES,
             backends: Vec::new(),
+            backend_at: HashMap::new(),
             access: AccessList::default(),
             maxconn_per_source: None,
             accept_proxy: false,
@@ -162,6 +170,10 @@ pub const GLOBAL: &[Opt<GlobalDraft>] = &[
             hint: "tcplog or json",
             set: set_log_format,
         },
+    },
+    Opt {
+        name: "timeout",
+        setter: Setter::Line(set_global_timeout),
     },
 ];
 
@@ -337,6 +349,70 @@ fn add_cidrs(r: &mut Reader<'_>, option: &str, into: &mut Vec<Cidr>, words: &[Wo
 
 // ---- timeout ----
 
+/// `timeout KIND DURATION` read against a section's `kinds`, each kind once
+/// per section (`seen`): the kind's slot and the duration, or `None` once
+/// what was wrong is reported (`unknown` answers a kind not in `kinds`).
+fn timeout_line<'k, S>(
+    r: &mut Reader<'_>,
+    seen: &mut Seen,
+    words: &[Word<'_>],
+    kinds: &'k [(&'static str, S)],
+    unknown: fn(&mut Reader<'_>, Word<'_>),
+) -> Option<(&'k S, Duration)> {
+    let example = kinds.first().map_or("connect", |(name, _)| *name);
+    let hint = format!("a kind and a duration, like 'timeout {example} 5s'");
+    let kind = r.value(words, 0, &hint)?;
+    let Some((name, slot)) = kinds.iter().find(|(name, _)| *name == kind.text) else {
+        unknown(r, kind);
+        return None;
+    };
+    let option = format!("timeout {name}");
+    let value = r.value(words, 1, "a duration, like 5s")?;
+    r.no_more(words, 3);
+    if !r.once(seen, &option, words[0].column) {
+        return None;
+    }
+    Some((slot, r.duration(&option, value)?))
+}
+
+/// The names of a table of timeout kinds, in table order.
+fn kind_names<S>(kinds: &[(&'static str, S)]) -> Vec<&'static str> {
+    kinds.iter().map(|(name, _)| *name).collect()
+}
+
+/// Where a `timeout KIND` of `global` goes.
+type GlobalSlot = fn(&mut Global) -> &mut Option<Duration>;
+
+/// The kinds of `timeout KIND DURATION` in `global`: the process-wide ones.
+const GLOBAL_TIMEOUTS: &[(&str, GlobalSlot)] = &[("admin-request", |g| &mut g.admin_request)];
+
+/// `timeout KIND DURATION` in `global`, each kind once.
+fn set_global_timeout(r: &mut Reader<'_>, g: &mut GlobalDraft, words: &[Word<'_>]) {
+    let unknown = unknown_global_timeout;
+    if let Some((field, d)) = timeout_line(r, &mut g.seen, words, GLOBAL_TIMEOUTS, unknown) {
+        *field(&mut g.global) = Some(d);
+    }
+}
+
+/// A frontend's timeout in `global`, or a typo.
+fn unknown_global_timeout(r: &mut Reader<'_>, kind: Word<'_>) {
+    let message = if kind_names(TIMEOUTS).contains(&kind.text) {
+        format!(
+            "'timeout {}' is set per frontend, not in 'global'",
+            kind.text
+        )
+    } else {
+        let kinds = kind_names(GLOBAL_TIMEOUTS);
+        format!(
+            "unknown timeout '{}'{} in 'global'; use {}",
+            kind.text,
+            did_you_mean(kind.text, &kinds),
+            list(&kinds, "or")
+        )
+    };
+    r.error(kind.column, message);
+}
+
 /// Where a `timeout KIND` goes.
 enum Slot {
     Always(fn(&mut Timeouts) -> &mut Duration),
@@ -357,35 +433,30 @@ const TIMEOUTS: &[(&str, Slot)] = &[
 
 /// `timeout KIND DURATION`, each kind once per frontend.
 fn set_timeout(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
-    let Some(kind) = r.value(words, 0, "a kind and a duration, like 'timeout connect 5s'") else {
+    let Some((slot, d)) = timeout_line(r, &mut f.seen, words, TIMEOUTS, unknown_timeout) else {
         return;
     };
-    let Some((name, slot)) = TIMEOUTS.iter().find(|(name, _)| *name == kind.text) else {
-        return unknown_timeout(r, kind);
-    };
-    let option = format!("timeout {name}");
-    let Some(value) = r.value(words, 1, "a duration, like 5s") else {
-        return;
-    };
-    r.no_more(words, 3);
-    if !r.once(&mut f.seen, &option, words[0].column) {
-        return;
-    }
-    if let Some(d) = r.duration(&option, value) {
-        match slot {
-            Slot::Always(field) => *field(&mut f.timeouts) = d,
-            Slot::Optional(field) => *field(&mut f.timeouts) = Some(d),
-        }
+    match slot {
+        Slot::Always(field) => *field(&mut f.timeouts) = d,
+        Slot::Optional(field) => *field(&mut f.timeouts) = Some(d),
     }
 }
 
+/// A backend's or the process's timeout in a frontend, or a typo.
 fn unknown_timeout(r: &mut Reader<'_>, kind: Word<'_>) {
     if kind.text == "check" {
         let message = "'timeout check' is set per backend: write 'check timeout DUR' on the \
                        backend line";
         return r.error(kind.column, message);
     }
-    let kinds: Vec<&str> = TIMEOUTS.iter().map(|(name, _)| *name).collect();
+    if kind_names(GLOBAL_TIMEOUTS).contains(&kind.text) {
+        let message = format!(
+            "'timeout {}' is set in the 'global' section, not in a frontend",
+            kind.text
+        );
+        return r.error(kind.column, message);
+    }
+    let kinds = kind_names(TIMEOUTS);
     let message = format!(
         "unknown timeout '{}'{}; use {}",
         kind.text,
@@ -407,16 +478,20 @@ fn add_backend(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
     let Some(server) = backend_params(r, &words[2..], addr) else {
         return;
     };
-    match f.backends.iter().find(|(b, _)| b.addr == server.addr) {
-        Some((_, line)) => {
+    match f.backend_at.entry(server.addr) {
+        Entry::Occupied(first) => {
             let message = format!(
-                "backend {} is already in this frontend (line {line}); list it once and use \
+                "backend {} is already in this frontend (line {}); list it once and use \
                  'weight' to send it more",
-                server.addr
+                server.addr,
+                first.get()
             );
             r.error(v.column, message);
         }
-        None => f.backends.push((server, r.line)),
+        Entry::Vacant(slot) => {
+            slot.insert(r.line);
+            f.backends.push(server);
+        }
     }
 }
 
