@@ -88,7 +88,9 @@ status_field() { grep -E '^#[0-9]+' "$1" | tail -n 1 | sed -n "s/.* $2: \([^ ]*\
 
 failed=()
 printf '\n==> %s s per target\n' "$seconds"
-printf '%-16s %-9s %-12s %-7s %-7s %-8s %s\n' target seconds executions cov ft corpus result
+# corpus: libFuzzer's count of the inputs it keeps (and their bytes), not the
+# files on disk, which include inputs since superseded by smaller ones.
+printf '%-16s %-9s %-12s %-7s %-7s %-12s %s\n' target seconds executions cov ft corpus result
 for target in "${targets[@]}"; do
     grown="target/fuzz/corpus/$target"
     seeds="fuzz/corpus/$target"
@@ -107,9 +109,9 @@ for target in "${targets[@]}"; do
         failed+=("$target")
     fi
     executions="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
-    printf '%-16s %-9s %-12s %-7s %-7s %-8s %s\n' "$target" "$((SECONDS - started))" \
+    printf '%-16s %-9s %-12s %-7s %-7s %-12s %s\n' "$target" "$((SECONDS - started))" \
         "${executions:-?}" "$(status_field "$log" cov)" "$(status_field "$log" ft)" \
-        "$(find "$grown" -type f | wc -l)" "$result"
+        "$(status_field "$log" corp)" "$result"
 done
 
 if [ "${#failed[@]}" -gt 0 ]; then
