@@ -722,6 +722,14 @@ mod tests {
                 &fe("  backend 127.0.0.1:2 check rise\n"),
                 "lb.conf:4:29: 'rise' needs a value",
             ),
+            (
+                &fe("  backend 127.0.0.1:2 send-proxy send-proxy-v2\n"),
+                "lb.conf:4:34: 'send-proxy' and 'send-proxy-v2' exclude each other; keep one",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 send-proxy-v2 send-proxy-v2\n"),
+                "lb.conf:4:37: 'send-proxy-v2' is given twice on this line; keep one",
+            ),
         ];
         for (text, expected) in cases {
             assert_eq!(&error(text), expected, "for:\n{text}");

@@ -72,7 +72,7 @@ pub trait Draft {
 /// many lines the section has. What can repeat without bound (frontend
 /// names, `listen` addresses, `backend` addresses) is kept in hash maps.
 #[derive(Debug, Default)]
-pub struct Seen(Vec<(String, usize)>);
+pub struct Seen(Vec<(String, usize, String)>);
 
 /// Collects the errors of one file, and knows which line it is on.
 #[derive(Debug)]
@@ -170,20 +170,27 @@ impl<'p> Reader<'p> {
             );
             return false;
         }
-        seen.0.push((key.to_string(), self.line));
+        seen.0.push((key.to_string(), self.line, key.to_string()));
         true
     }
 
-    /// Marks `key` as given on this line; reports a second one.
-    pub fn once_on_line(&mut self, seen: &mut Seen, key: &str, column: usize) -> bool {
-        if seen.line_of(key).is_some() {
-            self.error(
-                column,
-                format!("'{key}' is given twice on this line; keep one"),
-            );
+    /// Marks `key` as given on this line, written as `name` (two names may
+    /// share a key when they exclude each other: `send-proxy` and
+    /// `send-proxy-v2`); reports a second one.
+    pub fn once_on_line(&mut self, seen: &mut Seen, key: &str, name: &str, column: usize) -> bool {
+        if let Some((_, _, first)) = seen.first(key) {
+            // The key says more when it is the name in context ('check
+            // inter'); otherwise the name is what was written.
+            let shown = if key.ends_with(name) { key } else { name };
+            let why = if first == name {
+                format!("'{shown}' is given twice on this line; keep one")
+            } else {
+                format!("'{first}' and '{name}' exclude each other; keep one")
+            };
+            self.error(column, why);
             return false;
         }
-        seen.0.push((key.to_string(), self.line));
+        seen.0.push((key.to_string(), self.line, name.to_string()));
         true
     }
 
@@ -252,6 +259,11 @@ impl<'p> Reader<'p> {
 impl Seen {
     /// The line where `key` was first given, if it was.
     fn line_of(&self, key: &str) -> Option<usize> {
-        self.0.iter().find(|(k, _)| k == key).map(|&(_, line)| line)
+        self.first(key).map(|&(_, line, _)| line)
+    }
+
+    /// Where `key` was first given: its entry (key, line, the name written).
+    fn first(&self, key: &str) -> Option<&(String, usize, String)> {
+        self.0.iter().find(|(k, _, _)| k == key)
     }
 }

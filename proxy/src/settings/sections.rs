@@ -638,7 +638,7 @@ fn backend_params(
             }
             ParamKind::Flag(_) => None,
         };
-        if !r.once_on_line(&mut seen, param.key, w.column) {
+        if !r.once_on_line(&mut seen, param.key, param.name, w.column) {
             ok = false;
             continue;
         }
