@@ -3,9 +3,9 @@
 //! The proxy writes three kinds of text for machines: access-log lines in
 //! HAProxy's `tcplog` layout, the same lines as JSON, and the Prometheus text
 //! of `GET /metrics`. It never reads any of them back, so their readers are
-//! not part of it: they live here, for the end-to-end tests (`tests/`) and
-//! the backend's tests, and each is strict, so that a test that reads a line
-//! also checks that the line is well formed.
+//! not part of it: they live here, for the end-to-end tests (`tests/`), the
+//! backend's tests and the fuzz targets (`fuzz/`), and each is strict, so
+//! that a test that reads a line also checks that the line is well formed.
 //!
 //! - [`tcplog`]: one tcplog line into its fields (ours, or HAProxy's with its
 //!   syslog header);

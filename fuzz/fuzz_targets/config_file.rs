@@ -1,0 +1,142 @@
+//! Fuzzes the configuration file parser, `proxy::settings::file::parse`:
+//! what `proxy --check-config`, startup and every SIGHUP reload run on a
+//! file, its whole-file checks (a `listen` and a backend per frontend, no
+//! address or name twice) included, since they are the last step of `parse`.
+//!
+//! The bytes are read as UTF-8, invalid sequences replaced (as
+//! `String::from_utf8_lossy` does), so that every mutation reaches the
+//! parser; `file::load`'s own work on a non-UTF-8 file is to report where
+//! the first bad byte is, which its unit tests hold.
+//!
+//! Beyond "never panics", every verdict must keep the promises of
+//! docs/OPERATIONS.md ("Grammar", and the rules beyond it):
+//! - a configuration it accepts has a frontend, and every frontend a
+//!   `listen`, a backend, and values within their documented ranges; names
+//!   are unique, so are `listen` addresses (but port 0) and a frontend's
+//!   backend addresses;
+//! - a file it refuses gets at least one error, each on one line, in file
+//!   order, pointing at a real line and at a column within it (or at the
+//!   file as a whole, line 0).
+#![no_main]
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use libfuzzer_sys::fuzz_target;
+use proxy::settings::config::{Config, ConfigError, Frontend, MAX_WEIGHT};
+use proxy::settings::file::parse;
+
+/// What errors name the file: the parser does not care, the checks do.
+const PATH: &str = "fuzz.conf";
+
+/// `maxconn`, `maxconn-per-source` and a backend's `maxconn`.
+const CONNECTIONS: std::ops::RangeInclusive<u32> = 1..=10_000_000;
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    match parse(PATH, &text) {
+        Ok(config) => check_config(&config),
+        Err(errors) => check_errors(&text, &errors),
+    }
+});
+
+fn check_config(config: &Config) {
+    assert!(!config.frontends.is_empty(), "accepted without a frontend");
+    let global = &config.global;
+    assert!(global.maxconn.is_none_or(|n| CONNECTIONS.contains(&n)));
+    assert!(global.workers.is_none_or(|n| (1..=1024).contains(&n)));
+    assert!(global.grace.is_none_or(|d| d > Duration::ZERO));
+    assert!(
+        global.admin.is_none_or(|a| a.ip().is_loopback()),
+        "{:?}",
+        global.admin
+    );
+    let mut names = HashSet::new();
+    let mut listening = HashSet::new();
+    for frontend in &config.frontends {
+        assert!(
+            names.insert(&frontend.name),
+            "frontend {} twice",
+            frontend.name
+        );
+        if frontend.listen.port() != 0 {
+            assert!(
+                listening.insert(frontend.listen),
+                "{} twice",
+                frontend.listen
+            );
+        }
+        check_frontend(frontend);
+    }
+}
+
+fn check_frontend(frontend: &Frontend) {
+    let name_char = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    assert!(!frontend.name.is_empty() && frontend.name.chars().all(name_char));
+    assert!(
+        !frontend.backends.is_empty(),
+        "frontend {} without a backend",
+        frontend.name
+    );
+    assert!(frontend.retries <= 100);
+    assert!(frontend.maxconn.is_none_or(|n| CONNECTIONS.contains(&n)));
+    assert!(
+        frontend
+            .maxconn_per_source
+            .is_none_or(|n| CONNECTIONS.contains(&n))
+    );
+    assert!(frontend.proxy_from.is_empty() || frontend.accept_proxy);
+    let t = &frontend.timeouts;
+    let set = [
+        t.connect,
+        t.client,
+        t.server,
+        t.client_fin,
+        t.server_fin,
+        t.client_hs,
+    ];
+    let unset = [t.tunnel, t.queue];
+    let mut all = set.into_iter().chain(unset.into_iter().flatten());
+    assert!(all.all(|d| d > Duration::ZERO), "a zero timeout: {t:?}");
+    let mut addresses = HashSet::new();
+    for backend in &frontend.backends {
+        assert!(
+            addresses.insert(backend.addr),
+            "backend {} twice",
+            backend.addr
+        );
+        assert!(backend.weight <= MAX_WEIGHT);
+        assert!(backend.maxconn.is_none_or(|n| CONNECTIONS.contains(&n)));
+        if let Some(check) = &backend.check {
+            assert!((1..=100).contains(&check.fall) && (1..=100).contains(&check.rise));
+            assert!(check.inter > Duration::ZERO && check.timeout > Duration::ZERO);
+        }
+    }
+}
+
+fn check_errors(text: &str, errors: &[ConfigError]) {
+    assert!(!errors.is_empty(), "refused without a reason");
+    let lines: Vec<&str> = text.lines().collect();
+    let places: Vec<(usize, usize)> = errors.iter().map(|e| (e.line, e.column)).collect();
+    assert!(places.is_sorted(), "errors out of order: {places:?}");
+    for e in errors {
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with(PATH) && !shown.contains('\n'),
+            "{shown:?}"
+        );
+        assert!(!e.message.is_empty());
+        if e.line == 0 {
+            continue;
+        }
+        let line = lines
+            .get(e.line - 1)
+            .unwrap_or_else(|| panic!("no line {}: {shown}", e.line));
+        let columns = line.chars().count();
+        assert!(
+            (1..=columns).contains(&e.column),
+            "column {} of {columns}: {shown}",
+            e.column
+        );
+    }
+}
