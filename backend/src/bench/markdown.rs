@@ -7,6 +7,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use proxy::log::grouped::grouped;
+
 use crate::load::LoadReport;
 
 use super::charts::Chart;
@@ -54,16 +56,7 @@ pub fn rate(value: f64) -> String {
         return "—".to_string();
     }
     if value >= 1000.0 {
-        let whole = value.round() as u64;
-        let digits = whole.to_string();
-        let mut out = String::new();
-        for (i, c) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        out
+        grouped(value.round() as u64)
     } else {
         format!("{value:.1}")
     }

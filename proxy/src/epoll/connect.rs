@@ -25,7 +25,7 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Instant;
 
-use runtime::net::{Connecting, TcpStream, is_fd_exhaustion};
+use runtime::net::{TcpStream, is_fd_exhaustion};
 use runtime::time;
 
 use crate::ops::access_log::termination::{Phase, Termination};
@@ -33,6 +33,7 @@ use crate::ops::metrics::counters;
 use crate::policy::health;
 use crate::policy::limit::Permit;
 
+use super::backend_socket::Backend;
 use super::connection::{Local, Refusal, Trace};
 
 /// Why no backend could be picked.
@@ -43,59 +44,6 @@ enum NoBackend {
     /// Some are up but all are at their maxconn, and stayed so for the
     /// queue timeout.
     Full,
-}
-
-/// A backend socket from the start of its connect until the relay takes
-/// it ([`Backend::into_relay`]): dropped before that (a graceful stop that
-/// cuts the connection mid-handshake or while its PROXY header is sent, a
-/// refusal after connecting), it closes with a reset, not a FIN, so that
-/// the backend cannot take an aborted connection for a complete, empty one.
-/// The reset is set only then: a connection that reaches its relay pays no
-/// system call for it.
-#[derive(Debug)]
-pub(super) struct Backend {
-    connecting: Option<Connecting>,
-}
-
-impl Backend {
-    fn new(connecting: Connecting) -> Backend {
-        Backend {
-            connecting: Some(connecting),
-        }
-    }
-
-    /// The socket, connected or still connecting.
-    pub(super) fn stream(&self) -> &TcpStream {
-        self.connecting
-            .as_ref()
-            .map(Connecting::stream)
-            .expect("a Backend holds its socket until into_relay")
-    }
-
-    /// Waits for the handshake (see [`Connecting::handshake`]).
-    async fn handshake(&mut self) -> std::io::Result<()> {
-        match &mut self.connecting {
-            Some(connecting) => connecting.handshake().await,
-            None => Ok(()),
-        }
-    }
-
-    /// The connected socket, for the relay: from here on it closes the
-    /// relay's way (a FIN passed on, or a reset passed on).
-    pub(super) fn into_relay(mut self) -> TcpStream {
-        self.connecting
-            .take()
-            .map(Connecting::into_stream)
-            .expect("a Backend holds its socket until into_relay")
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        if let Some(connecting) = &self.connecting {
-            let _ = connecting.stream().set_reset_on_close();
-        }
-    }
 }
 
 /// How one connect attempt ended, when it did not connect.

@@ -36,7 +36,7 @@ use nix::sys::socket::{MsgFlags, recv};
 use runtime::combinator::{Either, select};
 use runtime::net::TcpStream;
 
-use super::connect::Backend;
+use super::backend_socket::Backend;
 use super::frontend::Shared;
 use super::worker_context::{Fired, WorkerContext};
 use crate::conn::proxy_protocol::{self, Addresses};
@@ -66,7 +66,7 @@ pub(crate) struct Local {
 /// places it holds until it ends (its source's, its backend's, and the
 /// backend's gauge of open connections).
 pub(super) struct Connected<'a> {
-    /// Resets when dropped until the relay takes it (connect.rs).
+    /// Resets when dropped until the relay takes it (backend_socket.rs).
     backend: Backend,
     index: usize,
     early_payload: u64,
@@ -151,7 +151,7 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
         // Cut before its relay began: the phase says where it was, as
         // HAProxy's `K` codes do. Dropping `prepare` dropped the backend's
         // socket if it had one (connecting, or sending a PROXY header),
-        // with a reset (connect.rs, `Backend`).
+        // with a reset (backend_socket.rs, `Backend`).
         Either::Right(()) => Err(Refusal::new(
             "cut by the stop",
             Termination::new(Cause::Killed, trace.phase),

@@ -18,8 +18,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use crate::log::grouped::grouped;
 use crate::ops::metrics::counters::{BackendCounters, FrontendCounters};
-use crate::policy::descriptors::{Budget, Maxconn, grouped};
+use crate::policy::descriptors::{Budget, Maxconn};
 use crate::policy::limit::Limit;
 
 use super::frontend::Shared;

@@ -56,9 +56,12 @@
 //! - [`frontend`]: one frontend as every worker shares it, and its listeners;
 //! - [`connection`]: one connection's life, from accept to its access-log line;
 //! - [`connect`]: how a connection reaches a backend: pick, queue, connect, retry;
+//! - [`backend_socket`]: the backend's socket until the relay takes it,
+//!   reset if the connection ends before;
 //! - [`checker`]: the health-check thread;
 //! - [`dump`]: SIGQUIT's state of every frontend and backend, to the log.
 
+pub mod backend_socket;
 pub mod checker;
 pub mod connect;
 pub mod connection;

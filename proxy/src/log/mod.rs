@@ -2,7 +2,8 @@
 //! The ground floor of the proxy: every layer may import it, and it imports
 //! nothing of the crate. Beside the daemon's log it holds the two ways the
 //! proxy writes values into lines, which the access log and the tools share:
-//! [`utc`] (dates, without a date library) and [`json`] (JSON strings).
+//! [`utc`] (dates, without a date library), [`json`] (JSON strings) and
+//! [`grouped`] (numbers by thousands).
 //!
 //! A proxy logs what an operator needs to see (a backend refusing, a
 //! descriptor shortage) and nothing per byte. Levels are a global setting
@@ -10,6 +11,7 @@
 //! nothing on the connection path. The macros are exported at the crate
 //! root: `proxy::info!("listening on {addr}")`.
 
+pub mod grouped;
 pub mod json;
 pub mod utc;
 

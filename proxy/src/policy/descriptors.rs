@@ -21,6 +21,8 @@
 
 use std::fmt::{self, Write as _};
 
+use crate::log::grouped::grouped;
+
 /// Sockets one proxied connection holds: the client's and the backend's.
 pub const SOCKETS_PER_CONNECTION: u64 = 2;
 
@@ -263,19 +265,6 @@ impl Budget {
     }
 }
 
-/// `10000` as `10,000`.
-pub fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,18 +387,5 @@ mod tests {
             Budget::new(29, 29, &one_worker()).maxconn(None),
             Ok(Maxconn::Derived(1))
         );
-    }
-
-    #[test]
-    fn numbers_are_grouped_by_thousands() {
-        for (n, text) in [
-            (0, "0"),
-            (999, "999"),
-            (1000, "1,000"),
-            (10000, "10,000"),
-            (1234567, "1,234,567"),
-        ] {
-            assert_eq!(grouped(n), text);
-        }
     }
 }
