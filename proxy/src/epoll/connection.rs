@@ -558,7 +558,6 @@ fn count_refusal(counters: &FrontendCounters, refusal: &Refusal) {
 mod tests {
     use super::*;
     use crate::epoll::frontend;
-    use crate::epoll::worker_context::KillSwitch;
     use crate::policy::limit::Limit;
     use crate::settings::cli::Settings;
     use std::io::Write;
@@ -581,13 +580,7 @@ mod tests {
             };
             let config = settings.to_config();
             let shared = frontend::share(&config.frontends[0], None, 1);
-            let context = Rc::new(WorkerContext {
-                index: 0,
-                global: Limit::new(None),
-                sink: None,
-                kill: KillSwitch::default(),
-                gone: RefCell::default(),
-            });
+            let context = Rc::new(WorkerContext::new(0, Limit::new(None), None));
             let local = Rc::new(Local::new(shared, &context));
             let places = local.try_admit().expect("no limits");
             let future = serve(client, addr, local, places);

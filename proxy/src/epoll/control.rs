@@ -4,7 +4,6 @@
 //! log ([`super::dump`]), SIGTERM or SIGINT stops accepting, drains, and cuts
 //! what is left when the grace period is over.
 
-use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,7 +30,7 @@ use super::dump;
 use super::frontend::{Shared, bind_listeners, share};
 use super::plan::Plan;
 use super::worker::{Assignment, Command, worker};
-use super::worker_context::{KillSwitch, WorkerContext};
+use super::worker_context::WorkerContext;
 
 /// Runs the epoll mode until a stop signal has been handled (see
 /// [`crate::ops::shutdown`]); returns when the process should exit.
@@ -76,13 +75,11 @@ pub fn run(plan: &Plan) -> io::Result<()> {
             .unwrap_or_else(PoisonError::into_inner)
             .get_mut(index)
             .and_then(Option::take);
-        let context = WorkerContext {
+        let context = WorkerContext::new(
             index,
-            kill: KillSwitch::default(),
-            global: global.clone(),
-            sink: access_log.as_ref().map(|log| RefCell::new(log.sink())),
-            gone: RefCell::default(),
-        };
+            global.clone(),
+            access_log.as_ref().map(|log| log.sink()),
+        );
         worker(commands, Rc::new(context))
     })?;
     control.apply(shared, listeners);

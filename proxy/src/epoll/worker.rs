@@ -277,7 +277,6 @@ impl Drop for Waiting<'_> {
 mod tests {
     use super::*;
     use crate::epoll::frontend;
-    use crate::epoll::worker_context::KillSwitch;
     use crate::ops::access_log::record::Format;
     use crate::ops::access_log::sink::AccessLog;
     use crate::policy::limit::Limit;
@@ -304,13 +303,7 @@ mod tests {
         }
         .to_config();
         let global = Limit::new(Some(1));
-        let context = Rc::new(WorkerContext {
-            index: 0,
-            global: global.clone(),
-            sink: Some(RefCell::new(log.sink())),
-            kill: KillSwitch::default(),
-            gone: RefCell::default(),
-        });
+        let context = Rc::new(WorkerContext::new(0, global.clone(), Some(log.sink())));
         let shared = frontend::share(&config.frontends[0], None, 1);
         let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, &context))));
         let rt = runtime::Runtime::new().expect("a runtime");

@@ -50,6 +50,19 @@ pub struct GoneClients {
 }
 
 impl WorkerContext {
+    /// Worker `index`'s context: its place under the `global` maxconn and
+    /// its access-log buffer, with its kill switch not fired and no gone
+    /// client noted yet.
+    pub fn new(index: usize, global: Arc<Limit>, sink: Option<Sink>) -> WorkerContext {
+        WorkerContext {
+            index,
+            global,
+            sink: sink.map(RefCell::new),
+            kill: KillSwitch::default(),
+            gone: RefCell::default(),
+        }
+    }
+
     /// Notes one client refused after it had gone (`what`: who and why):
     /// said at once if no line was logged in the last second, else in one
     /// line when the second is over, with however many came meanwhile.
@@ -153,13 +166,7 @@ mod tests {
     // together once the second is over, however many came meanwhile.
     #[test]
     fn clients_gone_are_said_at_most_once_a_second_with_the_count() {
-        let context = Rc::new(WorkerContext {
-            index: 0,
-            global: Limit::new(None),
-            sink: None,
-            kill: KillSwitch::default(),
-            gone: RefCell::default(),
-        });
+        let context = Rc::new(WorkerContext::new(0, Limit::new(None), None));
         let rt = runtime::Runtime::new().expect("a runtime");
         rt.block_on(async {
             context.note_gone("frontend web: 127.0.0.1:1: first".into());
