@@ -99,6 +99,7 @@ pub mod task;
 pub mod async_fd;
 pub mod combinator;
 pub mod fd_limit;
+pub mod fd_passing;
 pub mod mpsc;
 pub mod net;
 pub mod notify;
