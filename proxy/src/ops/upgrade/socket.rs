@@ -54,6 +54,9 @@ pub struct SocketFile {
     path: PathBuf,
     /// The inode the path had when this file was put there.
     identity: (u64, u64),
+    /// Renamed over the path it is for: from then on, only a plain stop
+    /// removes it ([`SocketFile::remove_if_ours`]).
+    in_place: bool,
 }
 
 /// One connection on the handover socket: blocking, with deadlines.
@@ -178,6 +181,7 @@ impl SocketFile {
             listener,
             path: temporary,
             identity: (meta.dev(), meta.ino()),
+            in_place: false,
         };
         Ok(file)
     }
@@ -190,6 +194,7 @@ impl SocketFile {
             io::Error::new(e.kind(), format!("upgrade socket {}: {e}", path.display()))
         })?;
         self.path = path.to_path_buf();
+        self.in_place = true;
         Ok(())
     }
 
@@ -218,6 +223,16 @@ impl SocketFile {
             if (meta.dev(), meta.ino()) == self.identity {
                 let _ = fs::remove_file(&self.path);
             }
+        }
+    }
+}
+
+impl Drop for SocketFile {
+    /// A file never put in place (the process failed before it took over)
+    /// does not stay behind under its temporary name.
+    fn drop(&mut self) {
+        if !self.in_place {
+            let _ = fs::remove_file(&self.path);
         }
     }
 }
