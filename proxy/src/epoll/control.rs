@@ -345,12 +345,12 @@ impl Control {
                 }
             }
         };
-        for tx in &self.senders {
-            let _ = tx.send(Command::StopAccepting);
-        }
-        if let (true, Some(admin)) = (handed_over, &self.admin) {
-            // Scrapes go to the new process from now on.
-            admin.stop.stop();
+        if handed_over {
+            self.handed_over().await;
+        } else {
+            for tx in &self.senders {
+                let _ = tx.send(Command::StopAccepting);
+            }
         }
         self.published.set_draining();
         // Every connection holds a place under the global maxconn from its
@@ -365,6 +365,30 @@ impl Control {
             file.remove_if_ours();
         }
         Ok(())
+    }
+
+    /// A new process took the listeners: every worker stops accepting (and
+    /// says when it did, within a second), and so does the admin listener:
+    /// scrapes go to the new process from now on.
+    async fn handed_over(&self) {
+        let mut answers = Vec::new();
+        for tx in &self.senders {
+            let (done, answer) = oneshot::channel();
+            if tx.send(Command::HandedOver(done)).is_ok() {
+                answers.push(answer);
+            }
+        }
+        let all = async {
+            for answer in answers {
+                let _ = answer.await;
+            }
+        };
+        if time::timeout(Duration::from_secs(1), all).await.is_err() {
+            crate::warn!("a worker did not stop accepting within 1s");
+        }
+        if let Some(admin) = &self.admin {
+            admin.stop.stop();
+        }
     }
 
     /// SIGUSR2: the own binary again, with `--upgrade-from` (ops/upgrade/reexec.rs).

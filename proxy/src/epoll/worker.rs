@@ -30,6 +30,12 @@ pub enum Command {
     Apply(Vec<Assignment>),
     /// Close every listener; open connections go on (a graceful stop).
     StopAccepting,
+    /// A new process took the listeners (ops/upgrade/): close them as
+    /// [`Command::StopAccepting`] does, but serve a client accepted and still
+    /// waiting for its place instead of resetting it; answer once the accept
+    /// loops are gone, so that such a client holds its place before the
+    /// drain first counts them.
+    HandedOver(oneshot::Sender<()>),
     /// Write the buffered access-log lines now, then answer (before exit).
     Flush(oneshot::Sender<()>),
     /// Reset every open connection (the grace period is over), log them,
@@ -127,6 +133,18 @@ pub async fn worker(
                 for frontend in running.drain(..) {
                     frontend.stop();
                 }
+            }
+            Command::HandedOver(done) => {
+                context.handed_over.set(true);
+                for frontend in running.drain(..) {
+                    frontend.stop();
+                }
+                // The aborted loops are dropped before this task comes back
+                // from its yields (each goes to the back of the queue).
+                for _ in 0..3 {
+                    runtime::yield_now().await;
+                }
+                let _ = done.send(());
             }
             Command::Lend(answer) => {
                 let _ = answer.send(running.iter().flat_map(Running::lend).collect());
@@ -314,7 +332,8 @@ async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<Local>>>) {
 /// the accept loop is dropped meanwhile (aborted by a stop or a reload that
 /// closes its listener), the client is reset and gets its access-log line
 /// (`KQ`, connection.rs `cut_while_waiting`) instead of vanishing with the
-/// loop.
+/// loop; unless a new process took the listeners (an upgrade), which must
+/// lose no client: then it is served here, over the maxconn.
 struct Waiting<'a> {
     client: Option<TcpStream>,
     peer: SocketAddr,
@@ -346,6 +365,15 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
             let local = self.slot.borrow().clone();
+            if local.worker.handed_over.get() {
+                // Its listener went to a new process: the client cannot go
+                // back to the kernel's queue, so it is served here, over the
+                // maxconn (by one client per loop, once), and the drain waits
+                // for it like any other.
+                let places = local.admit_over();
+                spawn(connection::serve(client, self.peer, local, places));
+                return;
+            }
             connection::cut_while_waiting(client, self.peer, self.accepted, self.started, &local);
         }
     }

@@ -31,6 +31,9 @@ pub struct WorkerContext {
     pub kill: KillSwitch,
     /// Clients refused after they had gone, not yet said.
     pub gone: RefCell<GoneClients>,
+    /// A new process took the listeners (ops/upgrade/): a client accepted
+    /// but still waiting for its place is served anyway, not reset.
+    pub handed_over: Cell<bool>,
 }
 
 /// Clients refused after they had gone (closed or reset their side before
@@ -60,6 +63,7 @@ impl WorkerContext {
             sink: sink.map(RefCell::new),
             kill: KillSwitch::default(),
             gone: RefCell::default(),
+            handed_over: Cell::new(false),
         }
     }
 
