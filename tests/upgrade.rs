@@ -374,7 +374,8 @@ fn three_upgrades_with_two_workers_lose_nothing() {
 // Issue 14, with a configuration change between upgrades: a backend
 // added; a frontend added and one removed; and the worker count going
 // 2, 1, 3, 2 (one worker accepting on both handed sockets, then one socket
-// bound beside them). A backend known down stays down in the new process.
+// bound beside them). A backend known down stays down in the new process,
+// and the last one reloads on SIGHUP as any other.
 #[test]
 fn upgrades_with_configuration_changes_lose_nothing() {
     let echo = echo_fixture(3);
@@ -410,6 +411,26 @@ fn upgrades_with_configuration_changes_lose_nothing() {
         proxy = hand_over(proxy, addr, &config, 3, &outcomes);
         expect_log(&proxy, "upgrade: frontend spare on");
         proxy = hand_over(proxy, addr, &config, 2, &outcomes);
+        // The down backend was never rediscovered: it came down once, in
+        // the first process, and started down in each later one.
+        let log = said(&proxy);
+        assert!(log.contains("as the previous process left it"), "{log}");
+        assert!(!log.contains("consecutive failure"), "{log}");
+        // A reload still works in a process whose listeners were handed
+        // over (their frontends unchanged keep them; web's pool changes).
+        let at = outcomes.done();
+        config.write(&format!(
+            "{}{}",
+            frontend("web", &[b, a], &check),
+            frontend("api", &[c], "")
+        ));
+        proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+        let reloaded = expect_log(&proxy, "reloaded ");
+        assert!(
+            reloaded.contains("web: changed; api: unchanged"),
+            "{reloaded}"
+        );
+        outcomes.wait_for(at, 200);
         proxy
     });
     outcomes.assert_none_failed(&said(&proxy));
@@ -422,11 +443,6 @@ fn upgrades_with_configuration_changes_lose_nothing() {
         refused.is_err(),
         "the removed frontend still accepts: {refused:?}"
     );
-    // The down backend was never rediscovered: it came down once, in the
-    // first process, and started down in each later one.
-    let log = said(&proxy);
-    assert!(log.contains("as the previous process left it"), "{log}");
-    assert!(!log.contains("consecutive failure"), "{log}");
     stop_cleanly(proxy);
 }
 

@@ -511,7 +511,8 @@ const FLAGS: &[Flag<Args>] = &[
         arg: "PATH",
         needs: "a path, like /run/proxy/upgrade.sock",
         help: "epoll: offer the listeners on this Unix socket to a new\n\
-               \x20                            process (--upgrade-from), on SIGUSR2 too [default: off]",
+               \x20                            process (--upgrade-from; SIGUSR2 starts one)\n\
+               \x20                                                            [default: off]",
         set: |a, v| {
             a.settings.upgrade_socket = Some(PathBuf::from(v));
             Ok(())
@@ -892,6 +893,20 @@ mod tests {
         }
         let e = error("--backend 127.0.0.1:1 --mode single --grace 1s");
         assert!(e.contains("exits at once on SIGTERM"), "{e}");
+        // Issue 14: only the epoll mode hands its listeners over.
+        for mode in ["single", "pool", "states"] {
+            for flag in ["--upgrade-socket /run/p.sock", "--upgrade-from /run/p.sock"] {
+                let e = error(&format!("--backend 127.0.0.1:1 --mode {mode} {flag}"));
+                assert!(e.contains("can hand its listeners to a new process"), "{e}");
+                assert!(e.contains(&format!("--mode {mode}")), "{e}");
+            }
+        }
+        let s = settings("--backend 127.0.0.1:1 --upgrade-socket /run/p.sock --upgrade-from /x");
+        assert_eq!(
+            s.upgrade_socket.as_deref(),
+            Some(std::path::Path::new("/run/p.sock"))
+        );
+        assert_eq!(s.upgrade_from.as_deref(), Some(std::path::Path::new("/x")));
         let e = error("--backend 127.0.0.1:1 --mode pool --admin 127.0.0.1:9100");
         assert!(e.contains("--mode pool: milestones 2 to 4"), "{e}");
         assert!(error("--mode states --config lb.conf").contains("takes flags only"));

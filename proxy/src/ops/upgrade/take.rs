@@ -40,7 +40,7 @@ pub fn take(path: &Path) -> io::Result<Handed> {
         io::Error::new(
             e.kind(),
             format!(
-                "--upgrade-from {}: {e}; nothing was taken over, the old process serves on",
+                "--upgrade-from {}: {e}; nothing was taken over (an old process, if any, serves on)",
                 path.display()
             ),
         )
