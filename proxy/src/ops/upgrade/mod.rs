@@ -17,10 +17,11 @@
 //!     bind more beside them (SO_REUSEPORT) if it has more workers,
 //!     bind the new frontends, close the ones it no longer has
 //!   seed the health boards; start the workers; they accept
-//!   its own socket file for the next upgrade, renamed over PATH
 //!   (systemd: MAINPID=, READY=1)
 //!   taken ──────────────────────────────────────▶ stop accepting (EPOLL_CTL_DEL, close)
 //!   ◀───────────────────────────────────────── ok  drain for the grace period, exit 0
+//!   its own socket file (made at startup under a temporary name) renamed
+//!   over PATH, for the next upgrade
 //! ```
 //!
 //! Any failure before "taken" (a configuration that does not parse, a port
