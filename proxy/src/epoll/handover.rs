@@ -133,7 +133,13 @@ pub async fn lend(senders: &[mpsc::Sender<Command>]) -> io::Result<Vec<(Tag, Own
     let mut all = Vec::new();
     for (worker, answer) in answers.into_iter().enumerate() {
         let lent = match time::timeout(LEND, answer).await {
-            Ok(Ok(lent)) => lent,
+            Ok(Ok(Ok(lent))) => lent,
+            Ok(Ok(Err(e))) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("worker {worker}: {e}; no handover"),
+                ));
+            }
             _ => {
                 return Err(io::Error::other(format!(
                     "worker {worker} did not lend its listeners within {LEND:?}; no handover"

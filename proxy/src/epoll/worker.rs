@@ -42,8 +42,10 @@ pub enum Command {
     /// write the access log, then answer.
     Cut(oneshot::Sender<()>),
     /// Answer with a copy of every listener, for a new process that takes
-    /// them over (ops/upgrade/). The worker's own stay as they are.
-    Lend(oneshot::Sender<Vec<Lent>>),
+    /// them over (ops/upgrade/), or why one could not be copied (out of
+    /// descriptors, say): a handover that left one out would reset the
+    /// clients queued on it. The worker's own stay as they are.
+    Lend(oneshot::Sender<io::Result<Vec<Lent>>>),
 }
 
 /// A copy of one of a worker's listeners, lent for a handover.
@@ -89,26 +91,25 @@ impl Running {
         }
     }
 
-    /// A copy of each listener.
-    fn lend(&self) -> Vec<Lent> {
+    /// A copy of each listener, into `lent`.
+    fn lend(&self, lent: &mut Vec<Lent>) -> io::Result<()> {
         let shared = &self.slot.borrow().shared;
-        let mut lent = Vec::new();
+        let name = &shared.frontend.name;
+        let context = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("frontend {name}: a listener cannot be copied: {e}"),
+            )
+        };
         for listener in &self.listeners {
-            let copy = listener.as_fd().try_clone_to_owned();
-            match (copy, listener.local_addr()) {
-                (Ok(fd), Ok(bound)) => lent.push(Lent {
-                    frontend: shared.frontend.name.clone(),
-                    configured: shared.frontend.listen,
-                    bound,
-                    fd,
-                }),
-                (Err(e), _) | (_, Err(e)) => crate::error!(
-                    "frontend {}: a listener cannot be lent to the new process: {e}",
-                    shared.frontend.name
-                ),
-            }
+            lent.push(Lent {
+                frontend: name.clone(),
+                configured: shared.frontend.listen,
+                bound: listener.local_addr().map_err(context)?,
+                fd: listener.as_fd().try_clone_to_owned().map_err(context)?,
+            });
         }
-        lent
+        Ok(())
     }
 }
 
@@ -147,7 +148,9 @@ pub async fn worker(
                 let _ = done.send(());
             }
             Command::Lend(answer) => {
-                let _ = answer.send(running.iter().flat_map(Running::lend).collect());
+                let mut lent = Vec::new();
+                let result = running.iter().try_for_each(|r| r.lend(&mut lent));
+                let _ = answer.send(result.map(|()| lent));
             }
             Command::Flush(done) => {
                 flush(&context);

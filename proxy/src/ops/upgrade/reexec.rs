@@ -26,6 +26,8 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 
 /// The flag that names the old process's socket.
@@ -36,6 +38,10 @@ pub const UPGRADE_FROM: &str = "--upgrade-from";
 pub struct Reexec {
     exe: PathBuf,
     args: Vec<OsString>,
+    /// The pid of the new process started and still running, 0 if none: a
+    /// second SIGUSR2 meanwhile is refused rather than start a second one,
+    /// which would only wait behind the first and time out.
+    started: Arc<AtomicU32>,
 }
 
 impl Reexec {
@@ -59,6 +65,7 @@ impl Reexec {
         Reexec {
             exe,
             args: next_args(argv.collect(), socket),
+            started: Arc::default(),
         }
     }
 
@@ -70,6 +77,15 @@ impl Reexec {
     /// Starts the new process; a thread reaps it and logs how it ended if
     /// it ends while this process still runs (it failed, or it stopped).
     pub fn start(&self) -> io::Result<u32> {
+        let running = self.started.load(Ordering::SeqCst);
+        if running != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "pid {running}, started by an earlier SIGUSR2, still runs; not a second one"
+                ),
+            ));
+        }
         let mut child = Command::new(&self.exe)
             .args(&self.args)
             .stdin(Stdio::null())
@@ -81,12 +97,22 @@ impl Reexec {
                 )
             })?;
         let pid = child.id();
+        self.started.store(pid, Ordering::SeqCst);
+        let started = self.started.clone();
         thread::Builder::new()
             .name("upgrade-child".into())
-            .spawn(move || match child.wait() {
-                Ok(status) if status.success() => crate::info!("upgrade: pid {pid} exited: {status}"),
-                Ok(status) => crate::error!("upgrade: the new process, pid {pid}, failed: {status}; this one goes on serving"),
-                Err(e) => crate::warn!("upgrade: waiting for pid {pid}: {e}"),
+            .spawn(move || {
+                match child.wait() {
+                    Ok(status) if status.success() => {
+                        crate::info!("upgrade: pid {pid} exited: {status}")
+                    }
+                    Ok(status) => crate::error!(
+                        "upgrade: the new process, pid {pid}, failed: {status}; this one goes on \
+                         serving"
+                    ),
+                    Err(e) => crate::warn!("upgrade: waiting for pid {pid}: {e}"),
+                }
+                started.store(0, Ordering::SeqCst);
             })?;
         Ok(pid)
     }
