@@ -61,6 +61,8 @@ pub struct Opens {
     pub access_log_file: bool,
     /// The admin listener, with the most connections it takes at once.
     pub admin_connections: Option<u64>,
+    /// An upgrade socket is set (ops/upgrade/).
+    pub upgrade: bool,
 }
 
 /// The descriptors kept back, item by item: what the message and the docs
@@ -125,6 +127,26 @@ impl Reserve {
                 format!(
                     "admin: epoll, eventfd, listener and {connections} connections, one more \
                      while a newcomer takes a place"
+                ),
+            ));
+        }
+        if opens.upgrade {
+            // The admin listener's copy is kept for the whole run, and lent.
+            let admin = if opens.admin_connections.is_some() {
+                2
+            } else {
+                0
+            };
+            items.push((
+                2 + listeners + admin,
+                format!(
+                    "upgrade: the socket file, a handover's connection, and a copy of each of the \
+                     {listeners} listener(s){} while it is handed over",
+                    if admin > 0 {
+                        " and of the admin's (kept)"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }
@@ -288,11 +310,22 @@ mod tests {
             checks: 5,
             access_log_file: true,
             admin_connections: Some(64),
+            upgrade: false,
         };
         // 3 + 3 + 8 + 2×12 + 12 + 2×(2+5) + 2 + (3+64+1) + 16.
         assert_eq!(
             Reserve::of(&big).total(),
             3 + 3 + 8 + 24 + 12 + 14 + 2 + 68 + 16
+        );
+        // An upgrade socket: its file, a handover's connection, a copy of
+        // each of the 12 listeners and two of the admin's.
+        let upgradable = Opens {
+            upgrade: true,
+            ..big
+        };
+        assert_eq!(
+            Reserve::of(&upgradable).total(),
+            Reserve::of(&big).total() + 2 + 12 + 2
         );
         // No workers still counts one event loop.
         assert_eq!(

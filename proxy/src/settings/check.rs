@@ -79,6 +79,8 @@ pub struct Fixed {
     pub admin: bool,
     /// The access log goes to a file.
     pub access_log_file: bool,
+    /// An upgrade socket is set.
+    pub upgrade: bool,
 }
 
 impl Fixed {
@@ -90,6 +92,7 @@ impl Fixed {
             workers,
             admin: config.global.admin.is_some(),
             access_log_file: matches!(config.global.access_log, Some(AccessLogTarget::File(_))),
+            upgrade: config.global.upgrade_socket.is_some(),
         }
     }
 }
@@ -112,6 +115,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         workers,
         admin,
         access_log_file,
+        upgrade,
     } = fixed;
     let checks = frontends
         .iter()
@@ -125,6 +129,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         checks: checks as u64,
         access_log_file,
         admin_connections: admin.then(|| u64::from(AdminOptions::default().max_connections)),
+        upgrade,
     }
 }
 
