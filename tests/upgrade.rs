@@ -9,9 +9,10 @@
 //! reset or answered wrongly, and the connections open across each
 //! handover (held by the old process while it drains) must finish
 //! byte-exact. Variants: one worker, two, a configuration and a worker
-//! count that change between upgrades; a new process that fails (a bad
-//! file, a port in use) leaves the old one serving; SIGUSR2 does the same
-//! as the flag.
+//! count that change between upgrades; clients waiting in the listen
+//! queues of a full proxy; a new process that fails (a bad file, a port in
+//! use) leaves the old one serving; a process of another user is refused
+//! (when the tests run as root); SIGUSR2 does the same as the flag.
 //!
 //! Real processes, real sockets on 127.0.0.1, the in-process fixture as the
 //! backends. Every loop is bounded in count and time, every wait is for a
@@ -620,6 +621,47 @@ fn clients_waiting_in_the_listen_queues_are_served_by_the_new_process() {
         new
     });
     outcomes.assert_none_failed(&format!("old:\n{}\nnew:\n{}", said(&old), said(&new)));
+    expect_drained_exit(&old);
+    stop_cleanly(new);
+}
+
+// Issue 14's SO_PEERCRED check with a real second user: a process of
+// another uid that reaches the socket (its file opened to everyone here,
+// on purpose, the way a careless chmod would) is refused by the old
+// process, which logs it and serves on; and the new process refuses an old
+// one that is not of its user. Needs root, to start a process as nobody.
+#[test]
+fn a_peer_of_another_user_is_refused_both_ways() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: starting a process of another user needs root");
+        return;
+    }
+    let echo = echo_fixture(1);
+    let config = ConfigFile::new("other-user", &frontend("web", echo.addrs(), ""));
+    std::fs::set_permissions(config.path(), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let old = start_first(&config, 1);
+    let addr = old.frontend_addr("web").expect("frontend web");
+    let socket = socket_path(&config);
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let nobody = 65534;
+    let run = child::proxy(proxy_exe(), &args(&config, 1, Some(&socket)))
+        .user(nobody, nobody)
+        .ready(child::Ready::AtOnce, SOON)
+        .run(SOON)
+        .expect("the other user's proxy runs to its end");
+    let words = run.stderr.join("\n");
+    assert_eq!(run.status.code(), Some(1), "{words}");
+    assert!(
+        words.contains("runs as uid 0, not the proxy's uid 65534; refused"),
+        "{words}"
+    );
+    let refused = expect_log(&old, "runs as uid 65534, not the proxy's uid 0; refused");
+    assert!(
+        refused.contains("this process goes on serving"),
+        "{refused}"
+    );
+    echo_round_trip(addr, 5, 50_000).unwrap_or_else(|e| panic!("after the refusal: {e}"));
+    let new = start_next(&old, &config, 1);
     expect_drained_exit(&old);
     stop_cleanly(new);
 }
