@@ -370,7 +370,7 @@ impl Control {
     /// A new process took the listeners: every worker stops accepting (and
     /// says when it did, within a second), and so does the admin listener:
     /// scrapes go to the new process from now on.
-    async fn handed_over(&self) {
+    async fn handed_over(&mut self) {
         let mut answers = Vec::new();
         for tx in &self.senders {
             let (done, answer) = oneshot::channel();
@@ -386,8 +386,11 @@ impl Control {
         if time::timeout(Duration::from_secs(1), all).await.is_err() {
             crate::warn!("a worker did not stop accepting within 1s");
         }
-        if let Some(admin) = &self.admin {
+        if let Some(admin) = &mut self.admin {
             admin.stop.stop();
+            // The kept copy too: a socket the new process did not want (its
+            // file has no admin) must not linger here, queueing scrapes.
+            admin.copy = None;
         }
     }
 

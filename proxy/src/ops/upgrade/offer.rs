@@ -141,9 +141,11 @@ fn session(endpoint: &Endpoint, requests: &runtime::mpsc::Sender<Request>) -> io
     };
     match endpoint.recv().map_err(gave_up)?.0 {
         Message::Taken { pid } => {
-            let _ = requests.send(Request::Taken { pid });
-            // The new process is serving already; an "ok" lost is no loss.
+            // "ok" first: with nothing to drain, this process exits as soon
+            // as the control thread hears "taken", and the new one would
+            // read an end of file instead. (It serves already either way.)
             let _ = endpoint.send(&Message::Ok, &[]);
+            let _ = requests.send(Request::Taken { pid });
             Ok(pid)
         }
         other => Err(refused(format!("pid {pid} answered {:?}", other.encode()))),
