@@ -138,6 +138,7 @@ fn expect_drained_exit(old: &ChildProcess) {
     let log = said(old);
     assert!(log.contains("every connection finished; exiting"), "{log}");
     assert!(!log.contains(" KD "), "a connection was cut:\n{log}");
+    assert!(!log.contains(" KQ "), "a waiting client was reset:\n{log}");
 }
 
 fn echo_fixture(count: usize) -> Fixture {

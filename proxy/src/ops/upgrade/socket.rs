@@ -143,7 +143,8 @@ impl SocketFile {
                 return Err(io::Error::new(
                     io::ErrorKind::AlreadyExists,
                     format!(
-                        "upgrade socket {}: the path exists and is not a socket; remove it or choose another",
+                        "upgrade socket {}: the path exists and is not a socket; remove it or \
+                         choose another",
                         path.display()
                     ),
                 ));
