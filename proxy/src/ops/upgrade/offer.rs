@@ -173,3 +173,67 @@ fn send_offer(endpoint: &Endpoint, offer: &Offer) -> io::Result<()> {
 fn refused(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    // More listeners than one message may carry (SCM_MAX_FD, 253) go in
+    // batches, each tag with its own descriptor, in order.
+    #[test]
+    fn three_hundred_listeners_go_in_batches_of_at_most_253() {
+        let dir = std::env::temp_dir().join(format!("proxy-offer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).expect("a directory");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("0700");
+        let path = dir.join("upgrade.sock");
+        let mut file = SocketFile::create(&path, false).expect("the socket file");
+        file.put_in_place(&path).expect("in place");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+        let bound = listener.local_addr().expect("its address");
+        let offer = Offer {
+            listeners: (0..300)
+                .map(|worker| {
+                    let tag = Tag::Frontend {
+                        name: "web".into(),
+                        configured: bound,
+                        bound,
+                        worker,
+                    };
+                    (tag, OwnedFd::from(listener.try_clone().expect("a copy")))
+                })
+                .collect(),
+            health: Vec::new(),
+        };
+        let new = Endpoint::connect(&path).expect("connect");
+        new.set_deadline(Duration::from_secs(10)).expect("deadline");
+        let old = file.accept().expect("accept");
+        send_offer(&old, &offer).expect("sent");
+        let mut batches = Vec::new();
+        let mut workers = Vec::new();
+        for _ in 0..10 {
+            match new.recv().expect("a message") {
+                (Message::Listeners(tags), fds) => {
+                    assert_eq!(tags.len(), fds.len());
+                    batches.push(fds.len());
+                    for (tag, fd) in tags.into_iter().zip(fds) {
+                        let copy = std::net::TcpListener::from(fd);
+                        assert_eq!(copy.local_addr().ok(), Some(bound));
+                        if let Tag::Frontend { worker, .. } = tag {
+                            workers.push(worker);
+                        }
+                    }
+                }
+                (Message::End { pid }, _) => {
+                    assert_eq!(pid, std::process::id());
+                    break;
+                }
+                (other, _) => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(batches, [253, 47]);
+        assert_eq!(workers, (0..300).collect::<Vec<_>>());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
