@@ -450,7 +450,8 @@ fn upgrades_with_configuration_changes_lose_nothing() {
 
 // A new process that cannot start (a file with an error, a port in use)
 // exits with a clear message, and the old one serves on, untouched: its
-// socket is still there, and a later good upgrade works.
+// socket is still there, and a later good upgrade works. One pointed at a
+// path where no proxy listens says that nothing was taken over.
 #[test]
 fn a_failed_upgrade_leaves_the_old_process_serving() {
     let echo = echo_fixture(1);
@@ -486,6 +487,17 @@ fn a_failed_upgrade_leaves_the_old_process_serving() {
         assert!(!log.contains("took the listeners"), "{log}");
     }
     config.write(&web);
+    // No old process at the path: nothing to take, said so, status 1.
+    let nobody = config.dir().join("nobody.sock");
+    let mut lone = args(&config, 1, Some(&nobody));
+    lone[3] = config.dir().join("lone.sock").display().to_string();
+    let run = child::proxy(proxy_exe(), &lone)
+        .ready(child::Ready::AtOnce, SOON)
+        .run(SOON)
+        .expect("the lone proxy runs to its end");
+    let words = run.stderr.join("\n");
+    assert_eq!(run.status.code(), Some(1), "{words}");
+    assert!(words.contains("nothing was taken over"), "{words}");
     let new = start_next(&proxy, &config, 1);
     expect_drained_exit(&proxy);
     echo_round_trip(addr, 4, 50_000).unwrap_or_else(|e| panic!("after the upgrade: {e}"));
