@@ -53,13 +53,15 @@ use super::worker_context::WorkerContext;
 /// when the process should exit.
 pub fn run(plan: &Plan) -> io::Result<()> {
     crate::info!("{}", plan.budget.describe(plan.maxconn));
-    // Both before any other thread starts: the take blocks nothing else, and
-    // the socket file is made under a umask (ops/upgrade/socket.rs).
-    let mut handed = plan.upgrade_from.as_deref().map(take::take).transpose()?;
+    // Both before any other thread starts: the socket file is made under a
+    // umask (ops/upgrade/socket.rs), and the take blocks nothing else. The
+    // file first: a directory it cannot be made in stops us before the old
+    // process is asked for anything.
     let socket_file = match &plan.config.global.upgrade_socket {
-        Some(path) => Some(SocketFile::create(path, handed.is_some())?),
+        Some(path) => Some(SocketFile::create(path, plan.upgrade_from.is_some())?),
         None => None,
     };
+    let mut handed = plan.upgrade_from.as_deref().map(take::take).transpose()?;
     let mut control = Control::new(plan, socket_file.is_some())?;
     if let Some(handed) = &mut handed {
         control.handed = std::mem::take(&mut handed.listeners);
