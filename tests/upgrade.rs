@@ -657,7 +657,11 @@ fn a_peer_of_another_user_is_refused_both_ways() {
     let socket = socket_path(&config);
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
     let nobody = 65534;
-    let run = child::proxy(proxy_exe(), &args(&config, 1, Some(&socket)))
+    // Its own upgrade socket where nobody may make one: /tmp (sticky).
+    let mut words = args(&config, 1, Some(&socket));
+    let own = std::env::temp_dir().join(format!("e2e-upgrade-{}-nobody.sock", std::process::id()));
+    words[3] = own.display().to_string();
+    let run = child::proxy(proxy_exe(), &words)
         .user(nobody, nobody)
         .ready(child::Ready::AtOnce, SOON)
         .run(SOON)
