@@ -73,6 +73,7 @@ use runtime::net::TcpStream;
 use runtime::time::{self, Sleep};
 
 use super::side::Side;
+use super::splice::{self, Held, NoPipe, Splice, Splicing};
 
 /// Bytes moved per read. Large enough that a bulk transfer costs few system
 /// calls; it is only held while data is in flight.
@@ -163,6 +164,11 @@ pub struct Outcome {
     /// The side whose FIN came first, if one came (for the access log: a
     /// fin timeout is the *other* side's silence).
     pub first_fin: Option<Side>,
+    /// Of the bytes both ways, those moved by splice (conn/splice.rs).
+    pub spliced: u64,
+    /// The error (errno) that put the connection back on the copy path
+    /// because its sockets could not splice, if one did.
+    pub splice_fallback: Option<i32>,
 }
 
 /// Which socket of a direction failed.
@@ -172,7 +178,36 @@ enum Broke {
     Destination,
 }
 
-/// One direction: a buffer in flight, and whether the source reached EOF.
+/// What one turn of a direction's copy or splice loop came to.
+enum Step {
+    /// The direction changed paths (copy to splice or back): run the other.
+    Switch,
+    /// Blocked, done or broken.
+    Poll(Poll<Result<(), Broke>>),
+}
+
+/// The connection's splice state, shared by its two directions: a fallback
+/// or a failed `pipe2` puts the whole connection on the copy path.
+struct SpliceState<'a> {
+    splicing: Splicing<'a>,
+    /// The error that made it fall back, if one did (an errno).
+    fallback: Option<i32>,
+    /// `pipe2` failed (EMFILE and the like): no more tries.
+    no_pipes: bool,
+}
+
+impl SpliceState<'_> {
+    fn may_splice(&self) -> bool {
+        self.splicing.mode != Splice::Off && self.fallback.is_none() && !self.no_pipes
+    }
+
+    fn fall_back(&mut self, err: &io::Error) {
+        self.fallback = self.fallback.or(err.raw_os_error());
+    }
+}
+
+/// One direction: a buffer (or a pipe) in flight, and whether the source
+/// reached EOF.
 #[derive(Debug, Default)]
 struct Direction {
     buffer: Option<Box<[u8]>>,
@@ -181,64 +216,232 @@ struct Direction {
     eof: bool,
     done: bool,
     bytes: u64,
+    /// Moving by splice, not by copy (conn/splice.rs).
+    splicing: bool,
+    /// Switch to splice before the next read (`auto` saw a full read; `on`).
+    wants_splice: bool,
+    /// The pipe, while bytes are in flight through it (or left in it by a
+    /// fallback, for the copy path to read out first).
+    pipe: Option<Held>,
+    /// Of `bytes`, those that went by splice.
+    spliced: u64,
 }
 
 impl Direction {
-    /// Moves bytes from `from` to `to` until blocked, done or broken.
-    /// `last`: the other direction is done, so this one's FIN ends the relay.
+    fn new(mode: Splice) -> Direction {
+        let mut direction = Direction::default();
+        direction.wants_splice = mode == Splice::On;
+        direction
+    }
+
+    /// Moves bytes from `from` to `to` until blocked, done or broken, by
+    /// copy or by splice. `last`: the other direction is done, so this
+    /// one's FIN ends the relay.
+    fn poll_move(
+        &mut self,
+        from: &TcpStream,
+        to: &TcpStream,
+        last: bool,
+        sp: &mut SpliceState<'_>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), Broke>> {
+        loop {
+            let step = if self.splicing {
+                self.poll_splice(from, to, last, sp, cx)
+            } else {
+                self.poll_copy(from, to, last, sp, cx)
+            };
+            match step {
+                Step::Switch => continue,
+                Step::Poll(poll) => return poll,
+            }
+        }
+    }
+
+    /// The copy path: read into the buffer, write it out.
     fn poll_copy(
         &mut self,
         from: &TcpStream,
         to: &TcpStream,
         last: bool,
+        sp: &mut SpliceState<'_>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<(), Broke>> {
+    ) -> Step {
         loop {
-            if let Some(pending) = self
-                .buffer
-                .as_deref()
-                .and_then(|b| b.get(self.start..self.end))
-                .filter(|p| !p.is_empty())
-            {
-                let written = if self.eof {
-                    to.poll_write_before_fin(cx, pending)
-                } else {
-                    to.poll_write(cx, pending)
-                };
-                match written {
-                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
-                        return Poll::Ready(Err(Broke::Destination));
-                    }
-                    Poll::Ready(Ok(n)) => {
-                        self.start += n;
-                        self.bytes += n as u64;
-                    }
-                    Poll::Pending => return Poll::Pending,
-                }
-                continue;
+            if let Some(poll) = self.poll_flush(to, cx) {
+                return Step::Poll(poll);
             }
             if self.eof {
-                return Poll::Ready(self.finish(to, last));
+                return Step::Poll(Poll::Ready(self.finish(to, last)));
             }
-            let buffer = self.buffer.get_or_insert_with(take_buffer);
-            match from.poll_read(cx, buffer) {
-                Poll::Ready(Ok(0)) => self.eof = true,
-                Poll::Ready(Ok(n)) => {
-                    (self.start, self.end) = (0, n);
-                    // The FIN came with these bytes: they go with it
-                    // (module docs), and the read that would return 0 is
-                    // not made.
-                    self.eof = from.at_eof();
+            if self.wants_splice && self.start_splicing(sp) {
+                return Step::Switch;
+            }
+            if let Some(poll) = self.poll_fill(from, sp.splicing.mode, cx) {
+                return Step::Poll(poll);
+            }
+        }
+    }
+
+    /// Writes what the buffer holds: `None` once it is all written.
+    fn poll_flush(
+        &mut self,
+        to: &TcpStream,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<Result<(), Broke>>> {
+        while let Some(pending) = self
+            .buffer
+            .as_deref()
+            .and_then(|b| b.get(self.start..self.end))
+            .filter(|p| !p.is_empty())
+        {
+            let written = if self.eof {
+                to.poll_write_before_fin(cx, pending)
+            } else {
+                to.poll_write(cx, pending)
+            };
+            match written {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                    return Some(Poll::Ready(Err(Broke::Destination)));
                 }
-                Poll::Ready(Err(_)) => return Poll::Ready(Err(Broke::Source)),
+                Poll::Ready(Ok(n)) => {
+                    self.start += n;
+                    self.bytes += n as u64;
+                }
+                Poll::Pending => return Some(Poll::Pending),
+            }
+        }
+        None
+    }
+
+    /// Reads into the empty buffer: from a pipe a fallback left bytes in,
+    /// else from `from`. `None` once it read (or reached EOF).
+    fn poll_fill(
+        &mut self,
+        from: &TcpStream,
+        mode: Splice,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<Result<(), Broke>>> {
+        let buffer = self.buffer.get_or_insert_with(take_buffer);
+        if let Some(held) = self.pipe.as_mut().filter(|h| !h.pipe.is_empty()) {
+            return match held.pipe.read_into(buffer) {
+                Ok(n) => {
+                    (self.start, self.end) = (0, n);
+                    None
+                }
+                Err(_) => Some(Poll::Ready(Err(Broke::Source))),
+            };
+        }
+        match from.poll_read(cx, buffer) {
+            Poll::Ready(Ok(0)) => self.eof = true,
+            Poll::Ready(Ok(n)) => {
+                // `auto`: a read that fills the buffer is a bulk stream.
+                self.wants_splice =
+                    mode == Splice::On || (mode == Splice::Auto && n == buffer.len());
+                (self.start, self.end) = (0, n);
+                // The FIN came with these bytes: they go with it (module
+                // docs), and the read that would return 0 is not made.
+                self.eof = from.at_eof();
+            }
+            Poll::Ready(Err(_)) => return Some(Poll::Ready(Err(Broke::Source))),
+            Poll::Pending => {
+                // Nothing in flight: the buffer goes back to the pool
+                // while this direction waits.
+                self.release();
+                return Some(Poll::Pending);
+            }
+        }
+        None
+    }
+
+    /// With the buffer empty: takes a pipe and switches to splice, if the
+    /// connection may and the budget has one. No pipe: go on copying (and
+    /// after a failed `pipe2`, stop asking).
+    fn start_splicing(&mut self, sp: &mut SpliceState<'_>) -> bool {
+        self.wants_splice = false;
+        if !sp.may_splice() || self.pipe.as_ref().is_some_and(|h| !h.pipe.is_empty()) {
+            return false;
+        }
+        if self.pipe.is_none() {
+            match splice::take(sp.splicing.pipes) {
+                Ok(held) => self.pipe = Some(held),
+                Err(NoPipe::Failed) => sp.no_pipes = true,
+                Err(NoPipe::Budget) => {}
+            }
+        }
+        if self.pipe.is_some() {
+            if let Some(buffer) = self.buffer.take() {
+                give_buffer(buffer);
+            }
+            self.splicing = true;
+        }
+        self.splicing
+    }
+
+    /// The splice path: source → pipe → destination, the pipe's fill level
+    /// standing for the buffer (in flight until spliced out).
+    fn poll_splice(
+        &mut self,
+        from: &TcpStream,
+        to: &TcpStream,
+        last: bool,
+        sp: &mut SpliceState<'_>,
+        cx: &mut Context<'_>,
+    ) -> Step {
+        loop {
+            if self.eof && self.pipe.as_ref().is_none_or(|h| h.pipe.is_empty()) {
+                return Step::Poll(Poll::Ready(self.finish(to, last)));
+            }
+            let Some(held) = self.pipe.as_mut() else {
+                return self.take_pipe_or_copy(sp);
+            };
+            let out = !held.pipe.is_empty();
+            let moved = if out {
+                to.poll_splice_from(cx, &mut held.pipe)
+            } else {
+                from.poll_splice_to(cx, &mut held.pipe)
+            };
+            let broke = if out {
+                Broke::Destination
+            } else {
+                Broke::Source
+            };
+            match moved {
+                Poll::Ready(Ok(0)) if out => return Step::Poll(Poll::Ready(Err(broke))),
+                Poll::Ready(Ok(0)) => self.eof = true,
+                Poll::Ready(Ok(n)) if out => {
+                    self.bytes += n as u64;
+                    self.spliced += n as u64;
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) if splice::cannot_splice(&e) => {
+                    // Bytes left in the pipe are read out by the copy path.
+                    sp.fall_back(&e);
+                    self.splicing = false;
+                    return Step::Switch;
+                }
+                Poll::Ready(Err(_)) => return Step::Poll(Poll::Ready(Err(broke))),
+                Poll::Pending if out => return Step::Poll(Poll::Pending),
                 Poll::Pending => {
-                    // Nothing in flight: the buffer goes back to the pool
-                    // while this direction waits.
+                    // Pipe empty, source dry: the pipe goes back to the pool.
                     self.release();
-                    return Poll::Pending;
+                    return Step::Poll(Poll::Pending);
                 }
             }
         }
+    }
+
+    /// The splice path without a pipe (it gave its own back while it
+    /// waited): take one, or go back to copying.
+    fn take_pipe_or_copy(&mut self, sp: &mut SpliceState<'_>) -> Step {
+        match splice::take(sp.splicing.pipes) {
+            Ok(held) => self.pipe = Some(held),
+            Err(no) => {
+                sp.no_pipes |= no == NoPipe::Failed;
+                self.splicing = false;
+            }
+        }
+        Step::Switch
     }
 
     /// The source sent FIN and everything before it is delivered: pass the
@@ -262,9 +465,14 @@ impl Direction {
         Ok(())
     }
 
+    /// Gives the buffer and the pipe back (a pipe that still holds bytes is
+    /// closed instead: splice.rs).
     fn release(&mut self) {
         if let Some(buffer) = self.buffer.take() {
             give_buffer(buffer);
+        }
+        if let Some(held) = self.pipe.take() {
+            splice::give(held);
         }
         (self.start, self.end) = (0, 0);
     }
@@ -281,8 +489,13 @@ impl Drop for Direction {
 /// cleanly, both sockets are set to reset when closed. Either way the caller
 /// drops them as soon as it returns: for a complete relay, that close is
 /// what sends the last FIN.
-pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> Outcome {
-    relay_until(client, backend, limits, std::future::pending()).await
+pub async fn relay(
+    client: &TcpStream,
+    backend: &TcpStream,
+    limits: Limits,
+    splicing: Splicing<'_>,
+) -> Outcome {
+    relay_until(client, backend, limits, splicing, std::future::pending()).await
 }
 
 /// [`relay`], cut short (both sides reset, [`Ending::Stopped`]) when `stop`
@@ -292,11 +505,17 @@ pub async fn relay_until(
     client: &TcpStream,
     backend: &TcpStream,
     limits: Limits,
+    splicing: Splicing<'_>,
     stop: impl Future<Output = ()>,
 ) -> Outcome {
     let mut stop = std::pin::pin!(stop);
-    let mut up = Direction::default();
-    let mut down = Direction::default();
+    let mut up = Direction::new(splicing.mode);
+    let mut down = Direction::new(splicing.mode);
+    let mut sp = SpliceState {
+        splicing,
+        fallback: None,
+        no_pipes: false,
+    };
     let mut timer = IdleTimer::new(limits);
     let mut first_fin = None;
     let ending = poll_fn(|cx| {
@@ -304,7 +523,7 @@ pub async fn relay_until(
             return Poll::Ready(Ending::Stopped);
         }
         let moved_before = up.bytes + down.bytes;
-        if let Some(ending) = poll_both(&mut up, &mut down, client, backend, cx) {
+        if let Some(ending) = poll_both(&mut up, &mut down, client, backend, &mut sp, cx) {
             return Poll::Ready(ending);
         }
         // Who has sent its FIN (the other direction is still open).
@@ -325,6 +544,8 @@ pub async fn relay_until(
         upstream: up.bytes,
         downstream: down.bytes,
         first_fin,
+        spliced: up.spliced + down.spliced,
+        splice_fallback: sp.fallback,
     }
 }
 
@@ -335,10 +556,11 @@ fn poll_both(
     down: &mut Direction,
     client: &TcpStream,
     backend: &TcpStream,
+    sp: &mut SpliceState<'_>,
     cx: &mut Context<'_>,
 ) -> Option<Ending> {
     if !up.done {
-        if let Poll::Ready(Err(broke)) = up.poll_copy(client, backend, down.done, cx) {
+        if let Poll::Ready(Err(broke)) = up.poll_move(client, backend, down.done, sp, cx) {
             return Some(match broke {
                 Broke::Source => Ending::ClientReset,
                 Broke::Destination => Ending::BackendReset,
@@ -346,7 +568,7 @@ fn poll_both(
         }
     }
     if !down.done {
-        if let Poll::Ready(Err(broke)) = down.poll_copy(backend, client, up.done, cx) {
+        if let Poll::Ready(Err(broke)) = down.poll_move(backend, client, up.done, sp, cx) {
             return Some(match broke {
                 Broke::Source => Ending::BackendReset,
                 Broke::Destination => Ending::ClientReset,

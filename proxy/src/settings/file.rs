@@ -261,6 +261,7 @@ impl File<'_> {
             maxconn_per_source: draft.maxconn_per_source,
             accept_proxy: draft.accept_proxy,
             proxy_from: draft.proxy_from,
+            splice: draft.splice,
         })
     }
 }
