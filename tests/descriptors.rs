@@ -89,6 +89,13 @@ fn epoll_one_worker_holds_2000_connections_at_once() {
     holds_2000_connections_at_once(Mode::Epoll1);
 }
 
+// Issue 12: the same through the splice path: every direction splices its
+// first byte, and pipes are taken and given back as bytes come and go.
+#[test]
+fn epoll_one_worker_holds_2000_splicing_connections_at_once() {
+    holds_2000_connections_at_once(Mode::EpollSplice1);
+}
+
 // Issue 11: the same through the hand-written level-triggered loop.
 #[test]
 fn states_holds_2000_connections_at_once() {
