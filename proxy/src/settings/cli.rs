@@ -875,6 +875,18 @@ mod tests {
             let e = error(&format!("{states} {flag}"));
             assert!(e.contains("the states mode is one thread"), "{e}");
         }
+        for mode in ["states", "pool", "single"] {
+            let e = error(&format!("--backend 127.0.0.1:1 --mode {mode} --splice on"));
+            assert!(e.contains("--splice is for the epoll mode's relay"), "{e}");
+        }
+        let e = error("--backend 127.0.0.1:1 --splice sometimes");
+        assert!(e.contains("use auto, on or off"), "{e}");
+        let run = |s: &str| match parse(&args(s)) {
+            Ok(Command::Run(settings)) => settings.to_config().frontends[0].splice,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(run("--backend 127.0.0.1:1"), Splice::Auto);
+        assert_eq!(run("--backend 127.0.0.1:1 --splice off"), Splice::Off);
         let e = error("--backend 127.0.0.1:1 --mode single --grace 1s");
         assert!(e.contains("exits at once on SIGTERM"), "{e}");
         let e = error("--backend 127.0.0.1:1 --mode pool --admin 127.0.0.1:9100");

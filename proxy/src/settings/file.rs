@@ -562,6 +562,15 @@ mod tests {
                  (10.0.0.1, 2001:db8::1) or a range (10.0.0.0/8, 2001:db8::/32)",
             ),
             (
+                &fe("  splice yes\n"),
+                "lb.conf:4:10: splice: 'yes' is not a choice; use auto, on or off",
+            ),
+            (
+                &fe("  splice of\n"),
+                "lb.conf:4:10: splice: 'of' is not a choice (did you mean 'on'?); use auto, on \
+                 or off",
+            ),
+            (
                 &fe("  maxconn-per-source 0\n"),
                 "lb.conf:4:22: maxconn-per-source: 0 is out of range; use 1 to 10000000; leave \
                  it out for no limit",
