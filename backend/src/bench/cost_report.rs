@@ -280,7 +280,11 @@ fn intro(out: &mut String, sizes: &Sizes) {
          the connections. *TCP segments per connection*: the segments the whole machine sent \
          during that run (the kernel's `OutSegs`, /proc/net/snmp), over the connections; on \
          loopback each is counted once, by its sender, so this is the client's, the subject's and \
-         the backends' together: about 10 direct, 20 for a proxy that merges nothing. {}\n",
+         the backends' together: about 10 direct, 20 for a proxy that merges nothing. \
+         *Splice*: `epoll N` runs the default `splice auto` (a bulk stream moves by splice(2) \
+         after its first 64 KiB read), `epoll N, splice off` copies every byte; HAProxy runs \
+         again with `option splice-auto`. *Proxy CPU per GiB*: the proxy's CPU time during a \
+         bulk run over the bytes it relayed, both ways counted. {}\n",
         sizes.cost_clients,
         sizes.keep_alive_per_connection,
         sizes.bulk_bytes / (1024 * 1024),
