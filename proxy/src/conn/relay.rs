@@ -14,6 +14,13 @@
 //!                                                     destination ──> Done
 //! ```
 //!
+//! A direction copies through a buffer of ours, or, with the frontend's
+//! `splice` option, moves its bytes by `splice(2)` through a pipe, inside the
+//! kernel (`conn/splice.rs`: when it switches, the pipes, the fallback). The
+//! contract below is the same on both paths: the pipe's fill level stands for
+//! the buffer, bytes in it are in flight until spliced out, and the FIN is
+//! passed on once it is empty.
+//!
 //! Both directions are polled by the same future, so neither waits for the
 //! other: a backend that speaks first (an SMTP banner) is relayed while the
 //! client is still silent, and a client that streams a large upload keeps
@@ -55,6 +62,8 @@
 //! from a per-thread pool before reading and gives it back as soon as it is
 //! empty and the next read would block. An idle connection holds no buffer
 //! at all, and a busy one reuses the same few buffers without allocating.
+//! A splicing direction does the same with its pipe (its own pool, in
+//! `conn/splice.rs`).
 //!
 //! Timers follow the same thrift: the idle deadline is *not* reset on every
 //! read (that would be a timer-store removal and insertion per read). The
@@ -669,5 +678,59 @@ impl IdleTimer {
             // Bytes moved since the timer was armed: one re-arm for the rest.
             self.sleep.reset(deadline);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{Ipv4Addr, TcpListener};
+
+    use super::*;
+    use crate::policy::limit::Limit;
+
+    /// A connected pair on loopback: (our end, registered; the std peer).
+    fn pair() -> (TcpStream, std::net::TcpStream) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (ours, _) = listener.accept().unwrap();
+        (TcpStream::from_std(ours).unwrap(), peer)
+    }
+
+    // A connection that falls back with bytes in its pipe (a splice out
+    // failed with EINVAL) copies them out first, then the socket's, in order.
+    #[test]
+    fn a_fallback_copies_what_the_pipe_holds_before_reading_on() {
+        runtime::Runtime::new().unwrap().block_on(async {
+            let (source, mut writer) = pair();
+            let (destination, mut reader) = pair();
+            let pipes = Limit::new(Some(1));
+            let mut held = splice::take(&pipes).unwrap();
+            writer.write_all(b"first,").unwrap();
+            let n = poll_fn(|cx| source.poll_splice_to(cx, &mut held.pipe)).await;
+            assert_eq!(n.unwrap(), 6);
+            writer.write_all(b" then the rest").unwrap();
+            writer.shutdown(Shutdown::Write).unwrap();
+            let mut direction = Direction::default();
+            direction.pipe = Some(held);
+            let mut sp = SpliceState {
+                splicing: Splicing {
+                    mode: Splice::On,
+                    pipes: &pipes,
+                },
+                fallback: Some(libc::EINVAL),
+                no_pipes: false,
+            };
+            let moved =
+                poll_fn(|cx| direction.poll_move(&source, &destination, false, &mut sp, cx)).await;
+            assert_eq!(moved, Ok(()));
+            assert!(direction.done && !direction.splicing);
+            assert_eq!((direction.bytes, direction.spliced), (20, 0));
+            let mut got = String::new();
+            reader.read_to_string(&mut got).unwrap();
+            assert_eq!(got, "first, then the rest", "in order, then the FIN");
+            drop(direction);
+            assert_eq!(pipes.open(), 1, "the emptied pipe went back to the pool");
+        });
     }
 }
