@@ -7,11 +7,13 @@
 //! | file | what it holds |
 //! |---|---|
 //! | [`relay`] | both directions at once until both are done: half-close, resets, timeouts |
+//! | [`splice`] | the relay's zero-copy path: `splice(2)` through pooled pipes, and when to take it |
 //! | [`proxy_protocol`] | HAProxy's PROXY header, v1 and v2: encoded, parsed, read from a client |
 //! | [`accept`] | accept errors: skip a dead connection, back off from EMFILE |
 //! | [`side`] | the client or the backend |
 //!
-//! May import: the ground floor ([`crate::log`]) and the runtime. The
+//! May import: the ground floor ([`crate::log`]), the runtime, and
+//! [`crate::policy::limit`] (a pipe is a place under the pipe budget). The
 //! layers above take their parameters as plain values (the relay's
 //! [`relay::Limits`], a PROXY [`proxy_protocol::Version`]).
 
@@ -19,3 +21,4 @@ pub mod accept;
 pub mod proxy_protocol;
 pub mod relay;
 pub mod side;
+pub mod splice;

@@ -183,6 +183,8 @@ struct Control {
     workers: usize,
     backlog: u32,
     global: Arc<Limit>,
+    /// The splice path's pipes, every worker's (renewed with the budget).
+    pipes: Arc<Limit>,
     /// The descriptor budget the global maxconn was judged by, and that
     /// maxconn (both renewed by a reload).
     budget: Budget,
@@ -228,6 +230,7 @@ impl Control {
             // Never `None`: without a global maxconn the budget's applies, so
             // that accepting stops before a backend socket could not be made.
             global: Limit::new(Some(plan.maxconn.get())),
+            pipes: Limit::new(Some(plan.budget.pipes(plan.maxconn))),
             budget: plan.budget.clone(),
             maxconn: plan.maxconn,
             fixed: plan.fixed,
@@ -256,6 +259,7 @@ impl Control {
         }
         let receivers = Arc::new(Mutex::new(receivers));
         let global = self.global.clone();
+        let pipes = self.pipes.clone();
         let access_log = self.access_log.clone();
         // Detached: the workers run until the process exits.
         let _workers =
@@ -269,7 +273,8 @@ impl Control {
                     index,
                     global.clone(),
                     access_log.as_ref().map(|log| log.sink()),
-                );
+                )
+                .with_pipes(pipes.clone());
                 worker(commands, Rc::new(context))
             })?;
         Ok(())
@@ -671,6 +676,7 @@ impl Control {
             crate::info!("reload: {}", budget.describe(maxconn));
         }
         self.global.set_max(Some(maxconn.get()));
+        self.pipes.set_max(Some(budget.pipes(maxconn)));
         self.budget = budget;
         self.maxconn = maxconn;
         let summary = describe_changes(&self.running, &shared);

@@ -6,7 +6,7 @@
 //!   global      GLOBAL        maxconn workers grace admin access-log log-format timeout
 //!                             upgrade-socket
 //!     timeout   GLOBAL_TIMEOUTS  admin-request
-//!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny ...
+//!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny splice ...
 //!     timeout   TIMEOUTS      connect client server client-fin server-fin tunnel queue client-hs
 //!     backend   PARAMS        weight backup maxconn check send-proxy send-proxy-v2
 //!       check   CHECK_PARAMS  inter fall rise timeout
@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::conn::proxy_protocol::Version;
+use crate::conn::splice::Splice;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
@@ -80,6 +81,8 @@ pub struct FrontendDraft {
     pub accept_proxy: bool,
     /// `accept-proxy RANGE...`.
     pub proxy_from: Vec<Cidr>,
+    /// `splice`.
+    pub splice: Splice,
     /// `backend` lines, good or bad (a bad one is reported on its own).
     pub backend_lines: usize,
     seen: Seen,
@@ -103,6 +106,7 @@ impl FrontendDraft {
             maxconn_per_source: None,
             accept_proxy: false,
             proxy_from: Vec::new(),
+            splice: Splice::default(),
             backend_lines: 0,
             seen: Seen::default(),
         }
@@ -301,7 +305,31 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
         name: "accept-proxy",
         setter: Setter::Line(set_accept_proxy),
     },
+    Opt {
+        name: "splice",
+        setter: Setter::Value {
+            hint: "auto, on or off",
+            set: set_splice,
+        },
+    },
 ];
+
+/// `splice auto | on | off`.
+fn set_splice(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
+    match Splice::parse(v.text) {
+        Some(splice) => f.splice = splice,
+        None => {
+            let names = Splice::ALL.map(Splice::name);
+            let message = format!(
+                "splice: '{}' is not a choice{}; use {}",
+                v.text,
+                did_you_mean(v.text, &names),
+                list(&names, "or")
+            );
+            r.error(v.column, message);
+        }
+    }
+}
 
 fn set_balance(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
     match Algorithm::parse(v.text) {
