@@ -1031,7 +1031,8 @@ fn sigquit_dumps_every_frontend_and_backend_and_keeps_serving() {
     let state = find("SIGQUIT: state: ");
     assert!(
         state.contains("1 open of global maxconn")
-            && state.contains("2 frontends, 2 workers, running"),
+            && state.contains("2 frontends, 2 workers, ")
+            && state.contains(" splice pipes open, running"),
         "{state}"
     );
     let web_line = find(&format!(

@@ -16,7 +16,7 @@
 //!
 //! A direction copies through a buffer of ours, or, with the frontend's
 //! `splice` option, moves its bytes by `splice(2)` through a pipe, inside the
-//! kernel (`conn/splice.rs`: when it switches, the pipes, the fallback). The
+//! kernel (`conn/splice.rs`: the splice loop, the pipes, the fallback). The
 //! contract below is the same on both paths: the pipe's fill level stands for
 //! the buffer, bytes in it are in flight until spliced out, and the FIN is
 //! passed on once it is empty.
@@ -82,7 +82,7 @@ use runtime::net::TcpStream;
 use runtime::time::{self, Sleep};
 
 use super::side::Side;
-use super::splice::{self, Held, NoPipe, Splice, Splicing};
+use super::splice::{self, Held, Splice, SpliceState, Splicing, Stopped};
 
 /// Bytes moved per read. Large enough that a bulk transfer costs few system
 /// calls; it is only held while data is in flight.
@@ -195,26 +195,6 @@ enum Step {
     Poll(Poll<Result<(), Broke>>),
 }
 
-/// The connection's splice state, shared by its two directions: a fallback
-/// or a failed `pipe2` puts the whole connection on the copy path.
-struct SpliceState<'a> {
-    splicing: Splicing<'a>,
-    /// The error that made it fall back, if one did (an errno).
-    fallback: Option<i32>,
-    /// `pipe2` failed (EMFILE and the like): no more tries.
-    no_pipes: bool,
-}
-
-impl SpliceState<'_> {
-    fn may_splice(&self) -> bool {
-        self.splicing.mode != Splice::Off && self.fallback.is_none() && !self.no_pipes
-    }
-
-    fn fall_back(&mut self, err: &io::Error) {
-        self.fallback = self.fallback.or(err.raw_os_error());
-    }
-}
-
 /// One direction: a buffer (or a pipe) in flight, and whether the source
 /// reached EOF.
 #[derive(Debug, Default)]
@@ -286,7 +266,7 @@ impl Direction {
             if self.wants_splice && self.start_splicing(sp) {
                 return Step::Switch;
             }
-            if let Some(poll) = self.poll_fill(from, sp.splicing.mode, cx) {
+            if let Some(poll) = self.poll_fill(from, sp.mode(), cx) {
                 return Step::Poll(poll);
             }
         }
@@ -372,11 +352,7 @@ impl Direction {
             return false;
         }
         if self.pipe.is_none() {
-            match splice::take(sp.splicing.pipes) {
-                Ok(held) => self.pipe = Some(held),
-                Err(NoPipe::Failed) => sp.no_pipes = true,
-                Err(NoPipe::Budget) => {}
-            }
+            self.pipe = sp.take_pipe();
         }
         if self.pipe.is_some() {
             if let Some(buffer) = self.buffer.take() {
@@ -387,8 +363,9 @@ impl Direction {
         self.splicing
     }
 
-    /// The splice path: source → pipe → destination, the pipe's fill level
-    /// standing for the buffer (in flight until spliced out).
+    /// The splice path (`splice::poll_splice`), and what its stopping means
+    /// here: the bytes it spliced out count as delivered, its EOF (with the
+    /// pipe empty) passes the FIN on, a fallback switches to the copy path.
     fn poll_splice(
         &mut self,
         from: &TcpStream,
@@ -397,60 +374,27 @@ impl Direction {
         sp: &mut SpliceState<'_>,
         cx: &mut Context<'_>,
     ) -> Step {
-        loop {
-            if self.eof && self.pipe.as_ref().is_none_or(|h| h.pipe.is_empty()) {
-                return Step::Poll(Poll::Ready(self.finish(to, last)));
-            }
-            let Some(held) = self.pipe.as_mut() else {
-                return self.take_pipe_or_copy(sp);
-            };
-            let out = !held.pipe.is_empty();
-            let moved = if out {
-                to.poll_splice_from(cx, &mut held.pipe)
-            } else {
-                from.poll_splice_to(cx, &mut held.pipe)
-            };
-            let broke = if out {
-                Broke::Destination
-            } else {
-                Broke::Source
-            };
-            match moved {
-                Poll::Ready(Ok(0)) if out => return Step::Poll(Poll::Ready(Err(broke))),
-                Poll::Ready(Ok(0)) => self.eof = true,
-                Poll::Ready(Ok(n)) if out => {
-                    self.bytes += n as u64;
-                    self.spliced += n as u64;
-                }
-                Poll::Ready(Ok(_)) => {}
-                Poll::Ready(Err(e)) if splice::cannot_splice(&e) => {
-                    // Bytes left in the pipe are read out by the copy path.
-                    sp.fall_back(&e);
+        if !self.eof {
+            let mut out = 0;
+            let stopped = splice::poll_splice(&mut self.pipe, from, to, sp, &mut out, cx);
+            self.bytes += out;
+            self.spliced += out;
+            match stopped {
+                Poll::Pending => return Step::Poll(Poll::Pending),
+                Poll::Ready(Stopped::Eof) => self.eof = true,
+                Poll::Ready(Stopped::Copy) => {
                     self.splicing = false;
                     return Step::Switch;
                 }
-                Poll::Ready(Err(_)) => return Step::Poll(Poll::Ready(Err(broke))),
-                Poll::Pending if out => return Step::Poll(Poll::Pending),
-                Poll::Pending => {
-                    // Pipe empty, source dry: the pipe goes back to the pool.
-                    self.release();
-                    return Step::Poll(Poll::Pending);
+                Poll::Ready(Stopped::SourceBroke) => {
+                    return Step::Poll(Poll::Ready(Err(Broke::Source)));
+                }
+                Poll::Ready(Stopped::DestinationBroke) => {
+                    return Step::Poll(Poll::Ready(Err(Broke::Destination)));
                 }
             }
         }
-    }
-
-    /// The splice path without a pipe (it gave its own back while it
-    /// waited): take one, or go back to copying.
-    fn take_pipe_or_copy(&mut self, sp: &mut SpliceState<'_>) -> Step {
-        match splice::take(sp.splicing.pipes) {
-            Ok(held) => self.pipe = Some(held),
-            Err(no) => {
-                sp.no_pipes |= no == NoPipe::Failed;
-                self.splicing = false;
-            }
-        }
-        Step::Switch
+        Step::Poll(Poll::Ready(self.finish(to, last)))
     }
 
     /// The source sent FIN and everything before it is delivered: pass the
@@ -520,11 +464,7 @@ pub async fn relay_until(
     let mut stop = std::pin::pin!(stop);
     let mut up = Direction::new(splicing.mode);
     let mut down = Direction::new(splicing.mode);
-    let mut sp = SpliceState {
-        splicing,
-        fallback: None,
-        no_pipes: false,
-    };
+    let mut sp = SpliceState::new(splicing);
     let mut timer = IdleTimer::new(limits);
     let mut first_fin = None;
     let ending = poll_fn(|cx| {
@@ -554,7 +494,7 @@ pub async fn relay_until(
         downstream: down.bytes,
         first_fin,
         spliced: up.spliced + down.spliced,
-        splice_fallback: sp.fallback,
+        splice_fallback: sp.fallback(),
     }
 }
 
@@ -713,14 +653,11 @@ mod tests {
             writer.shutdown(Shutdown::Write).unwrap();
             let mut direction = Direction::default();
             direction.pipe = Some(held);
-            let mut sp = SpliceState {
-                splicing: Splicing {
-                    mode: Splice::On,
-                    pipes: &pipes,
-                },
-                fallback: Some(libc::EINVAL),
-                no_pipes: false,
-            };
+            let mut sp = SpliceState::new(Splicing {
+                mode: Splice::On,
+                pipes: &pipes,
+            });
+            sp.fall_back(&io::Error::from_raw_os_error(libc::EINVAL));
             let moved =
                 poll_fn(|cx| direction.poll_move(&source, &destination, false, &mut sp, cx)).await;
             assert_eq!(moved, Ok(()));

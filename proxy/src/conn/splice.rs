@@ -7,7 +7,12 @@
 //!   splice (this file):  client ──splice──> [pipe, 256 KiB] ──splice──> backend
 //! ```
 //!
-//! Which one a direction uses is the frontend's `splice` option:
+//! This file holds the splice side of a direction (`poll_splice`: into
+//! the pipe, out of it, until the source would block), the pipes it moves
+//! through, and when a connection may use them; `relay.rs` keeps the
+//! contract around it (the FIN passed on, resets, timeouts, the counts).
+//!
+//! Which path a direction uses is the frontend's `splice` option:
 //!
 //! - `off`: always copy.
 //! - `on`: splice from the first byte.
@@ -51,14 +56,20 @@
 use std::cell::RefCell;
 use std::io;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
+use runtime::net::TcpStream;
 use runtime::pipe::Pipe;
 
 use crate::policy::limit::{Limit, Permit};
 
 /// The pipe size asked for (`F_SETPIPE_SZ`): four times the copy buffer, so
 /// one splice moves what four reads would. Bounded by
-/// `/proc/sys/fs/pipe-max-size` (1 MiB by default).
+/// `/proc/sys/fs/pipe-max-size` (1 MiB by default). The price: a user's
+/// pipes share `pipe-user-pages-soft` (64 MiB by default), 256 of these;
+/// past it the kernel makes small pipes, which still work, moving less per
+/// call. (64 KiB, the kernel's default, cost the same CPU per GiB in a hand
+/// measurement on a busy 2-core machine; 256 KiB makes a quarter of the calls.)
 pub const PIPE_SIZE: usize = 256 * 1024;
 
 /// How many empty pipes a worker keeps for reuse.
@@ -123,6 +134,130 @@ pub(crate) enum NoPipe {
 
 thread_local! {
     static POOL: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A connection's splice state, shared by its two directions: a fallback
+/// or a failed `pipe2` puts the whole connection on the copy path.
+#[derive(Debug)]
+pub(crate) struct SpliceState<'a> {
+    splicing: Splicing<'a>,
+    /// The error that made it fall back, if one did (an errno).
+    fallback: Option<i32>,
+    /// `pipe2` failed (EMFILE and the like): no more tries.
+    no_pipes: bool,
+}
+
+impl<'a> SpliceState<'a> {
+    /// A connection that has not spliced yet.
+    pub(crate) fn new(splicing: Splicing<'a>) -> SpliceState<'a> {
+        SpliceState {
+            splicing,
+            fallback: None,
+            no_pipes: false,
+        }
+    }
+
+    /// The frontend's option.
+    pub(crate) fn mode(&self) -> Splice {
+        self.splicing.mode
+    }
+
+    /// May a direction of this connection (still) splice?
+    pub(crate) fn may_splice(&self) -> bool {
+        self.splicing.mode != Splice::Off && self.fallback.is_none() && !self.no_pipes
+    }
+
+    /// `err` said these sockets cannot splice: copy from now on.
+    pub(crate) fn fall_back(&mut self, err: &io::Error) {
+        self.fallback = self.fallback.or(err.raw_os_error());
+    }
+
+    /// The error that put the connection back on the copy path, if one did.
+    pub(crate) fn fallback(&self) -> Option<i32> {
+        self.fallback
+    }
+
+    /// An empty pipe for a direction, or `None`: the budget is spent for now,
+    /// or `pipe2` failed (then this connection stops asking).
+    pub(crate) fn take_pipe(&mut self) -> Option<Held> {
+        match take(self.splicing.pipes) {
+            Ok(held) => Some(held),
+            Err(no) => {
+                self.no_pipes |= no == NoPipe::Failed;
+                None
+            }
+        }
+    }
+}
+
+/// Why a splicing direction stopped, other than by blocking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stopped {
+    /// The source reached end of file, and the pipe is empty.
+    Eof,
+    /// Go on by copy: no pipe to be had, or these sockets cannot splice
+    /// (bytes left in `pipe` are the copy path's to read out first).
+    Copy,
+    /// Splicing from the source failed (a reset).
+    SourceBroke,
+    /// Splicing into the destination failed (a reset, a peer gone).
+    DestinationBroke,
+}
+
+/// One direction's splice loop (module docs): source → `pipe` →
+/// destination until it blocks (Pending) or [`Stopped`]. Each splice out
+/// is added to `out`: bytes delivered. Into the pipe only when it is empty
+/// (runtime `TcpStream::poll_splice_to`); given back when it is empty and
+/// the source is dry.
+pub(crate) fn poll_splice(
+    pipe: &mut Option<Held>,
+    from: &TcpStream,
+    to: &TcpStream,
+    sp: &mut SpliceState<'_>,
+    out: &mut u64,
+    cx: &mut Context<'_>,
+) -> Poll<Stopped> {
+    loop {
+        let Some(held) = pipe.as_mut() else {
+            // It gave its own back while it waited.
+            match sp.take_pipe() {
+                Some(held) => *pipe = Some(held),
+                None => return Poll::Ready(Stopped::Copy),
+            }
+            continue;
+        };
+        let filled = !held.pipe.is_empty();
+        let moved = if filled {
+            to.poll_splice_from(cx, &mut held.pipe)
+        } else {
+            from.poll_splice_to(cx, &mut held.pipe)
+        };
+        let broke = if filled {
+            Stopped::DestinationBroke
+        } else {
+            Stopped::SourceBroke
+        };
+        match moved {
+            // Splicing out of a pipe that holds bytes moves some.
+            Poll::Ready(Ok(0)) if filled => return Poll::Ready(broke),
+            Poll::Ready(Ok(0)) => return Poll::Ready(Stopped::Eof),
+            Poll::Ready(Ok(n)) if filled => *out += n as u64,
+            Poll::Ready(Ok(_)) => {}
+            Poll::Ready(Err(e)) if cannot_splice(&e) => {
+                sp.fall_back(&e);
+                return Poll::Ready(Stopped::Copy);
+            }
+            Poll::Ready(Err(_)) => return Poll::Ready(broke),
+            Poll::Pending if filled => return Poll::Pending,
+            Poll::Pending => {
+                // Empty, and the source dry: back to the pool meanwhile.
+                if let Some(held) = pipe.take() {
+                    give(held);
+                }
+                return Poll::Pending;
+            }
+        }
+    }
 }
 
 /// An empty pipe from this worker's pool, or a new one under the budget.

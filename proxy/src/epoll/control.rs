@@ -454,6 +454,7 @@ impl Control {
             global: &self.global,
             maxconn: self.maxconn,
             budget: &self.budget,
+            pipes: &self.pipes,
             workers: self.workers,
             draining,
             frontends: &self.running,

@@ -4,7 +4,7 @@
 //! backend line, then one that closes the dump, all at info level:
 //!
 //! ```text
-//! SIGQUIT: state: 3 open of global maxconn 114 (derived from RLIMIT_NOFILE 256, 27 reserved), 1 frontend, 1 worker, running
+//! SIGQUIT: state: 3 open of global maxconn 114 (derived from RLIMIT_NOFILE 256, 27 reserved), 1 frontend, 1 worker, 2 of 28 splice pipes open, running
 //! SIGQUIT: frontend web on 127.0.0.1:8080 (roundrobin): 3 open (maxconn none), 120 accepted, 1,234 bytes in, 5,678 bytes out; refused: 0 denied, 0 connect, 0 queue timeout; 0 retries, 0 timeouts, 0 accept errors, 0 gone before served
 //! SIGQUIT: backend web/127.0.0.1:9001: UP, 2 open (maxconn 100), 60 connected, 1,234 bytes in, 5,678 bytes out, 0 connect errors; checks: 10 ok, 0 failed
 //! SIGQUIT: end of state
@@ -34,6 +34,8 @@ pub struct State<'a> {
     pub maxconn: Maxconn,
     /// The descriptor budget it was judged by.
     pub budget: &'a Budget,
+    /// The splice path's pipes, in use or pooled, and their budget.
+    pub pipes: &'a Limit,
     /// Event-loop workers.
     pub workers: usize,
     /// A graceful stop has begun.
@@ -53,7 +55,7 @@ impl State<'_> {
         };
         let mut lines = vec![format!(
             "SIGQUIT: state: {} open of global maxconn {} ({source} RLIMIT_NOFILE {}, {} reserved), \
-             {} frontend{}, {} worker{}, {}",
+             {} frontend{}, {} worker{}, {} of {} splice pipes open, {}",
             self.global.open(),
             grouped(u64::from(self.maxconn.get())),
             grouped(self.budget.limit),
@@ -62,6 +64,8 @@ impl State<'_> {
             plural(self.frontends.len()),
             self.workers,
             plural(self.workers),
+            grouped(u64::from(self.pipes.open())),
+            grouped(u64::from(self.pipes.max().unwrap_or(0))),
             if self.draining {
                 "draining (stopping)"
             } else {
@@ -217,10 +221,13 @@ mod tests {
             ..Opens::default()
         };
         let budget = Budget::new(256, 256, &opens);
+        let pipes = Limit::new(Some(28));
+        let _pipe = pipes.try_acquire();
         let state = State {
             global: &global,
             maxconn: Maxconn::Derived(114),
             budget: &budget,
+            pipes: &pipes,
             workers: 2,
             draining: false,
             frontends: &[shared],
@@ -239,7 +246,7 @@ mod tests {
             lines[0]
         );
         assert!(
-            lines[0].ends_with("1 frontend, 2 workers, running"),
+            lines[0].ends_with("1 frontend, 2 workers, 1 of 28 splice pipes open, running"),
             "{}",
             lines[0]
         );

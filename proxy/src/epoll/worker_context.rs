@@ -1,7 +1,8 @@
 //! What every frontend on one worker shares: the worker's index, the global
-//! `maxconn`, its access-log buffer, the switch that cuts its connections at
-//! the end of a graceful stop, and the one line a second that says how many
-//! clients were refused after they had gone.
+//! `maxconn`, the pipe budget of the splice path, its access-log buffer, the
+//! switch that cuts its connections at the end of a graceful stop, and the
+//! lines of at most one a second that say how many clients were refused
+//! after they had gone, and how many connections could not splice.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
