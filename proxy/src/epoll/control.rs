@@ -325,6 +325,7 @@ impl Control {
                         backends,
                         s.board.clone(),
                         s.counters.clone(),
+                        s.frontend.route_labels(),
                     )
                 })
                 .collect(),

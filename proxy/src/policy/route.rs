@@ -99,6 +99,32 @@ impl NotTls {
     }
 }
 
+/// The connections no rule chose, each counted on its own after the
+/// rules' counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmatched {
+    /// A ClientHello without a server name: the default group.
+    NoName,
+    /// A server name no rule matches: the default group.
+    NoMatch,
+    /// Not TLS (or nothing sent): the default group, or refused.
+    NotTls,
+}
+
+impl Unmatched {
+    /// Every one, in counter order.
+    pub const ALL: [Unmatched; 3] = [Unmatched::NoName, Unmatched::NoMatch, Unmatched::NotTls];
+
+    /// The `rule` label of its counter, which no pattern can be.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unmatched::NoName => "(no sni)",
+            Unmatched::NoMatch => "(no match)",
+            Unmatched::NotTls => "(not tls)",
+        }
+    }
+}
+
 /// A frontend's routing rules.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Routes {
@@ -150,6 +176,17 @@ impl Routes {
     /// The rules, in file order.
     pub fn rules(&self) -> &[Rule] {
         &self.rules
+    }
+
+    /// How many routing counters a frontend with these rules keeps: one per
+    /// rule, then one per [`Unmatched`].
+    pub fn counters(&self) -> usize {
+        self.rules.len() + Unmatched::ALL.len()
+    }
+
+    /// The counter of the connections `unmatched` describes.
+    pub fn slot(&self, unmatched: Unmatched) -> usize {
+        self.rules.len() + unmatched as usize
     }
 
     /// Whether there is no rule.

@@ -30,7 +30,7 @@ use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::policy::cidr::Cidr;
 use crate::policy::health::Check;
-use crate::policy::route::Routes;
+use crate::policy::route::{NotTls, Routes, Unmatched};
 
 /// A whole configuration file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -240,6 +240,28 @@ impl Frontend {
             balance: group.balance,
             backends: group.start..end_of(index),
         })
+    }
+
+    /// The labels (rule, group) of its routing counters, in counter order:
+    /// one per rule, then the [`Unmatched`] ones, which go to the default
+    /// group (or are refused: `not-tls refuse`). None without rules.
+    pub fn route_labels(&self) -> Vec<(String, String)> {
+        let Some(routes) = &self.routing else {
+            return Vec::new();
+        };
+        let name = |g: usize| self.group(g).map_or(String::new(), |g| g.name.to_string());
+        let rules = routes
+            .rules()
+            .iter()
+            .map(|rule| (rule.pattern.to_string(), name(rule.group)));
+        let unmatched = Unmatched::ALL.into_iter().map(|u| {
+            let group = match (u, routes.not_tls) {
+                (Unmatched::NotTls, NotTls::Refuse) => "(refused)".to_string(),
+                _ => name(0),
+            };
+            (u.label().to_string(), group)
+        });
+        rules.chain(unmatched).collect()
     }
 
     /// The group backend `index` belongs to.
