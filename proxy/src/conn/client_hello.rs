@@ -629,6 +629,29 @@ pub(crate) mod tests {
         assert_eq!(with(&[both]), hello(Some("b.example"), &[]));
     }
 
+    // Hellos openssl 3.0's s_client sent (the fuzz target's seeds).
+    #[test]
+    fn openssl_hellos_read_as_sent() {
+        let seed = |name: &str| -> &[u8] {
+            match name {
+                "tls13" => include_bytes!("../../../fuzz/corpus/client_hello/tls13-sni-alpn"),
+                "tls12" => include_bytes!("../../../fuzz/corpus/client_hello/tls12-sni"),
+                "two" => include_bytes!("../../../fuzz/corpus/client_hello/tls13-two-records"),
+                _ => include_bytes!("../../../fuzz/corpus/client_hello/no-sni"),
+            }
+        };
+        assert_eq!(
+            parse(seed("tls13")),
+            hello(Some("api.example"), &["h2", "http/1.1"])
+        );
+        assert_eq!(
+            parse(seed("two")),
+            hello(Some("api.example"), &["h2", "http/1.1"])
+        );
+        assert_eq!(parse(seed("tls12")), hello(Some("www.example"), &[]));
+        assert_eq!(parse(seed("none")), hello(None, &[]));
+    }
+
     #[test]
     fn every_strict_prefix_waits_for_more() {
         let whole = typical(b"a.example");

@@ -403,7 +403,7 @@ mod tests {
                 admin_request: Some(Duration::from_secs(1)),
             }
         );
-        assert_eq!(c.frontends.len(), 2);
+        assert_eq!(c.frontends.len(), 3);
         let web = &c.frontends[0];
         assert_eq!(web.name, "web");
         assert_eq!(web.listen, addr("127.0.0.1:8080"));
@@ -464,6 +464,13 @@ mod tests {
         assert!(db.accept_proxy);
         assert_eq!(db.proxy_from, vec![cidr("10.0.0.0/8"), cidr("::1")]);
         assert_eq!(web.timeouts.queue(), Duration::from_secs(10));
+        let tls = &c.frontends[2];
+        let routes = tls.routing.as_ref().expect("rules");
+        assert_eq!(routes.rules().len(), 2);
+        assert_eq!(routes.not_tls, crate::policy::route::NotTls::Refuse);
+        let api = tls.group(1).expect("the api group");
+        assert_eq!((api.name, api.balance, api.backends), ("api", Algorithm::LeastConn, 1..3));
+        assert_eq!(tls.backends[0].addr, addr("127.0.0.1:9201"));
     }
 
     #[test]
