@@ -214,7 +214,9 @@ impl World {
              use-group api sni api.example *.api.example\n    use-group web sni www.example\n\
              frontend mixed\n    listen 127.0.0.1:0\n    backend {}\n    use-group api sni api.example\n\
              frontend strict\n    listen 127.0.0.1:0\n    backend {default}\n    \
-             use-group api sni api.example\n    not-tls refuse\n    timeout client-hs 300ms\n",
+             use-group api sni api.example\n    not-tls refuse\n    timeout client-hs 300ms\n\
+             frontend behind\n    listen 127.0.0.1:0\n    accept-proxy 127.0.0.1\n    backend {default}\n    \
+             use-group api sni api.example\n",
             echo.addr()
         );
         let path = dir.file("lb.conf");
@@ -360,9 +362,40 @@ fn a_hello_split_across_records_or_segments_routes_the_same() {
         }
         assert_eq!(relay.finish(), 4, "{reshape:?}: connections relayed");
     }
+    // Behind another balancer: the hello's first bytes come with the
+    // PROXY header, and reach the backend after it, unchanged.
+    let relay = Relay::start(world.frontend("behind"), Reshape::ProxyHeader);
+    for version in ["-tls1_2", "-tls1_3"] {
+        let args = ["-servername", "api.example", version];
+        reaches(&world.dir, relay.addr, &args, "api-backend");
+    }
+    reaches(
+        &world.dir,
+        relay.addr,
+        &["-noservername"],
+        "default-backend",
+    );
+    assert_eq!(relay.finish(), 3, "behind: connections relayed");
     let lines = world.stop();
-    let captured = lines.iter().filter(|l| l.capture.is_some()).count();
-    assert_eq!(captured, 8, "{lines:#?}");
+    let captured = lines
+        .iter()
+        .filter(|l| l.frontend == "tls" && l.capture.is_some());
+    assert_eq!(captured.count(), 8, "{lines:#?}");
+    let behind: Vec<&ParsedLine> = lines.iter().filter(|l| l.frontend == "behind").collect();
+    assert_eq!(behind.len(), 3, "{lines:#?}");
+    for line in &behind {
+        assert_eq!(
+            line.client,
+            SocketAddr::from(([192, 0, 2, 7], 51234)),
+            "{line:#?}"
+        );
+        assert_eq!(line.termination.to_string(), "--", "{line:#?}");
+    }
+    assert_eq!(
+        behind.iter().filter(|l| l.backend == "api").count(),
+        2,
+        "{behind:#?}"
+    );
 }
 
 // Not TLS at all: the default group (a plain echo backend here), or, with
@@ -439,7 +472,14 @@ enum Reshape {
     TwoRecords,
     /// Unchanged, one byte per write, with TCP_NODELAY.
     ByteByByte,
+    /// After a PROXY v1 header, in the same write: the proxy reads the
+    /// start of the hello with the header.
+    ProxyHeader,
 }
+
+/// The PROXY header [`Reshape::ProxyHeader`] sends, for a client at
+/// 192.0.2.7:51234.
+const PROXIED_HEADER: &[u8] = b"PROXY TCP4 192.0.2.7 127.0.0.1 51234 443\r\n";
 
 /// A listener that relays each connection to `to`, reshaping the first
 /// TLS record (bounded: each connection's reads time out).
@@ -536,6 +576,13 @@ fn relay_one(client: TcpStream, record: Vec<u8>, to: SocketAddr, reshape: Reshap
             for byte in &record {
                 writer.write_all(&[*byte]).expect("send a byte");
             }
+        }
+        Reshape::ProxyHeader => {
+            let mut out = PROXIED_HEADER.to_vec();
+            out.extend_from_slice(&record);
+            writer
+                .write_all(&out)
+                .expect("send the header and the record");
         }
     }
     let (c2, u2) = (
