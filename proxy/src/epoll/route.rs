@@ -37,7 +37,11 @@ impl Local {
             return Ok(0);
         };
         let limit = frontend.timeouts.client_hs;
-        let (group, slot) = match client_hello::read_hello(client, early, limit).await {
+        let read = client_hello::read_hello(client, early, limit).await;
+        // The reader's 16 KiB would otherwise be held while the connection
+        // waits for its backend: keep only what was read.
+        early.shrink_to_fit();
+        let (group, slot) = match read {
             Ok(Some(hello)) => {
                 let matched = hello.sni.as_deref().and_then(|name| routes.route(name));
                 trace.sni = hello.sni;
