@@ -469,7 +469,10 @@ mod tests {
         assert_eq!(routes.rules().len(), 2);
         assert_eq!(routes.not_tls, crate::policy::route::NotTls::Refuse);
         let api = tls.group(1).expect("the api group");
-        assert_eq!((api.name, api.balance, api.backends), ("api", Algorithm::LeastConn, 1..3));
+        assert_eq!(
+            (api.name, api.balance, api.backends),
+            ("api", Algorithm::LeastConn, 1..3)
+        );
         assert_eq!(tls.backends[0].addr, addr("127.0.0.1:9201"));
     }
 
