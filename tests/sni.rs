@@ -192,9 +192,32 @@ fn reaches(dir: &TestDir, addr: SocketAddr, args: &[&str], cn: &str) {
 /// backend, and three frontends (module docs of each test).
 struct World {
     dir: TestDir,
+    /// The TLS backends: api, web, default.
+    addrs: [SocketAddr; 3],
     _backends: Vec<ChildProcess>,
-    _echo: StdBackend,
+    echo: StdBackend,
     proxy: ChildProcess,
+}
+
+/// The `tls` frontend's rules at the start.
+const TLS_RULES: &str = "use-group api sni api.example *.api.example\n    \
+                         use-group web sni www.example\n";
+
+/// The configuration of a [`World`]: two groups, and four frontends, the
+/// first (`tls`) with `tls_rules`.
+fn config([api, web, default]: [SocketAddr; 3], echo: SocketAddr, tls_rules: &str) -> String {
+    format!(
+        "global\n    admin 127.0.0.1:0\n\
+         group api\n    backend {api}\n\
+         group web\n    balance leastconn\n    backend {web}\n\
+         frontend tls\n    listen 127.0.0.1:0\n    timeout client-hs 5s\n    backend {default}\n    \
+         {tls_rules}\
+         frontend mixed\n    listen 127.0.0.1:0\n    backend {echo}\n    use-group api sni api.example\n\
+         frontend strict\n    listen 127.0.0.1:0\n    backend {default}\n    \
+         use-group api sni api.example\n    not-tls refuse\n    timeout client-hs 300ms\n\
+         frontend behind\n    listen 127.0.0.1:0\n    accept-proxy 127.0.0.1\n    backend {default}\n    \
+         use-group api sni api.example\n"
+    )
 }
 
 impl World {
@@ -204,21 +227,9 @@ impl World {
             .iter()
             .map(|cn| tls_backend(&dir, cn))
             .collect();
-        let [api, web, default] = [0, 1, 2].map(|i| backends[i].addr());
         let echo = StdBackend::start(echo);
-        let config = format!(
-            "global\n    admin 127.0.0.1:0\n\
-             group api\n    backend {api}\n\
-             group web\n    balance leastconn\n    backend {web}\n\
-             frontend tls\n    listen 127.0.0.1:0\n    timeout client-hs 5s\n    backend {default}\n    \
-             use-group api sni api.example *.api.example\n    use-group web sni www.example\n\
-             frontend mixed\n    listen 127.0.0.1:0\n    backend {}\n    use-group api sni api.example\n\
-             frontend strict\n    listen 127.0.0.1:0\n    backend {default}\n    \
-             use-group api sni api.example\n    not-tls refuse\n    timeout client-hs 300ms\n\
-             frontend behind\n    listen 127.0.0.1:0\n    accept-proxy 127.0.0.1\n    backend {default}\n    \
-             use-group api sni api.example\n",
-            echo.addr()
-        );
+        let addrs = [0, 1, 2].map(|i| backends[i].addr());
+        let config = config(addrs, echo.addr(), TLS_RULES);
         let path = dir.file("lb.conf");
         fs::write(&path, config).expect("write the configuration");
         let proxy = Spawn::new("proxy", proxy_exe())
@@ -233,10 +244,21 @@ impl World {
             .expect("start the proxy");
         World {
             dir,
+            addrs,
             _backends: backends,
-            _echo: echo,
+            echo,
             proxy,
         }
+    }
+
+    /// Rewrites the configuration with `tls_rules` as the `tls` frontend's
+    /// rules, and reloads it (SIGHUP), waiting until the proxy says so.
+    fn reload(&self, tls_rules: &str) {
+        let text = config(self.addrs, self.echo.addr(), tls_rules);
+        fs::write(self.dir.file("lb.conf"), text).expect("rewrite the configuration");
+        self.proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+        let said = self.proxy.wait_for_log("reloaded", SOON);
+        said.unwrap_or_else(|e| panic!("{e}; stderr:\n{}", self.proxy.said()));
     }
 
     /// Where frontend `name` listens.
@@ -459,6 +481,61 @@ fn not_tls_goes_to_the_default_group_or_is_refused() {
         (mixed_line.backend.as_str(), mixed_line.capture.as_deref()),
         ("mixed", Some(""))
     );
+}
+
+// A reload (SIGHUP) that changes the rules routes new connections the new
+// way, on the same port, and the metrics name the new rules.
+#[test]
+fn a_reload_changes_the_routes() {
+    let world = World::start("reload");
+    let tls = world.frontend("tls");
+    reaches(
+        &world.dir,
+        tls,
+        &["-servername", "api.example"],
+        "api-backend",
+    );
+    world.reload("use-group web sni api.example\n    use-group api sni *.example\n");
+    // Each worker takes the new configuration on its next turn: wait
+    // (bounded) for the new route, then it must hold.
+    let subject = || tls_client(&world.dir, tls, &["-servername", "api.example"]).subject;
+    let deadline = Instant::now() + SOON;
+    while subject().as_deref() != Some("web-backend") {
+        assert!(
+            Instant::now() < deadline,
+            "api.example never reached the web group"
+        );
+    }
+    for _ in 0..4 {
+        reaches(
+            &world.dir,
+            tls,
+            &["-servername", "api.example"],
+            "web-backend",
+        );
+    }
+    reaches(
+        &world.dir,
+        tls,
+        &["-servername", "www.example"],
+        "api-backend",
+    );
+    let admin = world.proxy.wait_for_log("admin listening on ", SOON);
+    let admin = child::listening_addr(&admin.expect("admin")).expect("the admin address");
+    let (_, _, body) = http_get(admin, "/metrics");
+    let exposition = prometheus::parse(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
+    let labels = [("frontend", "tls"), ("rule", "*.example"), ("group", "api")];
+    assert_eq!(
+        exposition.value("proxy_frontend_routed_total", &labels),
+        Some(1.0)
+    );
+    let old = [
+        ("frontend", "tls"),
+        ("rule", "www.example"),
+        ("group", "web"),
+    ];
+    assert_eq!(exposition.value("proxy_frontend_routed_total", &old), None);
+    world.stop();
 }
 
 // ---------------------------------------------------------------------------
