@@ -200,7 +200,8 @@ struct World {
 }
 
 /// The `tls` frontend's rules at the start.
-const TLS_RULES: &str = "use-group api sni api.example *.api.example\n    \
+const TLS_RULES: &str = "use-group web alpn acme-tls/1\n    \
+                         use-group api sni api.example *.api.example\n    \
                          use-group web sni www.example\n";
 
 /// The configuration of a [`World`]: two groups, and four frontends, the
@@ -308,6 +309,10 @@ fn two_names_on_one_port_reach_two_groups_and_the_rest_the_default() {
             "web-backend",
         );
     }
+    // An ALPN rule before the names: certificate challenges (TLS-ALPN-01)
+    // go to their group, whatever name they are for.
+    let challenge = ["-servername", "api.example", "-alpn", "acme-tls/1"];
+    reaches(dir, tls, &challenge, "web-backend");
     // Case-insensitive, and wildcards at any depth.
     reaches(dir, tls, &["-servername", "WWW.Example"], "web-backend");
     reaches(dir, tls, &["-servername", "a.b.api.example"], "api-backend");
@@ -342,13 +347,14 @@ fn two_names_on_one_port_reach_two_groups_and_the_rest_the_default() {
     assert_eq!(routed("api.example", "api"), Some(2.0));
     assert_eq!(routed("*.api.example", "api"), Some(1.0));
     assert_eq!(routed("www.example", "web"), Some(3.0));
+    assert_eq!(routed("alpn acme-tls/1", "web"), Some(1.0));
     assert_eq!(routed("(no sni)", "tls"), Some(1.0));
     assert_eq!(routed("(no match)", "tls"), Some(2.0));
     assert_eq!(routed("(not tls)", "tls"), Some(0.0));
 
     let lines = world.stop();
     let on_tls: Vec<&ParsedLine> = lines.iter().filter(|l| l.frontend == "tls").collect();
-    assert_eq!(on_tls.len(), 9, "{lines:#?}");
+    assert_eq!(on_tls.len(), 10, "{lines:#?}");
     let seen = |group: &str, capture: &str| {
         on_tls
             .iter()
@@ -358,6 +364,7 @@ fn two_names_on_one_port_reach_two_groups_and_the_rest_the_default() {
     assert_eq!(seen("api", "api.example"), 2, "{on_tls:#?}");
     assert_eq!(seen("api", "a.b.api.example"), 1, "{on_tls:#?}");
     assert_eq!(seen("web", "www.example"), 3, "{on_tls:#?}");
+    assert_eq!(seen("web", "api.example"), 1, "{on_tls:#?}");
     assert_eq!(seen("tls", ""), 1, "{on_tls:#?}");
     assert_eq!(seen("tls", "unknown.example"), 1, "{on_tls:#?}");
     for line in &on_tls {

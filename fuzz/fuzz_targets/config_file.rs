@@ -145,8 +145,8 @@ fn check_errors(text: &str, errors: &[ConfigError]) {
 }
 
 /// The groups tile the backends, none empty; every rule names a group and
-/// is reachable: an exact name routes to its own rule, and a wildcard
-/// never matches its bare suffix.
+/// is reachable: an exact name routes to its own rule, a wildcard never
+/// matches its bare suffix, and a protocol alone routes to its own rule.
 fn check_groups(frontend: &Frontend) {
     let mut end = 0;
     for g in 0..frontend.group_count() {
@@ -171,6 +171,10 @@ fn check_groups(frontend: &Frontend) {
         match &rule.pattern {
             Pattern::Exact(name) => assert_eq!(routes.route(name), Some(i), "{name} unreachable"),
             Pattern::Wildcard(suffix) => assert_ne!(routes.route(suffix), Some(i), "*.{suffix}"),
+            Pattern::Alpn(protocol) => {
+                let offered = [protocol.clone()];
+                assert_eq!(routes.route_hello(None, &offered), Some(i), "alpn {protocol}");
+            }
         }
     }
 }

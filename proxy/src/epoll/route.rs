@@ -1,10 +1,11 @@
 //! Choosing a connection's group of backends on a frontend with
 //! `use-group` rules: its ClientHello read (`conn/client_hello.rs`) within
-//! `timeout client-hs`, its server name matched (`policy/route.rs`), and
-//! every byte read kept, to reach the chosen backend first, unchanged.
+//! `timeout client-hs`, its server name and protocols matched against the
+//! rules (`policy/route.rs`), and every byte read kept, to reach the chosen
+//! backend first, unchanged.
 //!
 //! ```text
-//!   the client's first bytes ──▶ a ClientHello ──▶ SNI matches a rule ──▶ that rule's group
+//!   the client's first bytes ──▶ a ClientHello ──▶ its SNI or ALPN matches a rule ──▶ that rule's group
 //!        │                           │   no SNI, or no rule matches ──▶ the default group
 //!        │                           └─ malformed, too large, cut, too slow ──▶ refused
 //!        └─ not TLS (or silent for timeout client-hs) ──▶ the default group, or refused (not-tls refuse)
@@ -43,7 +44,7 @@ impl Local {
         early.shrink_to_fit();
         let (group, slot) = match read {
             Ok(Some(hello)) => {
-                let matched = hello.sni.as_deref().and_then(|name| routes.route(name));
+                let matched = routes.route_hello(hello.sni.as_deref(), &hello.alpn);
                 trace.sni = hello.sni;
                 match matched {
                     Some(rule) => (routes.rules()[rule].group, rule),

@@ -1,5 +1,7 @@
 //! Which group of backends a TLS connection goes to, by the server name of
-//! its ClientHello (SNI): a frontend's `use-group GROUP sni NAME...` rules.
+//! its ClientHello (SNI) or the protocols it offers (ALPN): a frontend's
+//! `use-group GROUP sni NAME...` and `use-group GROUP alpn PROTOCOL...`
+//! rules.
 //!
 //! A name is exact (`a.example`) or a wildcard (`*.a.example`), both
 //! case-insensitive. A wildcard matches any name that ends in `.a.example`,
@@ -15,6 +17,15 @@
 //! also the most specific match, which is the order nginx's `map` uses:
 //! so the rules are kept in two hash maps and a name is routed in one
 //! look-up per label, however many rules there are.
+//!
+//! An ALPN rule matches a client that offers its protocol among others
+//! (`acme-tls/1`, `h2`; compared byte for byte, as RFC 7301 says), and is
+//! unreachable only behind an earlier rule for the same protocol: a name
+//! rule never hides it, nor it a name rule. A connection goes by the first
+//! rule in file order that matches it, name or protocol: the name rule the
+//! maps find and the first protocol rule that matches, whichever comes
+//! first (`acme-tls/1` before the names sends every certificate challenge
+//! to its group, whatever name it is for).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -26,6 +37,8 @@ pub enum Pattern {
     Exact(String),
     /// Names ending in `.` and this suffix (`*.a.example`: `a.example`).
     Wildcard(String),
+    /// Clients offering this ALPN protocol.
+    Alpn(String),
 }
 
 impl Pattern {
@@ -56,6 +69,19 @@ impl Pattern {
             Pattern::Exact(name.to_string())
         })
     }
+
+    /// An ALPN protocol as registered (`h2`, `http/1.1`, `acme-tls/1`):
+    /// 1 to 255 printable ASCII characters, case-sensitive.
+    pub fn alpn(text: &str) -> Result<Pattern, String> {
+        let printable = text.bytes().all(|b| (b'!'..=b'~').contains(&b));
+        if text.is_empty() || text.len() > 255 || !printable {
+            return Err(format!(
+                "'{text}' is not an ALPN protocol: use its registered name, like 'h2' or \
+                 'acme-tls/1' (printable ASCII, up to 255 characters)"
+            ));
+        }
+        Ok(Pattern::Alpn(text.to_string()))
+    }
 }
 
 impl fmt::Display for Pattern {
@@ -63,6 +89,7 @@ impl fmt::Display for Pattern {
         match self {
             Pattern::Exact(name) => f.write_str(name),
             Pattern::Wildcard(suffix) => write!(f, "*.{suffix}"),
+            Pattern::Alpn(protocol) => write!(f, "alpn {protocol}"),
         }
     }
 }
@@ -133,6 +160,9 @@ pub struct Routes {
     exact: HashMap<String, usize>,
     /// Wildcards' suffixes, to the index of their rule.
     wildcard: HashMap<String, usize>,
+    /// ALPN protocols, with the index of their rule, in file order (a few,
+    /// tried in turn).
+    alpn: Vec<(String, usize)>,
     /// `not-tls`.
     pub not_tls: NotTls,
 }
@@ -142,28 +172,59 @@ impl Routes {
     /// the earlier rule that would make it unreachable.
     pub fn add(&mut self, pattern: Pattern, group: usize) -> Result<usize, usize> {
         let index = self.rules.len();
-        let (map, key) = match &pattern {
-            Pattern::Exact(name) => (&self.exact, name),
-            Pattern::Wildcard(suffix) => (&self.wildcard, suffix),
-        };
-        if let Some(&earlier) = map.get(key).or_else(|| self.covering_wildcard(key)) {
+        if let Some(earlier) = self.shadow(&pattern) {
             return Err(earlier);
         }
         match &pattern {
-            Pattern::Exact(name) => self.exact.insert(name.clone(), index),
-            Pattern::Wildcard(suffix) => self.wildcard.insert(suffix.clone(), index),
-        };
+            Pattern::Exact(name) => {
+                self.exact.insert(name.clone(), index);
+            }
+            Pattern::Wildcard(suffix) => {
+                self.wildcard.insert(suffix.clone(), index);
+            }
+            Pattern::Alpn(protocol) => self.alpn.push((protocol.clone(), index)),
+        }
         self.rules.push(Rule { pattern, group });
         Ok(index)
     }
 
-    /// The rule for `name` (lower case, as the ClientHello reader gives it),
-    /// if one matches.
+    /// The earlier rule that matches everything `pattern` would.
+    fn shadow(&self, pattern: &Pattern) -> Option<usize> {
+        let (map, key) = match pattern {
+            Pattern::Exact(name) => (&self.exact, name),
+            Pattern::Wildcard(suffix) => (&self.wildcard, suffix),
+            Pattern::Alpn(protocol) => return self.first_offered(std::slice::from_ref(protocol)),
+        };
+        map.get(key)
+            .or_else(|| self.covering_wildcard(key))
+            .copied()
+    }
+
+    /// The rule for a server `name` (lower case, as the ClientHello reader
+    /// gives it), if one matches.
     pub fn route(&self, name: &str) -> Option<usize> {
         self.exact
             .get(name)
             .or_else(|| self.covering_wildcard(name))
             .copied()
+    }
+
+    /// The first rule, in file order, for a ClientHello with this server
+    /// name (if any) offering these ALPN protocols.
+    pub fn route_hello(&self, name: Option<&str>, offered: &[String]) -> Option<usize> {
+        let by_name = name.and_then(|name| self.route(name));
+        match (by_name, self.first_offered(offered)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The first ALPN rule whose protocol is among `offered`.
+    fn first_offered(&self, offered: &[String]) -> Option<usize> {
+        self.alpn
+            .iter()
+            .find(|(protocol, _)| offered.contains(protocol))
+            .map(|&(_, index)| index)
     }
 
     /// The wildcard rule covering `name`: the longest suffix of it after a
@@ -245,6 +306,38 @@ mod tests {
         }
         let wildcard = Pattern::parse("a*.example").expect_err("a star inside");
         assert!(wildcard.contains("'*.' at the start only"), "{wildcard}");
+    }
+
+    #[test]
+    fn alpn_rules_and_name_rules_take_the_first_match_in_file_order() {
+        let mut r = Routes::default();
+        let alpn = |t: &str| Pattern::alpn(t).expect("a protocol");
+        assert_eq!(r.add(alpn("acme-tls/1"), 1), Ok(0));
+        assert_eq!(r.add(p("a.example"), 2), Ok(1));
+        assert_eq!(r.add(alpn("h2"), 3), Ok(2));
+        let offered = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            r.route_hello(Some("a.example"), &offered(&["acme-tls/1"])),
+            Some(0)
+        );
+        assert_eq!(
+            r.route_hello(Some("a.example"), &offered(&["h2", "http/1.1"])),
+            Some(1)
+        );
+        assert_eq!(
+            r.route_hello(Some("b.example"), &offered(&["http/1.1", "h2"])),
+            Some(2)
+        );
+        assert_eq!(r.route_hello(None, &offered(&["h2"])), Some(2));
+        assert_eq!(r.route_hello(None, &offered(&["H2"])), None);
+        assert_eq!(r.route_hello(None, &[]), None);
+        // The same protocol twice is unreachable; a name never hides one.
+        assert_eq!(r.add(alpn("h2"), 1), Err(2));
+        assert_eq!(r.add(p("*.a.example"), 1), Ok(3));
+        assert_eq!(alpn("acme-tls/1").to_string(), "alpn acme-tls/1");
+        for bad in ["", "a b", "é"] {
+            assert!(Pattern::alpn(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -269,6 +269,36 @@ mod tests {
     }
 
     #[test]
+    fn alpn_rules_route_by_protocol_in_file_order_with_the_names() {
+        let c = ok(&routed(
+            "    backend 127.0.0.1:9001\n    use-group web alpn acme-tls/1\n    \
+             use-group api sni api.example\n",
+        ));
+        let routes = c.frontends[0].routing.as_ref().expect("rules");
+        let offered = vec!["acme-tls/1".to_string()];
+        // Groups are numbered as the rules first name them: web 1, api 2.
+        let rule = routes.route_hello(Some("api.example"), &offered);
+        assert_eq!(rule.map(|i| routes.rules()[i].group), Some(1));
+        let rule = routes.route_hello(Some("api.example"), &[]);
+        assert_eq!(rule.map(|i| routes.rules()[i].group), Some(2));
+        let e = errors(&routed(
+            "    backend 127.0.0.1:9001\n    use-group web alpn h2\n    use-group api alpn h2 a\tb\n",
+        ));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("lb.conf:11:24: use-group: 'alpn h2' can never match"),
+            "{e:?}"
+        );
+        let e = errors(&routed(
+            "    backend 127.0.0.1:9001\n    use-group api alpm h2\n",
+        ));
+        assert!(
+            e[0].contains("unknown condition 'alpm' (did you mean 'alpn'?)"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn a_default_group_instead_of_backend_lines() {
         let c = ok(&routed(
             "    default-group web\n    use-group api sni api.example\n",

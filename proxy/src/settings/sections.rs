@@ -412,30 +412,48 @@ pub fn unknown_in_group(r: &mut Reader<'_>, first: Word<'_>) {
     r.error(first.column, message);
 }
 
-/// `use-group GROUP sni NAME...`: one rule per name, in order.
+/// A `use-group` condition: its word, how a value is read, an example.
+type Condition = (
+    &'static str,
+    fn(&str) -> Result<Pattern, String>,
+    &'static str,
+);
+
+/// The conditions of `use-group`, in the order the messages list them.
+const CONDITIONS: &[Condition] = &[
+    ("sni", Pattern::parse, "sni api.example *.api.example"),
+    ("alpn", Pattern::alpn, "alpn acme-tls/1"),
+];
+
+/// `use-group GROUP sni NAME...` or `use-group GROUP alpn PROTOCOL...`:
+/// one rule per name or protocol, in order.
 fn add_rules(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
     let hint = "a group and the names it takes, like 'use-group api sni api.example *.api.example'";
     let Some(group) = r.value(words, 0, hint) else {
         return;
     };
-    let Some(kind) = r.value(words, 1, "'sni' and server names, like 'sni api.example'") else {
+    let hint = "'sni' and server names, like 'sni api.example', or 'alpn' and protocols";
+    let Some(kind) = r.value(words, 1, hint) else {
         return;
     };
-    if kind.text != "sni" {
+    let Some(&(_, parse, example)) = CONDITIONS.iter().find(|(name, ..)| *name == kind.text) else {
+        let names: Vec<&str> = CONDITIONS.iter().map(|(name, ..)| *name).collect();
         let message = format!(
-            "use-group: unknown condition '{}'; rules match the TLS server name: write \
-             'use-group {} sni NAME...'",
-            kind.text, group.text
+            "use-group: unknown condition '{}'{}; rules match the TLS server name or the ALPN \
+             protocols: write 'use-group {} sni NAME...' or '... alpn PROTOCOL...'",
+            kind.text,
+            did_you_mean(kind.text, &names),
+            group.text
         );
         return r.error(kind.column, message);
-    }
+    };
     let names = words.get(3..).unwrap_or_default();
     if names.is_empty() {
-        let message = "'sni' needs server names, like 'sni api.example *.api.example'";
+        let message = format!("'{}' needs values, like '{example}'", kind.text);
         return r.error(kind.column, message);
     }
     for name in names {
-        match Pattern::parse(name.text) {
+        match parse(name.text) {
             Ok(pattern) => f.rules.push(RuleDraft {
                 group: (group.text.to_string(), group.column),
                 pattern: (pattern, name.column),
