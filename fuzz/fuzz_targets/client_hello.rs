@@ -8,14 +8,16 @@
 //!   (not TLS, malformed, too large), the bytes are refused the same way,
 //!   and if a prefix is a whole hello, the bytes are that same hello (what
 //!   follows is the client's stream, never read);
-//! - it asks for more only below [`MAX_HELLO`] bytes;
+//! - it asks for more only below [`MAX_HELLO`] bytes, and the bytes it
+//!   says an incomplete hello needs at least (`judge`) are needed: no
+//!   longer prefix short of them is a hello (it may be a refusal);
 //! - a server name is what routing compares: a DNS name in lower case,
 //!   1 to 253 bytes, no empty label, no trailing dot; ALPN protocols are
 //!   never empty; a refusal's reason is printable ASCII (it is logged).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use proxy::conn::client_hello::{MAX_HELLO, Verdict, parse};
+use proxy::conn::client_hello::{MAX_HELLO, Verdict, judge, parse};
 
 fuzz_target!(|data: &[u8]| {
     let whole = parse(data);
@@ -58,10 +60,21 @@ fn check_prefixes(data: &[u8], whole: &Verdict) {
     let longest = data.len().min(MAX_HELLO + 1);
     let step = (longest / 64).max(1);
     let cuts = (0..longest.min(600)).chain((600..longest).step_by(step));
-    for cut in cuts {
+    // The most bytes a prefix judged so far said it needs.
+    let mut owed = 0;
+    for cut in cuts.chain(std::iter::once(data.len())) {
         let prefix = data.get(..cut).unwrap_or_default();
-        match parse(prefix) {
-            Verdict::Incomplete => {}
+        let (verdict, needed) = judge(prefix);
+        assert_eq!(verdict, parse(prefix));
+        match verdict {
+            Verdict::Incomplete => {
+                assert!(needed > cut, "at {cut} bytes, said to need {needed}");
+                owed = owed.max(needed);
+            }
+            Verdict::Hello(_) => {
+                assert!(cut >= owed, "a hello at {cut} bytes, though {owed} were needed");
+                assert_eq!(&verdict, whole, "at {cut} bytes, then more");
+            }
             verdict => assert_eq!(&verdict, whole, "at {cut} bytes, then more"),
         }
     }

@@ -173,7 +173,11 @@ fn check_groups(frontend: &Frontend) {
             Pattern::Wildcard(suffix) => assert_ne!(routes.route(suffix), Some(i), "*.{suffix}"),
             Pattern::Alpn(protocol) => {
                 let offered = [protocol.clone()];
-                assert_eq!(routes.route_hello(None, &offered), Some(i), "alpn {protocol}");
+                assert_eq!(
+                    routes.route_hello(None, &offered),
+                    Some(i),
+                    "alpn {protocol}"
+                );
             }
         }
     }

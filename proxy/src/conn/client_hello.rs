@@ -38,7 +38,9 @@
 //!   nginx's `preread_buffer_size`): a hello with post-quantum key shares is
 //!   about 2 KiB, and no real one comes near. A hello that would need more
 //!   is [`Verdict::TooLarge`] as soon as that is certain.
-//! - [`read_hello`] gives up after a time limit (`timeout client-hs`).
+//! - [`read_hello`] gives up after a time limit (`timeout client-hs`), and
+//!   judges the bytes as they come a few dozen times at most, not once a
+//!   byte, however slowly they come ([`judge`] says how many a hello needs).
 //!
 //! Host names are compared case-insensitively (RFC 6066 says they are DNS
 //! names), so the reader gives them in lower case, without a trailing dot.
@@ -106,22 +108,40 @@ fn malformed(why: &'static str) -> Stop {
 
 /// Judges the first bytes a client sent.
 pub fn parse(buf: &[u8]) -> Verdict {
-    match buf {
-        [] => return Verdict::Incomplete,
-        [first, ..] if *first != HANDSHAKE => return Verdict::NotTls,
-        [_, major, ..] if *major != 3 => return Verdict::NotTls,
-        _ => {}
+    judge(buf).0
+}
+
+/// [`parse`]'s verdict, with, when it is [`Verdict::Incomplete`], how many
+/// bytes at least a whole hello needs (the bytes seen, and the rest of the
+/// handshake message once its length is known): before that many have
+/// come, the bytes can be refused but not yet be a hello. [`read_hello`]
+/// uses it not to parse the whole buffer again for every byte a slow
+/// client sends (16 KiB times 16 KiB, for one sent a byte at a time).
+pub fn judge(buf: &[u8]) -> (Verdict, usize) {
+    let verdict = match buf {
+        [] => Some(Verdict::Incomplete),
+        [first, ..] if *first != HANDSHAKE => Some(Verdict::NotTls),
+        [_, major, ..] if *major != 3 => Some(Verdict::NotTls),
+        _ => None,
+    };
+    if let Some(verdict) = verdict {
+        return (verdict, buf.len() + 1);
     }
     let mut fragments = Fragments {
         buf,
         next_record: 0,
         pos: 0,
         end: 0,
+        consumed: 0,
+        message: None,
     };
     match hello(&mut fragments) {
-        Ok(hello) => Verdict::Hello(hello),
-        Err(Stop::More) => Verdict::Incomplete,
-        Err(Stop::Verdict(verdict)) => verdict,
+        Ok(hello) => (Verdict::Hello(hello), buf.len()),
+        Err(Stop::More) => {
+            let owed = fragments.message.map_or(0, |m| m - fragments.consumed);
+            (Verdict::Incomplete, buf.len() + owed.max(1))
+        }
+        Err(Stop::Verdict(verdict)) => (verdict, buf.len()),
     }
 }
 
@@ -141,6 +161,7 @@ fn hello(fragments: &mut Fragments<'_>) -> Result<Hello, Stop> {
     if 4 + length + RECORD_HEADER > MAX_HELLO {
         return Err(Stop::Verdict(Verdict::TooLarge));
     }
+    header.fragments.message = Some(4 + length);
     let mut body = Body {
         fragments: header.fragments,
         left: length,
@@ -285,6 +306,10 @@ struct Fragments<'a> {
     pos: usize,
     /// The end of the current fragment (which may lie past `buf`).
     end: usize,
+    /// Handshake bytes read so far, its header included.
+    consumed: usize,
+    /// The handshake message's length, its header included, once known.
+    message: Option<usize>,
 }
 
 impl Fragments<'_> {
@@ -357,6 +382,7 @@ impl Body<'_, '_> {
             let step = available.len().min(wanted);
             each(available.get(..step).unwrap_or_default());
             self.fragments.pos += step;
+            self.fragments.consumed += step;
             self.left -= step;
             wanted -= step;
         }
@@ -453,6 +479,9 @@ impl fmt::Display for HelloError {
 
 impl std::error::Error for HelloError {}
 
+/// What [`read_hello`] comes to: a hello, not TLS (`None`), or a refusal.
+pub type Outcome = Result<Option<Hello>, HelloError>;
+
 /// Reads a client's first bytes after `early` (what came past its PROXY
 /// header, if any) until they are a whole ClientHello or cannot be one,
 /// within `limit`. `early` is extended with every byte read: they are the
@@ -460,11 +489,7 @@ impl std::error::Error for HelloError {}
 ///
 /// `Ok(None)`: not TLS, or nothing at all within `limit` (a protocol
 /// whose server speaks first), as HAProxy's `inspect-delay` ends.
-pub async fn read_hello(
-    client: &TcpStream,
-    early: &mut Vec<u8>,
-    limit: Duration,
-) -> Result<Option<Hello>, HelloError> {
+pub async fn read_hello(client: &TcpStream, early: &mut Vec<u8>, limit: Duration) -> Outcome {
     let mut filled = early.len();
     early.resize(filled.max(MAX_HELLO), 0);
     let outcome = time::timeout(limit, read_until_judged(client, early, &mut filled)).await;
@@ -472,35 +497,54 @@ pub async fn read_hello(
     match outcome {
         Ok(result) => result,
         Err(_) if filled == 0 => Ok(None),
-        Err(_) => Err(HelloError::TimedOut(limit, filled)),
+        // Bytes not judged yet may already be a refusal: say that one.
+        Err(_) => decided(judge(early)).unwrap_or(Err(HelloError::TimedOut(limit, filled))),
     }
 }
 
 /// The loop of [`read_hello`]: `buf[..filled]` is what was read.
-async fn read_until_judged(
-    client: &TcpStream,
-    buf: &mut [u8],
-    filled: &mut usize,
-) -> Result<Option<Hello>, HelloError> {
+///
+/// The bytes are judged when what a hello needs at least has come
+/// ([`judge`]), when they have doubled since the last look (a refusal can
+/// show at any byte), when the buffer is full, and at the end of the
+/// stream: a few dozen looks for a hello sent a byte at a time, not one a
+/// byte, and a hello sent whole is judged at once.
+async fn read_until_judged(client: &TcpStream, buf: &mut [u8], filled: &mut usize) -> Outcome {
+    let (mut needed, mut looked) = (0, 0);
     loop {
-        match parse(buf.get(..*filled).unwrap_or_default()) {
-            Verdict::Incomplete => {}
-            Verdict::NotTls => return Ok(None),
-            Verdict::Hello(hello) => return Ok(Some(hello)),
-            Verdict::TooLarge => return Err(HelloError::TooLarge),
-            Verdict::Malformed(why) => return Err(HelloError::Malformed(why)),
+        if *filled >= needed || *filled >= 2 * looked || *filled >= MAX_HELLO {
+            looked = *filled;
+            match decided(judge(buf.get(..*filled).unwrap_or_default())) {
+                Ok(outcome) => return outcome,
+                Err(at_least) => needed = at_least,
+            }
         }
-        // parse() says TooLarge before it needs a byte past MAX_HELLO, so
-        // there is room; were there not, refuse rather than spin.
+        // judge() says TooLarge before it needs a byte past MAX_HELLO; a
+        // hello that still needs more is over the bound.
         let Some(room) = buf.get_mut(*filled..MAX_HELLO).filter(|r| !r.is_empty()) else {
             return Err(HelloError::TooLarge);
         };
         match client.read(room).await {
-            Ok(0) => return Err(HelloError::Closed(*filled)),
+            Ok(0) => {
+                let seen = buf.get(..*filled).unwrap_or_default();
+                return decided(judge(seen)).unwrap_or(Err(HelloError::Closed(*filled)));
+            }
             Ok(n) => *filled += n,
             Err(e) => return Err(HelloError::Io(e)),
         }
     }
+}
+
+/// What a verdict decides, or, for an incomplete hello, `Err` with the
+/// bytes it needs at least.
+fn decided((verdict, needed): (Verdict, usize)) -> Result<Outcome, usize> {
+    Ok(match verdict {
+        Verdict::Incomplete => return Err(needed),
+        Verdict::NotTls => Ok(None),
+        Verdict::Hello(hello) => Ok(Some(hello)),
+        Verdict::TooLarge => Err(HelloError::TooLarge),
+        Verdict::Malformed(why) => Err(HelloError::Malformed(why)),
+    })
 }
 
 #[cfg(test)]
@@ -672,6 +716,39 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_incomplete_hello_says_how_many_bytes_it_needs_at_least() {
+        // In one record: exactly its length, once the handshake header is in.
+        let whole = typical(b"a.example");
+        for end in 9..whole.len() {
+            assert_eq!(
+                judge(&whole[..end]),
+                (Verdict::Incomplete, whole.len()),
+                "{end}"
+            );
+        }
+        assert_eq!(judge(&whole[..3]), (Verdict::Incomplete, 4));
+        // In one-byte records, a bound below the truth, and never below
+        // what came: each judging is owed more bytes than the last had.
+        let message = handshake(CLIENT_HELLO, &body(Some(&[names(&[(0, b"x.example")])])));
+        let tiny = records(&message, 1);
+        let mut end = 40;
+        let mut judged = 0;
+        while end < tiny.len() {
+            let (verdict, needed) = judge(&tiny[..end]);
+            assert_eq!(verdict, Verdict::Incomplete);
+            assert!(needed > end && needed <= tiny.len(), "{end}: {needed}");
+            end = needed;
+            judged += 1;
+        }
+        assert!(
+            judged < 40,
+            "judged {judged} times for {} bytes",
+            tiny.len()
+        );
+        assert_eq!(judge(&tiny).0, hello(Some("x.example"), &[]));
+    }
+
+    #[test]
     fn other_protocols_are_not_tls_at_their_first_bytes() {
         for first in [
             &b"GET / HTTP/1.1\r\n"[..],
@@ -820,7 +897,7 @@ pub(crate) mod tests {
 
     /// `read_hello` on the accepted side of a loopback connection whose
     /// client (a thread) does `client`; the bytes it gathered come back too.
-    fn over_loopback<C>(limit: Duration, client: C) -> (Result<Option<Hello>, HelloError>, Vec<u8>)
+    fn over_loopback<C>(limit: Duration, client: C) -> (Outcome, Vec<u8>)
     where
         C: FnOnce(std::net::TcpStream) + Send + 'static,
     {
@@ -883,6 +960,26 @@ pub(crate) mod tests {
             "{result:?}"
         );
         assert_eq!(early.len(), 30);
+    }
+
+    // Found by the fuzz target: a refusal can show before the bytes a
+    // hello needs have come. Sent a byte at a time, then nothing, the
+    // bytes are judged when the time is up: refused for what they are.
+    #[test]
+    fn a_malformed_hello_trickled_then_stopped_is_refused_for_what_it_is() {
+        let bytes: &[u8] = &[22, 3, 1, 1, 36, 1, 0, 1, 32, 22, 3];
+        let client = move |mut stream: std::net::TcpStream| {
+            stream.set_nodelay(true).expect("nodelay");
+            for byte in bytes {
+                stream.write_all(&[*byte]).expect("write");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            wait_for_close(stream);
+        };
+        let (result, early) = over_loopback(Duration::from_millis(300), client);
+        let error = result.expect_err("malformed");
+        assert!(matches!(error, HelloError::Malformed(_)), "{error:?}");
+        assert_eq!(early, bytes);
     }
 
     #[test]
