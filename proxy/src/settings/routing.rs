@@ -63,7 +63,16 @@ pub fn resolve(
     for rule in std::mem::take(&mut draft.rules) {
         r.line = rule.line;
         let (name, column) = &rule.group;
-        let Some(index) = group_index(r, &mut resolved, groups, name, *column, &mut at) else {
+        // The default group by its name: `default-group`'s, or the
+        // frontend's for its own lines (unless a section has that name).
+        let default = *name == first
+            && (resolved.default_group.is_some() || !groups.contains_key(name.as_str()));
+        let index = if default {
+            Some(0)
+        } else {
+            group_index(r, &mut resolved, groups, name, *column, &mut at)
+        };
+        let Some(index) = index else {
             ok = false;
             continue;
         };
@@ -152,9 +161,6 @@ fn group_index(
     column: usize,
     at: &mut HashMap<SocketAddr, String>,
 ) -> Option<usize> {
-    if resolved.default_group.as_deref() == Some(name) {
-        return Some(0);
-    }
     if let Some(i) = resolved.groups.iter().position(|g| g.name == name) {
         return Some(i + 1);
     }
@@ -296,6 +302,22 @@ mod tests {
             e[0].contains("unknown condition 'alpm' (did you mean 'alpn'?)"),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn a_rule_may_name_the_default_group_to_keep_a_name_from_a_wildcard() {
+        let c = ok(&routed(
+            "    backend 127.0.0.1:9001\n    use-group tls sni www.example\n    \
+             use-group api sni *.example\n",
+        ));
+        let f = &c.frontends[0];
+        assert_eq!(group_of(f, "www.example"), Some(0));
+        assert_eq!(group_of(f, "x.example"), Some(1));
+        let c = ok(&routed(
+            "    default-group web\n    use-group web sni www.example\n",
+        ));
+        assert_eq!(group_of(&c.frontends[0], "www.example"), Some(0));
+        assert!(c.frontends[0].groups.is_empty());
     }
 
     #[test]
