@@ -47,7 +47,7 @@ impl Local {
                 let matched = routes.route_hello(hello.sni.as_deref(), &hello.alpn);
                 trace.sni = hello.sni;
                 match matched {
-                    Some(rule) => (routes.rules()[rule].group, rule),
+                    Some(rule) => (routes.rules().get(rule).map_or(0, |r| r.group), rule),
                     None if trace.sni.is_some() => (0, routes.slot(Unmatched::NoMatch)),
                     None => (0, routes.slot(Unmatched::NoName)),
                 }
