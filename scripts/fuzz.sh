@@ -28,6 +28,9 @@
 # FUZZ_SANITIZER=address puts it back. Logs: target/fuzz/logs/<target>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tool=fuzz
+# shellcheck source=scripts/nightly.sh
+. scripts/nightly.sh
 
 install=no
 if [ "${1:-}" = --install ]; then
@@ -35,7 +38,7 @@ if [ "${1:-}" = --install ]; then
     shift
 fi
 case "${1:-}" in
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) print_help; exit 0 ;;
 esac
 seconds="${1:-60}"
 [ "$#" -gt 0 ] && shift
@@ -43,14 +46,7 @@ case "$seconds" in
     ''|*[!0-9]*|0) echo "usage: $0 [--install] [SECONDS] [TARGET...] (SECONDS a whole number > 0)" >&2; exit 2 ;;
 esac
 
-skip() {
-    echo "fuzz: skipped: $*"
-    exit 0
-}
-
-command -v rustup >/dev/null 2>&1 || skip "rustup is not installed, so there is no nightly toolchain"
-rustup toolchain list 2>/dev/null | grep -q '^nightly' ||
-    skip "no nightly toolchain (rustup toolchain install nightly), which cargo-fuzz needs"
+need_nightly "rustup toolchain install nightly; cargo-fuzz needs it"
 if ! cargo fuzz --version >/dev/null 2>&1 && [ "$install" = yes ]; then
     echo "fuzz: installing cargo-fuzz (cargo install cargo-fuzz --locked)"
     timeout "${FUZZ_INSTALL_TIMEOUT:-600}" cargo install cargo-fuzz --locked --quiet ||
@@ -58,11 +54,7 @@ if ! cargo fuzz --version >/dev/null 2>&1 && [ "$install" = yes ]; then
 fi
 cargo fuzz --version >/dev/null 2>&1 ||
     skip "cargo-fuzz is not installed (cargo install cargo-fuzz --locked, or pass --install)"
-host="$(rustc +nightly -vV | sed -n 's/^host: //p')"
-case "$host" in
-    x86_64-unknown-linux-gnu|aarch64-unknown-linux-gnu) ;;
-    *) skip "libFuzzer is not set up here for $host" ;;
-esac
+need_supported_host libFuzzer
 
 fuzz=(cargo +nightly fuzz)
 build=(--sanitizer "${FUZZ_SANITIZER:-none}" --target-dir target/fuzz/build)

@@ -28,32 +28,24 @@
 # REQUESTS (400), CLIENTS (32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tool=race-repro
+# shellcheck source=scripts/nightly.sh
+. scripts/nightly.sh
 
 build_std=yes
 case "${1:-}" in
     "") ;;
     --without-build-std) build_std=no ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) print_help; exit 0 ;;
     *) echo "usage: $0 [--without-build-std]" >&2; exit 2 ;;
 esac
 
-skip() {
-    echo "race-repro: skipped: $*"
-    exit 0
-}
-
-command -v rustup >/dev/null 2>&1 || skip "rustup is not installed, so there is no nightly toolchain"
-rustup toolchain list 2>/dev/null | grep -q '^nightly' ||
-    skip "no nightly toolchain (rustup toolchain install nightly --component rust-src)"
+need_nightly "rustup toolchain install nightly --component rust-src"
 if [ "$build_std" = yes ]; then
     rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src' ||
         skip "the nightly toolchain lacks rust-src, needed by -Zbuild-std (rustup component add rust-src --toolchain nightly)"
 fi
-host="$(rustc +nightly -vV | sed -n 's/^host: //p')"
-case "$host" in
-    x86_64-unknown-linux-gnu|aarch64-unknown-linux-gnu) ;;
-    *) skip "ThreadSanitizer is not set up here for $host" ;;
-esac
+need_supported_host ThreadSanitizer
 
 step() { printf '\n==> %s\n' "$*"; }
 

@@ -1,6 +1,7 @@
 //! End to end, descriptors: many of them (2,000 connections held open at
 //! once by one epoll worker, and by the states mode's loop) and too few (a proxy whose RLIMIT_NOFILE runs
-//! out must back off without spinning, and recover).
+//! out must back off without spinning, and recover; a splice path with no descriptor left for
+//! its pipe must copy instead).
 
 mod common;
 
@@ -87,6 +88,13 @@ fn holds_2000_connections_at_once(mode: Mode) {
 #[test]
 fn epoll_one_worker_holds_2000_connections_at_once() {
     holds_2000_connections_at_once(Mode::Epoll1);
+}
+
+// Issue 12: the same through the splice path: every direction splices its
+// first byte, and pipes are taken and given back as bytes come and go.
+#[test]
+fn epoll_one_worker_holds_2000_splicing_connections_at_once() {
+    holds_2000_connections_at_once(Mode::EpollSplice1);
 }
 
 // Issue 11: the same through the hand-written level-triggered loop.
@@ -238,22 +246,60 @@ fn echo_fixture() -> Fixture {
     .expect("fixture")
 }
 
+/// An epoll proxy of one worker at rest: the listener, the worker's
+/// runtime (its epoll set and eventfd), and the main thread's (the same,
+/// and the signalfd it reads SIGTERM and SIGHUP from).
+fn epoll_at_rest(fds: &[(u32, String)]) -> bool {
+    let count = |what: &str| fds.iter().filter(|(_, w)| w == what).count();
+    sockets(fds) == 1
+        && count("anon_inode:[eventpoll]") == 2
+        && count("anon_inode:[eventfd]") == 2
+        && count("anon_inode:[signalfd]") == 1
+}
+
 // Accept, out of descriptors (epoll): back off without spinning, then recover.
 #[test]
 fn epoll_out_of_descriptors_backs_off_without_spinning_and_recovers() {
     let fixture = echo_fixture();
     let proxy = start_proxy(Mode::Epoll1, fixture.addrs(), &[]);
-    // At rest: the listener, the worker's runtime (its epoll set and
-    // eventfd), and the main thread's (the same, and the signalfd it reads
-    // SIGTERM and SIGHUP from).
-    fn started(fds: &[(u32, String)]) -> bool {
-        let count = |what: &str| fds.iter().filter(|(_, w)| w == what).count();
-        sockets(fds) == 1
-            && count("anon_inode:[eventpoll]") == 2
-            && count("anon_inode:[eventfd]") == 2
-            && count("anon_inode:[signalfd]") == 1
+    out_of_descriptors(proxy, epoll_at_rest, 0);
+}
+
+// Issue 12: `pipe2` failing with EMFILE (the limit leaves the client's and
+// the backend's sockets, nothing for a pipe) puts the connection on the copy
+// path: a megabyte echoed whole, both FINs passed on, nothing spinning.
+#[test]
+fn epoll_without_a_descriptor_for_a_pipe_copies_instead() {
+    const SIZE: u64 = 1 << 20;
+    let fixture = echo_fixture();
+    let proxy = start_proxy(Mode::EpollSplice1, fixture.addrs(), &[]);
+    let pid = proxy.pid();
+    assert!(
+        wait_until(Duration::from_secs(10), || epoll_at_rest(&open_fds(pid))),
+        "the proxy never came to rest: {:?}",
+        open_fds(pid)
+    );
+    // Pipes it has at rest (its stderr, say) are not the splice path's.
+    let pipes = || {
+        open_fds(pid)
+            .iter()
+            .filter(|(_, what)| what.starts_with("pipe:"))
+            .count()
+    };
+    let at_rest = pipes();
+    set_nofile_limit_of(pid, limit_leaving(&open_fds(pid), 2));
+    if let Err(e) = echo_round_trip(proxy.addr(), 7, SIZE) {
+        panic!("{e}; stderr:\n{}", proxy.log().join("\n"));
     }
-    out_of_descriptors(proxy, started, 0);
+    assert_eq!(
+        pipes(),
+        at_rest,
+        "no pipe could be made: {:?}",
+        open_fds(pid)
+    );
+    let log = proxy.log().join("\n");
+    assert!(!log.contains("error"), "a copy is not an error:\n{log}");
+    stop_cleanly(proxy);
 }
 
 // Accept, out of descriptors (pool): back off without spinning, then recover.

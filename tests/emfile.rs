@@ -424,10 +424,14 @@ fn budget_flood(mode: Mode, workers: usize) {
         inherited: inherited as u64,
         workers: workers as u64,
         frontends: 1,
+        // The default `splice auto`: the derived maxconn leaves room for pipes.
+        splice: true,
         ..Default::default()
     };
     let maxconn = proxy::policy::descriptors::Budget::new(BUDGET_LIMIT, BUDGET_LIMIT, &opens)
-        .largest_maxconn();
+        .maxconn(None)
+        .expect("a budget that fits connections")
+        .get();
     let derived = format!("global maxconn {maxconn} derived");
     let said = proxy.wait_for_log(&derived, Duration::from_secs(10));
     assert!(

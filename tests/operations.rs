@@ -1235,6 +1235,90 @@ fn sixty_four_junk_admin_connections_do_not_hold_a_scrape() {
     stop_daemon(daemon);
 }
 
+// Issue 12: the same bulk bytes through `splice on`, `auto` and `off`, and
+// `on` with no pipe left (a global maxconn of 3 leaves none: maxconn / 4):
+// each stream arrives whole, bytes in and out are counted the same way, and
+// the spliced bytes say which path moved them: all of them with `on`, all
+// but the first reads with `auto`, none by copy or without a pipe.
+#[test]
+fn splice_moves_bulk_bytes_in_the_kernel_and_counts_them_like_a_copy() {
+    const SIZE: u64 = 8 << 20;
+    let fixture = Fixture::start(
+        1,
+        FixtureOptions {
+            mode: FixtureMode::Echo,
+            ..FixtureOptions::default()
+        },
+    )
+    .expect("start the echo backend");
+    let echo = fixture.addrs()[0];
+    let frontends: String = ["on", "auto", "off"]
+        .iter()
+        .enumerate()
+        .map(|(i, splice)| {
+            format!(
+                "frontend {splice}\n    listen 127.0.3.{}:0\n    splice {splice}\n    backend {echo}\n",
+                i + 1
+            )
+        })
+        .collect();
+    let dir = TestDir::new("splice");
+    let global = "global\n    workers 2\n    admin 127.0.0.1:0\n    access-log off\n";
+    let daemon = start_daemon(&dir, &format!("{global}{frontends}"), &[]);
+    wait_for_log(&daemon, "; splice: ");
+    let admin = admin_addr(&daemon);
+    for name in ["on", "auto", "off"] {
+        let addr = frontend_addr(&daemon, name);
+        echo_round_trip(addr, 12, SIZE)
+            .unwrap_or_else(|e| panic!("splice {name}: {e}; stderr:\n{}", daemon.said()));
+    }
+    let total = 2.0 * SIZE as f64;
+    let x = scrape_until(admin, "every byte counted", |x| {
+        ["on", "auto", "off"].iter().all(|f| {
+            let bytes = |m: &str| x.value(m, &[("frontend", f)]).unwrap_or(0.0);
+            bytes("proxy_frontend_bytes_in_total") + bytes("proxy_frontend_bytes_out_total")
+                == total
+        })
+    });
+    let spliced = |f: &str| {
+        x.value("proxy_frontend_bytes_spliced_total", &[("frontend", f)])
+            .unwrap_or_else(|| panic!("no spliced bytes for {f}"))
+    };
+    assert_eq!(spliced("on"), total, "splice on: every byte by splice");
+    assert!(
+        spliced("auto") > total / 2.0 && spliced("auto") < total,
+        "splice auto: the first full reads copied, the rest spliced: {}",
+        spliced("auto")
+    );
+    assert_eq!(spliced("off"), 0.0, "splice off: every byte copied");
+    for f in ["on", "auto", "off"] {
+        let fallbacks = x.value("proxy_frontend_splice_fallbacks_total", &[("frontend", f)]);
+        assert_eq!(fallbacks, Some(0.0), "{f}: TCP sockets always splice");
+    }
+    stop_daemon(daemon);
+
+    // No pipe left: copy, the connection unharmed.
+    let dir = TestDir::new("splice-no-pipe");
+    let config = format!(
+        "global\n    maxconn 3\n    workers 1\n    admin 127.0.0.1:0\n    access-log off\n\
+         frontend on\n    listen 127.0.3.1:0\n    splice on\n    backend {echo}\n"
+    );
+    let daemon = start_daemon(&dir, &config, &[]);
+    wait_for_log(&daemon, "; splice: 0 pipes");
+    let admin = admin_addr(&daemon);
+    echo_round_trip(frontend_addr(&daemon, "on"), 13, SIZE)
+        .unwrap_or_else(|e| panic!("no pipe: {e}; stderr:\n{}", daemon.said()));
+    let x = scrape_until(admin, "every byte counted", |x| {
+        x.value("proxy_frontend_bytes_out_total", &[("frontend", "on")]) == Some(SIZE as f64)
+    });
+    assert_eq!(
+        x.value("proxy_frontend_bytes_spliced_total", &[("frontend", "on")]),
+        Some(0.0),
+        "no pipe: every byte copied"
+    );
+    stop_daemon(daemon);
+}
+
 // ---------------------------------------------------------------------------
 // 3. PROXY protocol out
 // ---------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 //! End to end, every mode: the real proxy binary (`e2e-proxy`, the very
 //! entry point of `proxy`) in `--mode single`, `pool` (`--picker mutex` and
-//! `atomic`), `epoll` (`--workers 1` and `2`) and `states` (the hand-written
+//! `atomic`), `epoll` (`--workers 1` and `2`; with the default `--splice
+//! auto`, with `--splice off`, the copy path alone, and with `--splice on`,
+//! the splice path from the first byte) and `states` (the hand-written
 //! level-triggered loop), between real clients and real backends over
 //! loopback.
 //!
@@ -56,7 +58,7 @@ fn round_robin(mode: Mode) {
     // share one counter, so they rotate exactly.
     match mode {
         Mode::Single => assert_eq!(counts, [300, 0, 0]),
-        Mode::Epoll2 => {
+        _ if mode.is_two_workers() => {
             // Each event loop rotates exactly over the connections the
             // kernel gave it (per-worker balancers, as nginx's workers), so
             // each backend is off by at most one per worker.
@@ -355,7 +357,7 @@ fn refused_backend(mode: Mode) {
         })
         .expect("a connection reaches the echo backend");
     assert_eq!(&got, b"before\n");
-    if mode == Mode::Epoll2 {
+    if mode.is_two_workers() {
         let refused_seen = (0..8).any(|_| !echoes(proxy.addr()));
         assert!(refused_seen, "no connection went to the refused backend");
     } else {
@@ -867,6 +869,9 @@ every_mode! {
     pool_atomic: Mode::PoolAtomic;
     epoll_1: Mode::Epoll1;
     epoll_2: Mode::Epoll2;
+    epoll_copy_1: Mode::EpollCopy1;
+    epoll_splice_1: Mode::EpollSplice1;
+    epoll_splice_2: Mode::EpollSplice2;
     states: Mode::States;
 }
 

@@ -15,7 +15,7 @@
 //!  ┌──────────────────────────────────────────────────────────────────────────┐
 //!  │ executor   block_on, spawn, the run loop          threads (N runtimes)    │  top
 //!  ├──────────────────────────────────────────────────────────────────────────┤
-//!  │ async_fd <- net, signal    time    fd_limit                               │  what tasks use
+//!  │ async_fd <- net, signal    time    fd_limit    pipe <- net                │  what tasks use
 //!  │ oneshot  mpsc  notify  combinator  thread_pool                            │
 //!  ├──────────────────────────────────────────────────────────────────────────┤
 //!  │ run_queue <- context <- coop, task                                        │  tasks and wakes
@@ -40,7 +40,8 @@
 //!    back by one guard; [`coop`]: the budget, fairness.
 //! 6. [`executor`]: `block_on`, the loop that ties it together.
 //! 7. [`async_fd`], [`net`], [`time`], [`signal`]: the futures a program
-//!    uses; [`fd_limit`]: how many descriptors it may hold.
+//!    uses; [`pipe`]: the kernel-side buffer `splice(2)` moves bytes
+//!    through; [`fd_limit`]: how many descriptors it may hold.
 //! 8. [`oneshot`], [`mpsc`], [`notify`], [`combinator`]: waiting for one
 //!    value, for a stream of them, for an event many tasks wait on, and for
 //!    two futures at once.
@@ -103,6 +104,7 @@ pub mod mpsc;
 pub mod net;
 pub mod notify;
 pub mod oneshot;
+pub mod pipe;
 pub mod signal;
 pub mod thread_pool;
 pub mod time;

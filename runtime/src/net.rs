@@ -62,6 +62,7 @@ use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
 use crate::async_fd::{AsyncFd, Origin};
+use crate::pipe::Pipe;
 use crate::reactor::Direction;
 use crate::sys;
 
@@ -354,6 +355,60 @@ impl TcpStream {
         self.fd.poll_transfer(Direction::Write, cx, buf.len(), |s| {
             sys::send_before_fin(s.as_fd(), buf)
         })
+    }
+
+    /// Moves bytes from this socket into `pipe` without copying them
+    /// (`splice(2)`): how many, `Ok(0)` at end of file. Waits for
+    /// readability as [`TcpStream::poll_read`] does, and EAGAIN clears it.
+    ///
+    /// The pipe must be empty: an error says so otherwise. Into a partly
+    /// full pipe, EAGAIN could mean "the pipe is full" as well as "the
+    /// socket is empty", and forgetting a readiness the socket still has
+    /// would leave its bytes unread with no edge to come. For the same
+    /// reason a short splice does *not* clear the readiness (the
+    /// short-transfer rule of `reactor.rs`): a splice also stops when the
+    /// pipe runs out of slots (one per page fragment), not only when the
+    /// socket's queue is dry, so only EAGAIN proves the socket empty.
+    pub fn poll_splice_to(&self, cx: &mut Context<'_>, pipe: &mut Pipe) -> Poll<io::Result<usize>> {
+        if !pipe.is_empty() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "splice into a pipe that still holds bytes: splice them out first",
+            )));
+        }
+        if self.fd.at_eof() {
+            return Poll::Ready(Ok(0));
+        }
+        let size = pipe.size();
+        let moved = ready!(self.fd.poll_io(Direction::Read, cx, |s| {
+            sys::splice(s.as_fd(), pipe.write_end(), size)
+        }))?;
+        pipe.filled(moved);
+        Poll::Ready(Ok(moved))
+    }
+
+    /// Moves bytes from `pipe` into this socket without copying them: how
+    /// many (`Ok(0)` only for an empty pipe). Waits for writability as
+    /// [`TcpStream::poll_write`] does, short-write rule included: the pipe
+    /// is offered all it holds, so taking less means the send buffer filled.
+    ///
+    /// Unlike our writes, splice to a socket does not pass `MSG_NOSIGNAL`:
+    /// a peer that is gone raises SIGPIPE, which Rust programs ignore from
+    /// the start (std sets it to `SIG_IGN`), and the call fails with EPIPE.
+    pub fn poll_splice_from(
+        &self,
+        cx: &mut Context<'_>,
+        pipe: &mut Pipe,
+    ) -> Poll<io::Result<usize>> {
+        let held = pipe.len();
+        if held == 0 {
+            return Poll::Ready(Ok(0));
+        }
+        let moved = ready!(self.fd.poll_transfer(Direction::Write, cx, held, |s| {
+            sys::splice(pipe.read_end(), s.as_fd(), held)
+        }))?;
+        pipe.drained(moved);
+        Poll::Ready(Ok(moved))
     }
 
     /// Writes all of `buf`, however many writes it takes.

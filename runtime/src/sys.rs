@@ -351,6 +351,52 @@ pub(crate) fn send_before_fin(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usiz
     }
 }
 
+// ---------------------------------------------------------------------------
+// pipes and splice
+// ---------------------------------------------------------------------------
+
+/// A pipe, both ends non-blocking and close-on-exec from birth
+/// (`pipe2(O_NONBLOCK | O_CLOEXEC)`): `(read end, write end)`.
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds: [libc::c_int; 2] = [-1, -1];
+    // SAFETY: `fds` is valid for writes of the two descriptors pipe2 fills in.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
+    Ok((owned(fds[0]), owned(fds[1])))
+}
+
+/// `fcntl(F_SETPIPE_SZ)`: asks for a pipe of `size` bytes; the size the
+/// kernel gave (rounded up to a power of two pages).
+pub(crate) fn set_pipe_size(fd: BorrowedFd<'_>, size: usize) -> io::Result<usize> {
+    let size = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
+    // SAFETY: F_SETPIPE_SZ takes an int and touches no memory of ours; `fd`
+    // is open while borrowed.
+    let given = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, size) })?;
+    Ok(given as usize)
+}
+
+/// `splice(2)` of up to `len` bytes from `from` to `to` (one of them a
+/// pipe), `SPLICE_F_NONBLOCK | SPLICE_F_MOVE`: the bytes move as page
+/// references inside the kernel, never through a buffer of ours.
+pub(crate) fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    // SAFETY: null offsets (both ends are streams) and no memory of ours is
+    // touched; both descriptors are open while borrowed.
+    let moved = unsafe {
+        libc::splice(
+            from.as_raw_fd(),
+            std::ptr::null_mut(),
+            to.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MOVE,
+        )
+    };
+    if moved < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(moved as usize)
+    }
+}
+
 /// Waits up to `timeout_ms` for `fd` to turn writable (poll(2)): the events
 /// reported (`POLLOUT`, `POLLERR`, `POLLHUP`), or 0 if the time ran out.
 /// For blocking code; the runtime itself waits in epoll.

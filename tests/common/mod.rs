@@ -65,6 +65,12 @@ pub enum Mode {
     Epoll1,
     /// `--mode epoll --workers 2`.
     Epoll2,
+    /// `--mode epoll --workers 1 --splice off`: the copy path only.
+    EpollCopy1,
+    /// `--mode epoll --workers 1 --splice on`: the splice path from the first byte.
+    EpollSplice1,
+    /// `--mode epoll --workers 2 --splice on`.
+    EpollSplice2,
     /// `--mode states`: one thread, level-triggered epoll, no runtime.
     States,
 }
@@ -78,13 +84,28 @@ impl Mode {
             Mode::PoolAtomic => &["--mode", "pool", "--threads", "8", "--picker", "atomic"],
             Mode::Epoll1 => &["--mode", "epoll", "--workers", "1"],
             Mode::Epoll2 => &["--mode", "epoll", "--workers", "2"],
+            Mode::EpollCopy1 => &["--mode", "epoll", "--workers", "1", "--splice", "off"],
+            Mode::EpollSplice1 => &["--mode", "epoll", "--workers", "1", "--splice", "on"],
+            Mode::EpollSplice2 => &["--mode", "epoll", "--workers", "2", "--splice", "on"],
             Mode::States => &["--mode", "states"],
         }
     }
 
     /// The async relay (conn/relay.rs) rather than the blocking one (blocking/relay.rs).
     pub fn is_epoll(self) -> bool {
-        matches!(self, Mode::Epoll1 | Mode::Epoll2)
+        matches!(
+            self,
+            Mode::Epoll1
+                | Mode::Epoll2
+                | Mode::EpollCopy1
+                | Mode::EpollSplice1
+                | Mode::EpollSplice2
+        )
+    }
+
+    /// The epoll mode with two workers (each balances on its own).
+    pub fn is_two_workers(self) -> bool {
+        matches!(self, Mode::Epoll2 | Mode::EpollSplice2)
     }
 }
 

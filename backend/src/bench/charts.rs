@@ -208,6 +208,7 @@ fn latency_chart(clients: usize, rows: &[LoadRow]) -> Chart {
 fn short_peer(peer: super::peers::Peer) -> String {
     match peer.kind {
         super::peers::PeerKind::HAProxy => format!("HAProxy {}", peer.threads),
+        super::peers::PeerKind::HAProxySplice => format!("HAProxy {} splice", peer.threads),
         super::peers::PeerKind::Nginx => format!("nginx {}", peer.threads),
     }
 }

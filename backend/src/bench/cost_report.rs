@@ -155,6 +155,16 @@ fn c_costs(c: &WorkloadC) -> Vec<Measure> {
             per_subject(c, |r| segments_per_connection(r.connect.done()?)),
         ),
         Measure::cost(
+            "C: proxy CPU per GiB relayed (both ways), bulk 1 stream, s",
+            "—",
+            per_subject(c, |r| cpu_per_gib(r.bulk_one.done()?)),
+        ),
+        Measure::cost(
+            "C: proxy CPU per GiB relayed (both ways), bulk streams, s",
+            "—",
+            per_subject(c, |r| cpu_per_gib(r.bulk_many.done()?)),
+        ),
+        Measure::cost(
             "C: memory per idle connection, KiB",
             "HAProxy 3.3, nginx 9.5",
             idle(IdleMemory::per_connection_kib),
@@ -204,6 +214,14 @@ fn client_cpu_table(out: &mut String, c: &WorkloadC, streams: usize) {
 fn cpu_per_connection(m: &Measured<LoadReport>) -> Option<f64> {
     let cost = m.cost?;
     (m.value.requests > 0).then(|| cost.cpu.as_secs_f64() * 1e6 / m.value.requests as f64)
+}
+
+/// The proxy's CPU seconds per GiB it relayed, counting both directions
+/// (the echo sends each byte back): what splice(2) is meant to cut.
+fn cpu_per_gib(m: &Measured<BulkReport>) -> Option<f64> {
+    let cost = m.cost?;
+    let gib = 2.0 * m.value.bytes_each_way as f64 / (1u64 << 30) as f64;
+    (m.value.intact && gib > 0.0).then(|| cost.cpu.as_secs_f64() / gib)
 }
 
 /// TCP segments the machine sent per connection (segments.rs): the load
@@ -262,7 +280,11 @@ fn intro(out: &mut String, sizes: &Sizes) {
          the connections. *TCP segments per connection*: the segments the whole machine sent \
          during that run (the kernel's `OutSegs`, /proc/net/snmp), over the connections; on \
          loopback each is counted once, by its sender, so this is the client's, the subject's and \
-         the backends' together: about 10 direct, 20 for a proxy that merges nothing. {}\n",
+         the backends' together: about 10 direct, 20 for a proxy that merges nothing. \
+         *Splice*: `epoll N` runs the default `splice auto` (a bulk stream moves by splice(2) \
+         after its first 64 KiB read), `epoll N, splice off` copies every byte; HAProxy runs \
+         again with `option splice-auto`. *Proxy CPU per GiB*: the proxy's CPU time during a \
+         bulk run over the bytes it relayed, both ways counted. {}\n",
         sizes.cost_clients,
         sizes.keep_alive_per_connection,
         sizes.bulk_bytes / (1024 * 1024),

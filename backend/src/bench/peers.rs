@@ -45,6 +45,9 @@ const IDLE_TIMEOUT: &str = "10m";
 pub enum PeerKind {
     /// HAProxy in `mode tcp`.
     HAProxy,
+    /// HAProxy in `mode tcp` with `option splice-auto` (off by default in
+    /// HAProxy: it helps on some kernels and hurts on others).
+    HAProxySplice,
     /// nginx with the `stream` module.
     Nginx,
 }
@@ -63,6 +66,9 @@ impl fmt::Display for Peer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             PeerKind::HAProxy => write!(f, "HAProxy nbthread {}", self.threads),
+            PeerKind::HAProxySplice => {
+                write!(f, "HAProxy nbthread {}, splice-auto", self.threads)
+            }
             PeerKind::Nginx => write!(
                 f,
                 "nginx {} worker{}",
@@ -114,7 +120,7 @@ impl Installed {
     /// Whether `kind` can run.
     pub fn has(&self, kind: PeerKind) -> bool {
         match kind {
-            PeerKind::HAProxy => self.haproxy.is_ok(),
+            PeerKind::HAProxy | PeerKind::HAProxySplice => self.haproxy.is_ok(),
             PeerKind::Nginx => self.nginx.is_ok(),
         }
     }
@@ -232,13 +238,20 @@ pub fn stream_module(configure: &str) -> Result<Option<PathBuf>, String> {
 }
 
 /// The HAProxy configuration: `threads` threads, `listen` in front of
-/// `backends`, round robin.
+/// `backends`, round robin; with `splice`, `option splice-auto` (HAProxy
+/// then derives `maxpipes` from `maxconn`, a quarter of it).
 pub fn haproxy_config(
     threads: usize,
     listen: SocketAddr,
     backends: &[SocketAddr],
     maxconn: u64,
+    splice: bool,
 ) -> String {
+    let splice = if splice {
+        "    option splice-auto\n"
+    } else {
+        ""
+    };
     let mut servers = String::new();
     for (i, backend) in backends.iter().enumerate() {
         servers.push_str(&format!("    server s{} {backend}\n", i + 1));
@@ -260,7 +273,7 @@ defaults
     timeout connect 5s
     timeout client {IDLE_TIMEOUT}
     timeout server {IDLE_TIMEOUT}
-
+{splice}
 frontend bench
     bind {listen}
     default_backend fixtures
@@ -371,7 +384,7 @@ pub fn start(
     nofile: u64,
 ) -> io::Result<RunningPeer> {
     let label = match peer.kind {
-        PeerKind::HAProxy => "haproxy",
+        PeerKind::HAProxy | PeerKind::HAProxySplice => "haproxy",
         PeerKind::Nginx => "nginx",
     };
     let dir = TempDir::new(label)?;
@@ -379,7 +392,9 @@ pub fn start(
     // Two descriptors per proxied connection, and a few for everything else.
     let room = nofile.saturating_sub(100).max(200);
     let (program, args) = match peer.kind {
-        PeerKind::HAProxy => haproxy_command(installed, peer, &dir, listen, backends, room)?,
+        PeerKind::HAProxy | PeerKind::HAProxySplice => {
+            haproxy_command(installed, peer, &dir, listen, backends, room)?
+        }
         PeerKind::Nginx => nginx_command(installed, peer, &dir, listen, backends, room)?,
     };
     let process = Spawn::new(label, &program)
@@ -409,10 +424,13 @@ fn haproxy_command(
         .as_ref()
         .map_err(|why| io::Error::other(why.clone()))?;
     let config = dir.path().join("haproxy.cfg");
-    let maxconn = (room / 2).min(100_000);
+    // With splice, HAProxy also opens a pipe (two descriptors) for every
+    // four connections (its default `maxpipes`): 2.5 descriptors each.
+    let splice = peer.kind == PeerKind::HAProxySplice;
+    let maxconn = if splice { room * 2 / 5 } else { room / 2 }.min(100_000);
     fs::write(
         &config,
-        haproxy_config(peer.threads, listen, backends, maxconn),
+        haproxy_config(peer.threads, listen, backends, maxconn, splice),
     )?;
     // -db: stay in the foreground whatever the configuration says.
     let args = vec![
@@ -492,7 +510,9 @@ mod tests {
     #[test]
     fn the_haproxy_configuration_is_tcp_round_robin_on_loopback() {
         let (listen, backends) = addrs();
-        let config = haproxy_config(2, listen, &backends, 9000);
+        let config = haproxy_config(2, listen, &backends, 9000, false);
+        assert!(!config.contains("splice"));
+        assert!(haproxy_config(2, listen, &backends, 9000, true).contains("option splice-auto\n"));
         for line in [
             "nbthread 2",
             "maxconn 9000",

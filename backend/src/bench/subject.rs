@@ -32,8 +32,12 @@ pub enum Subject {
     Single,
     /// Ours, `--mode pool --threads N` (milestones 2 to 4).
     Pool(usize),
-    /// Ours, `--mode epoll --workers N` (milestone 5).
+    /// Ours, `--mode epoll --workers N` (milestone 5), with the default
+    /// `--splice auto`: bulk streams move by splice(2) after their first read.
     Epoll(usize),
+    /// Ours, `--mode epoll --workers N --splice off`: every byte copied
+    /// through user space, to weigh what splicing saves.
+    EpollCopy(usize),
     /// Ours, `--mode states` (milestone 5 by hand: one thread, no runtime).
     States,
     /// HAProxy or nginx.
@@ -47,6 +51,7 @@ impl fmt::Display for Subject {
             Subject::Single => f.write_str("single"),
             Subject::Pool(threads) => write!(f, "pool {threads}"),
             Subject::Epoll(workers) => write!(f, "epoll {workers}"),
+            Subject::EpollCopy(workers) => write!(f, "epoll {workers}, splice off"),
             Subject::States => f.write_str("states"),
             Subject::Peer(peer) => peer.fmt(f),
         }
@@ -58,7 +63,11 @@ impl Subject {
     pub fn is_ours(self) -> bool {
         matches!(
             self,
-            Subject::Single | Subject::Pool(_) | Subject::Epoll(_) | Subject::States
+            Subject::Single
+                | Subject::Pool(_)
+                | Subject::Epoll(_)
+                | Subject::EpollCopy(_)
+                | Subject::States
         )
     }
 
@@ -118,6 +127,11 @@ impl Subject {
                 "--access-log".into(),
                 "off".into(),
             ],
+            Subject::EpollCopy(workers) => {
+                let mut flags = Subject::Epoll(workers).flags();
+                flags.extend(["--splice".into(), "off".into()]);
+                flags
+            }
             // It has no access log to turn off.
             Subject::States => vec![
                 "--mode".into(),
@@ -276,6 +290,9 @@ mod tests {
             ]
         );
         assert!(Subject::Direct.flags().is_empty());
+        assert_eq!(Subject::EpollCopy(1).to_string(), "epoll 1, splice off");
+        assert_eq!(Subject::EpollCopy(1).flags()[8..], ["--splice", "off"]);
+        assert!(Subject::EpollCopy(2).is_ours());
         assert_eq!(Subject::States.to_string(), "states");
         assert_eq!(Subject::States.flags()[..2], ["--mode", "states"]);
         assert!(Subject::States.is_ours());

@@ -57,13 +57,26 @@ impl Sizes {
     }
 
     /// Workload C's subjects, and its keep-alive HTTP rows' (http.rs): the
-    /// direct row, every epoll worker count, the hand-written loop (what
-    /// the runtime costs is epoll 1 over it), the installed peers.
+    /// direct row, every epoll worker count with splice (the default
+    /// `auto`) and without (`off`: what splicing saves, and what it must
+    /// not cost the other rows), the hand-written loop (what the runtime
+    /// costs is epoll 1 over it), the installed peers, and HAProxy again
+    /// with `option splice-auto`.
     pub(super) fn cost_subjects(&self, setup: &Setup) -> Vec<Subject> {
         let mut subjects = vec![Subject::Direct];
-        subjects.extend(self.epoll_workers.iter().map(|&w| Subject::Epoll(w)));
+        for &w in &self.epoll_workers {
+            subjects.extend([Subject::Epoll(w), Subject::EpollCopy(w)]);
+        }
         subjects.push(Subject::States);
         subjects.extend(self.peers(setup));
+        if setup.installed.has(PeerKind::HAProxySplice) {
+            subjects.extend(self.peer_threads.iter().map(|&threads| {
+                Subject::Peer(Peer {
+                    kind: PeerKind::HAProxySplice,
+                    threads,
+                })
+            }));
+        }
         subjects
     }
 }

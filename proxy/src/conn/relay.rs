@@ -14,6 +14,13 @@
 //!                                                     destination ──> Done
 //! ```
 //!
+//! A direction copies through a buffer of ours, or, with the frontend's
+//! `splice` option, moves its bytes by `splice(2)` through a pipe, inside the
+//! kernel (`conn/splice.rs`: when it switches, the pipes, the fallback). The
+//! contract below is the same on both paths: the pipe's fill level stands for
+//! the buffer, bytes in it are in flight until spliced out, and the FIN is
+//! passed on once it is empty.
+//!
 //! Both directions are polled by the same future, so neither waits for the
 //! other: a backend that speaks first (an SMTP banner) is relayed while the
 //! client is still silent, and a client that streams a large upload keeps
@@ -55,6 +62,8 @@
 //! from a per-thread pool before reading and gives it back as soon as it is
 //! empty and the next read would block. An idle connection holds no buffer
 //! at all, and a busy one reuses the same few buffers without allocating.
+//! A splicing direction does the same with its pipe (its own pool, in
+//! `conn/splice.rs`).
 //!
 //! Timers follow the same thrift: the idle deadline is *not* reset on every
 //! read (that would be a timer-store removal and insertion per read). The
@@ -73,6 +82,7 @@ use runtime::net::TcpStream;
 use runtime::time::{self, Sleep};
 
 use super::side::Side;
+use super::splice::{self, Held, NoPipe, Splice, Splicing};
 
 /// Bytes moved per read. Large enough that a bulk transfer costs few system
 /// calls; it is only held while data is in flight.
@@ -163,6 +173,11 @@ pub struct Outcome {
     /// The side whose FIN came first, if one came (for the access log: a
     /// fin timeout is the *other* side's silence).
     pub first_fin: Option<Side>,
+    /// Of the bytes both ways, those moved by splice (conn/splice.rs).
+    pub spliced: u64,
+    /// The error (errno) that put the connection back on the copy path
+    /// because its sockets could not splice, if one did.
+    pub splice_fallback: Option<i32>,
 }
 
 /// Which socket of a direction failed.
@@ -172,7 +187,36 @@ enum Broke {
     Destination,
 }
 
-/// One direction: a buffer in flight, and whether the source reached EOF.
+/// What one turn of a direction's copy or splice loop came to.
+enum Step {
+    /// The direction changed paths (copy to splice or back): run the other.
+    Switch,
+    /// Blocked, done or broken.
+    Poll(Poll<Result<(), Broke>>),
+}
+
+/// The connection's splice state, shared by its two directions: a fallback
+/// or a failed `pipe2` puts the whole connection on the copy path.
+struct SpliceState<'a> {
+    splicing: Splicing<'a>,
+    /// The error that made it fall back, if one did (an errno).
+    fallback: Option<i32>,
+    /// `pipe2` failed (EMFILE and the like): no more tries.
+    no_pipes: bool,
+}
+
+impl SpliceState<'_> {
+    fn may_splice(&self) -> bool {
+        self.splicing.mode != Splice::Off && self.fallback.is_none() && !self.no_pipes
+    }
+
+    fn fall_back(&mut self, err: &io::Error) {
+        self.fallback = self.fallback.or(err.raw_os_error());
+    }
+}
+
+/// One direction: a buffer (or a pipe) in flight, and whether the source
+/// reached EOF.
 #[derive(Debug, Default)]
 struct Direction {
     buffer: Option<Box<[u8]>>,
@@ -181,64 +225,232 @@ struct Direction {
     eof: bool,
     done: bool,
     bytes: u64,
+    /// Moving by splice, not by copy (conn/splice.rs).
+    splicing: bool,
+    /// Switch to splice before the next read (`auto` saw a full read; `on`).
+    wants_splice: bool,
+    /// The pipe, while bytes are in flight through it (or left in it by a
+    /// fallback, for the copy path to read out first).
+    pipe: Option<Held>,
+    /// Of `bytes`, those that went by splice.
+    spliced: u64,
 }
 
 impl Direction {
-    /// Moves bytes from `from` to `to` until blocked, done or broken.
-    /// `last`: the other direction is done, so this one's FIN ends the relay.
+    fn new(mode: Splice) -> Direction {
+        let mut direction = Direction::default();
+        direction.wants_splice = mode == Splice::On;
+        direction
+    }
+
+    /// Moves bytes from `from` to `to` until blocked, done or broken, by
+    /// copy or by splice. `last`: the other direction is done, so this
+    /// one's FIN ends the relay.
+    fn poll_move(
+        &mut self,
+        from: &TcpStream,
+        to: &TcpStream,
+        last: bool,
+        sp: &mut SpliceState<'_>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), Broke>> {
+        loop {
+            let step = if self.splicing {
+                self.poll_splice(from, to, last, sp, cx)
+            } else {
+                self.poll_copy(from, to, last, sp, cx)
+            };
+            match step {
+                Step::Switch => continue,
+                Step::Poll(poll) => return poll,
+            }
+        }
+    }
+
+    /// The copy path: read into the buffer, write it out.
     fn poll_copy(
         &mut self,
         from: &TcpStream,
         to: &TcpStream,
         last: bool,
+        sp: &mut SpliceState<'_>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<(), Broke>> {
+    ) -> Step {
         loop {
-            if let Some(pending) = self
-                .buffer
-                .as_deref()
-                .and_then(|b| b.get(self.start..self.end))
-                .filter(|p| !p.is_empty())
-            {
-                let written = if self.eof {
-                    to.poll_write_before_fin(cx, pending)
-                } else {
-                    to.poll_write(cx, pending)
-                };
-                match written {
-                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
-                        return Poll::Ready(Err(Broke::Destination));
-                    }
-                    Poll::Ready(Ok(n)) => {
-                        self.start += n;
-                        self.bytes += n as u64;
-                    }
-                    Poll::Pending => return Poll::Pending,
-                }
-                continue;
+            if let Some(poll) = self.poll_flush(to, cx) {
+                return Step::Poll(poll);
             }
             if self.eof {
-                return Poll::Ready(self.finish(to, last));
+                return Step::Poll(Poll::Ready(self.finish(to, last)));
             }
-            let buffer = self.buffer.get_or_insert_with(take_buffer);
-            match from.poll_read(cx, buffer) {
-                Poll::Ready(Ok(0)) => self.eof = true,
-                Poll::Ready(Ok(n)) => {
-                    (self.start, self.end) = (0, n);
-                    // The FIN came with these bytes: they go with it
-                    // (module docs), and the read that would return 0 is
-                    // not made.
-                    self.eof = from.at_eof();
+            if self.wants_splice && self.start_splicing(sp) {
+                return Step::Switch;
+            }
+            if let Some(poll) = self.poll_fill(from, sp.splicing.mode, cx) {
+                return Step::Poll(poll);
+            }
+        }
+    }
+
+    /// Writes what the buffer holds: `None` once it is all written.
+    fn poll_flush(
+        &mut self,
+        to: &TcpStream,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<Result<(), Broke>>> {
+        while let Some(pending) = self
+            .buffer
+            .as_deref()
+            .and_then(|b| b.get(self.start..self.end))
+            .filter(|p| !p.is_empty())
+        {
+            let written = if self.eof {
+                to.poll_write_before_fin(cx, pending)
+            } else {
+                to.poll_write(cx, pending)
+            };
+            match written {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                    return Some(Poll::Ready(Err(Broke::Destination)));
                 }
-                Poll::Ready(Err(_)) => return Poll::Ready(Err(Broke::Source)),
+                Poll::Ready(Ok(n)) => {
+                    self.start += n;
+                    self.bytes += n as u64;
+                }
+                Poll::Pending => return Some(Poll::Pending),
+            }
+        }
+        None
+    }
+
+    /// Reads into the empty buffer: from a pipe a fallback left bytes in,
+    /// else from `from`. `None` once it read (or reached EOF).
+    fn poll_fill(
+        &mut self,
+        from: &TcpStream,
+        mode: Splice,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<Result<(), Broke>>> {
+        let buffer = self.buffer.get_or_insert_with(take_buffer);
+        if let Some(held) = self.pipe.as_mut().filter(|h| !h.pipe.is_empty()) {
+            return match held.pipe.read_into(buffer) {
+                Ok(n) => {
+                    (self.start, self.end) = (0, n);
+                    None
+                }
+                Err(_) => Some(Poll::Ready(Err(Broke::Source))),
+            };
+        }
+        match from.poll_read(cx, buffer) {
+            Poll::Ready(Ok(0)) => self.eof = true,
+            Poll::Ready(Ok(n)) => {
+                // `auto`: a read that fills the buffer is a bulk stream.
+                self.wants_splice =
+                    mode == Splice::On || (mode == Splice::Auto && n == buffer.len());
+                (self.start, self.end) = (0, n);
+                // The FIN came with these bytes: they go with it (module
+                // docs), and the read that would return 0 is not made.
+                self.eof = from.at_eof();
+            }
+            Poll::Ready(Err(_)) => return Some(Poll::Ready(Err(Broke::Source))),
+            Poll::Pending => {
+                // Nothing in flight: the buffer goes back to the pool
+                // while this direction waits.
+                self.release();
+                return Some(Poll::Pending);
+            }
+        }
+        None
+    }
+
+    /// With the buffer empty: takes a pipe and switches to splice, if the
+    /// connection may and the budget has one. No pipe: go on copying (and
+    /// after a failed `pipe2`, stop asking).
+    fn start_splicing(&mut self, sp: &mut SpliceState<'_>) -> bool {
+        self.wants_splice = false;
+        if !sp.may_splice() || self.pipe.as_ref().is_some_and(|h| !h.pipe.is_empty()) {
+            return false;
+        }
+        if self.pipe.is_none() {
+            match splice::take(sp.splicing.pipes) {
+                Ok(held) => self.pipe = Some(held),
+                Err(NoPipe::Failed) => sp.no_pipes = true,
+                Err(NoPipe::Budget) => {}
+            }
+        }
+        if self.pipe.is_some() {
+            if let Some(buffer) = self.buffer.take() {
+                give_buffer(buffer);
+            }
+            self.splicing = true;
+        }
+        self.splicing
+    }
+
+    /// The splice path: source → pipe → destination, the pipe's fill level
+    /// standing for the buffer (in flight until spliced out).
+    fn poll_splice(
+        &mut self,
+        from: &TcpStream,
+        to: &TcpStream,
+        last: bool,
+        sp: &mut SpliceState<'_>,
+        cx: &mut Context<'_>,
+    ) -> Step {
+        loop {
+            if self.eof && self.pipe.as_ref().is_none_or(|h| h.pipe.is_empty()) {
+                return Step::Poll(Poll::Ready(self.finish(to, last)));
+            }
+            let Some(held) = self.pipe.as_mut() else {
+                return self.take_pipe_or_copy(sp);
+            };
+            let out = !held.pipe.is_empty();
+            let moved = if out {
+                to.poll_splice_from(cx, &mut held.pipe)
+            } else {
+                from.poll_splice_to(cx, &mut held.pipe)
+            };
+            let broke = if out {
+                Broke::Destination
+            } else {
+                Broke::Source
+            };
+            match moved {
+                Poll::Ready(Ok(0)) if out => return Step::Poll(Poll::Ready(Err(broke))),
+                Poll::Ready(Ok(0)) => self.eof = true,
+                Poll::Ready(Ok(n)) if out => {
+                    self.bytes += n as u64;
+                    self.spliced += n as u64;
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) if splice::cannot_splice(&e) => {
+                    // Bytes left in the pipe are read out by the copy path.
+                    sp.fall_back(&e);
+                    self.splicing = false;
+                    return Step::Switch;
+                }
+                Poll::Ready(Err(_)) => return Step::Poll(Poll::Ready(Err(broke))),
+                Poll::Pending if out => return Step::Poll(Poll::Pending),
                 Poll::Pending => {
-                    // Nothing in flight: the buffer goes back to the pool
-                    // while this direction waits.
+                    // Pipe empty, source dry: the pipe goes back to the pool.
                     self.release();
-                    return Poll::Pending;
+                    return Step::Poll(Poll::Pending);
                 }
             }
         }
+    }
+
+    /// The splice path without a pipe (it gave its own back while it
+    /// waited): take one, or go back to copying.
+    fn take_pipe_or_copy(&mut self, sp: &mut SpliceState<'_>) -> Step {
+        match splice::take(sp.splicing.pipes) {
+            Ok(held) => self.pipe = Some(held),
+            Err(no) => {
+                sp.no_pipes |= no == NoPipe::Failed;
+                self.splicing = false;
+            }
+        }
+        Step::Switch
     }
 
     /// The source sent FIN and everything before it is delivered: pass the
@@ -262,9 +474,14 @@ impl Direction {
         Ok(())
     }
 
+    /// Gives the buffer and the pipe back (a pipe that still holds bytes is
+    /// closed instead: splice.rs).
     fn release(&mut self) {
         if let Some(buffer) = self.buffer.take() {
             give_buffer(buffer);
+        }
+        if let Some(held) = self.pipe.take() {
+            splice::give(held);
         }
         (self.start, self.end) = (0, 0);
     }
@@ -281,8 +498,13 @@ impl Drop for Direction {
 /// cleanly, both sockets are set to reset when closed. Either way the caller
 /// drops them as soon as it returns: for a complete relay, that close is
 /// what sends the last FIN.
-pub async fn relay(client: &TcpStream, backend: &TcpStream, limits: Limits) -> Outcome {
-    relay_until(client, backend, limits, std::future::pending()).await
+pub async fn relay(
+    client: &TcpStream,
+    backend: &TcpStream,
+    limits: Limits,
+    splicing: Splicing<'_>,
+) -> Outcome {
+    relay_until(client, backend, limits, splicing, std::future::pending()).await
 }
 
 /// [`relay`], cut short (both sides reset, [`Ending::Stopped`]) when `stop`
@@ -292,11 +514,17 @@ pub async fn relay_until(
     client: &TcpStream,
     backend: &TcpStream,
     limits: Limits,
+    splicing: Splicing<'_>,
     stop: impl Future<Output = ()>,
 ) -> Outcome {
     let mut stop = std::pin::pin!(stop);
-    let mut up = Direction::default();
-    let mut down = Direction::default();
+    let mut up = Direction::new(splicing.mode);
+    let mut down = Direction::new(splicing.mode);
+    let mut sp = SpliceState {
+        splicing,
+        fallback: None,
+        no_pipes: false,
+    };
     let mut timer = IdleTimer::new(limits);
     let mut first_fin = None;
     let ending = poll_fn(|cx| {
@@ -304,7 +532,7 @@ pub async fn relay_until(
             return Poll::Ready(Ending::Stopped);
         }
         let moved_before = up.bytes + down.bytes;
-        if let Some(ending) = poll_both(&mut up, &mut down, client, backend, cx) {
+        if let Some(ending) = poll_both(&mut up, &mut down, client, backend, &mut sp, cx) {
             return Poll::Ready(ending);
         }
         // Who has sent its FIN (the other direction is still open).
@@ -325,6 +553,8 @@ pub async fn relay_until(
         upstream: up.bytes,
         downstream: down.bytes,
         first_fin,
+        spliced: up.spliced + down.spliced,
+        splice_fallback: sp.fallback,
     }
 }
 
@@ -335,10 +565,11 @@ fn poll_both(
     down: &mut Direction,
     client: &TcpStream,
     backend: &TcpStream,
+    sp: &mut SpliceState<'_>,
     cx: &mut Context<'_>,
 ) -> Option<Ending> {
     if !up.done {
-        if let Poll::Ready(Err(broke)) = up.poll_copy(client, backend, down.done, cx) {
+        if let Poll::Ready(Err(broke)) = up.poll_move(client, backend, down.done, sp, cx) {
             return Some(match broke {
                 Broke::Source => Ending::ClientReset,
                 Broke::Destination => Ending::BackendReset,
@@ -346,7 +577,7 @@ fn poll_both(
         }
     }
     if !down.done {
-        if let Poll::Ready(Err(broke)) = down.poll_copy(backend, client, up.done, cx) {
+        if let Poll::Ready(Err(broke)) = down.poll_move(backend, client, up.done, sp, cx) {
             return Some(match broke {
                 Broke::Source => Ending::BackendReset,
                 Broke::Destination => Ending::ClientReset,
@@ -447,5 +678,59 @@ impl IdleTimer {
             // Bytes moved since the timer was armed: one re-arm for the rest.
             self.sleep.reset(deadline);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{Ipv4Addr, TcpListener};
+
+    use super::*;
+    use crate::policy::limit::Limit;
+
+    /// A connected pair on loopback: (our end, registered; the std peer).
+    fn pair() -> (TcpStream, std::net::TcpStream) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (ours, _) = listener.accept().unwrap();
+        (TcpStream::from_std(ours).unwrap(), peer)
+    }
+
+    // A connection that falls back with bytes in its pipe (a splice out
+    // failed with EINVAL) copies them out first, then the socket's, in order.
+    #[test]
+    fn a_fallback_copies_what_the_pipe_holds_before_reading_on() {
+        runtime::Runtime::new().unwrap().block_on(async {
+            let (source, mut writer) = pair();
+            let (destination, mut reader) = pair();
+            let pipes = Limit::new(Some(1));
+            let mut held = splice::take(&pipes).unwrap();
+            writer.write_all(b"first,").unwrap();
+            let n = poll_fn(|cx| source.poll_splice_to(cx, &mut held.pipe)).await;
+            assert_eq!(n.unwrap(), 6);
+            writer.write_all(b" then the rest").unwrap();
+            writer.shutdown(Shutdown::Write).unwrap();
+            let mut direction = Direction::default();
+            direction.pipe = Some(held);
+            let mut sp = SpliceState {
+                splicing: Splicing {
+                    mode: Splice::On,
+                    pipes: &pipes,
+                },
+                fallback: Some(libc::EINVAL),
+                no_pipes: false,
+            };
+            let moved =
+                poll_fn(|cx| direction.poll_move(&source, &destination, false, &mut sp, cx)).await;
+            assert_eq!(moved, Ok(()));
+            assert!(direction.done && !direction.splicing);
+            assert_eq!((direction.bytes, direction.spliced), (20, 0));
+            let mut got = String::new();
+            reader.read_to_string(&mut got).unwrap();
+            assert_eq!(got, "first, then the rest", "in order, then the FIN");
+            drop(direction);
+            assert_eq!(pipes.open(), 1, "the emptied pipe went back to the pool");
+        });
     }
 }

@@ -44,6 +44,7 @@ use super::frontend::Shared;
 use super::worker_context::{Fired, WorkerContext};
 use crate::conn::proxy_protocol::{self, Addresses};
 use crate::conn::relay::{self, Ending};
+use crate::conn::splice::Splicing;
 use crate::ops::access_log::record::Record;
 use crate::ops::access_log::termination::{Cause, Phase, Termination};
 use crate::ops::metrics::counters::{self, Active, FrontendCounters};
@@ -460,7 +461,12 @@ impl Local {
         let backend = &backend.into_relay();
         trace.phase = Phase::Data;
         self.with_balancer(index, |b, i| b.connection_opened(i));
-        let mut outcome = relay::relay_until(client, backend, self.shared.relay_limits, kill).await;
+        let splicing = Splicing {
+            mode: self.shared.frontend.splice,
+            pipes: &self.worker.pipes,
+        };
+        let limits = self.shared.relay_limits;
+        let mut outcome = relay::relay_until(client, backend, limits, splicing, kill).await;
         outcome.upstream += early_payload;
         self.with_balancer(index, |b, i| b.connection_closed(i));
         // Counted while this connection still holds its place, as HAProxy's
@@ -487,6 +493,30 @@ impl Local {
         }
         if matches!(outcome.ending, Ending::IdleTimeout | Ending::FinTimeout) {
             counters::inc(&c.timeouts);
+        }
+        counters::add(&c.bytes_spliced, outcome.spliced);
+        if let Some(errno) = outcome.splice_fallback {
+            counters::inc(&c.splice_fallbacks);
+            self.note_splice_fallback(errno);
+        }
+    }
+
+    /// Says that a connection's sockets could not splice and it went on by
+    /// copy: at most a line a second per worker, with how many were held
+    /// back (the metric counts each one).
+    fn note_splice_fallback(&self, errno: i32) {
+        let due = self
+            .worker
+            .splice_fallbacks
+            .borrow_mut()
+            .due(Instant::now());
+        if let Some(held_back) = due {
+            let why = io::Error::from_raw_os_error(errno);
+            crate::warn!(
+                "frontend {}: splice failed ({why}); the connection went on by copy (and {held_back} \
+                 more since the last such line; proxy_frontend_splice_fallbacks_total counts them)",
+                self.shared.frontend.name
+            );
         }
     }
 

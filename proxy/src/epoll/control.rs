@@ -44,6 +44,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         // Never `None`: without a global maxconn the budget's applies, so
         // that accepting stops before a backend socket could not be made.
         global: Limit::new(Some(plan.maxconn.get())),
+        pipes: Limit::new(Some(plan.budget.pipes(plan.maxconn))),
         budget: plan.budget.clone(),
         maxconn: plan.maxconn,
         fixed: plan.fixed,
@@ -67,6 +68,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     }
     let receivers = Arc::new(Mutex::new(receivers));
     let global = control.global.clone();
+    let pipes = control.pipes.clone();
     let access_log = control.access_log.clone();
     // Detached: the workers run until the process exits.
     let _workers = runtime::threads::spawn_runtimes(workers, "epoll-worker", move |index| {
@@ -79,7 +81,8 @@ pub fn run(plan: &Plan) -> io::Result<()> {
             index,
             global.clone(),
             access_log.as_ref().map(|log| log.sink()),
-        );
+        )
+        .with_pipes(pipes.clone());
         worker(commands, Rc::new(context))
     })?;
     control.apply(shared, listeners);
@@ -115,6 +118,8 @@ struct Control {
     workers: usize,
     backlog: u32,
     global: Arc<Limit>,
+    /// The splice path's pipes, every worker's (renewed with the budget).
+    pipes: Arc<Limit>,
     /// The descriptor budget the global maxconn was judged by, and that
     /// maxconn (both renewed by a reload).
     budget: Budget,
@@ -377,6 +382,7 @@ impl Control {
             crate::info!("reload: {}", budget.describe(maxconn));
         }
         self.global.set_max(Some(maxconn.get()));
+        self.pipes.set_max(Some(budget.pipes(maxconn)));
         self.budget = budget;
         self.maxconn = maxconn;
         let summary = describe_changes(&self.running, &shared);

@@ -31,6 +31,11 @@ pub struct WorkerContext {
     pub kill: KillSwitch,
     /// Clients refused after they had gone, not yet said.
     pub gone: RefCell<GoneClients>,
+    /// The process's pipe budget for the splice path (shared by every
+    /// worker; none until [`WorkerContext::with_pipes`]: copy only).
+    pub pipes: Arc<Limit>,
+    /// The once-a-second line for connections that fell back from splice.
+    pub splice_fallbacks: RefCell<Throttle>,
 }
 
 /// Clients refused after they had gone (closed or reset their side before
@@ -60,7 +65,15 @@ impl WorkerContext {
             sink: sink.map(RefCell::new),
             kill: KillSwitch::default(),
             gone: RefCell::default(),
+            pipes: Limit::new(Some(0)),
+            splice_fallbacks: RefCell::default(),
         }
+    }
+
+    /// The same context with the process's pipe budget, so that its
+    /// connections may splice (`conn/splice.rs`).
+    pub fn with_pipes(self, pipes: Arc<Limit>) -> WorkerContext {
+        WorkerContext { pipes, ..self }
     }
 
     /// Notes one client refused after it had gone (`what`: who and why):

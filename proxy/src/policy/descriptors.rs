@@ -26,14 +26,21 @@ use crate::log::grouped::grouped;
 /// Sockets one proxied connection holds: the client's and the backend's.
 pub const SOCKETS_PER_CONNECTION: u64 = 2;
 
-/// Pipe descriptors one connection holds. A relay by `splice(2)` would hold
-/// a pipe pair per connection (2); the relay copies through user space, so
-/// none. **The hook for splice**: when it is built, this becomes 2 while it
-/// is on, and every budget follows.
+/// Pipe descriptors a connection holds for its whole life: none. A relay by
+/// `splice(2)` holds a pipe (2 descriptors) per direction, but only while
+/// bytes flow, so pipes are not counted per connection: they have a budget
+/// of their own ([`Budget::pipes`]).
 pub const PIPES_PER_CONNECTION: u64 = 0;
 
 /// Descriptors one proxied connection holds, for its whole life.
 pub const PER_CONNECTION: u64 = SOCKETS_PER_CONNECTION + PIPES_PER_CONNECTION;
+
+/// Descriptors of one pipe.
+pub const PER_PIPE: u64 = 2;
+
+/// With splice on, a pipe for every this many connections: HAProxy's
+/// default `maxpipes` is `maxconn / 4`.
+pub const CONNECTIONS_PER_PIPE: u64 = 4;
 
 /// Kept spare on top of everything counted: the configuration file read on
 /// a reload, `/proc` files read for `/metrics`, a descriptor the standard
@@ -61,6 +68,9 @@ pub struct Opens {
     pub access_log_file: bool,
     /// The admin listener, with the most connections it takes at once.
     pub admin_connections: Option<u64>,
+    /// Some frontend may splice (`splice auto` or `on`, the epoll mode):
+    /// pipes get a budget ([`Budget::pipes`]).
+    pub splice: bool,
 }
 
 /// The descriptors kept back, item by item: what the message and the docs
@@ -157,6 +167,8 @@ pub struct Budget {
     pub hard: u64,
     /// What the process keeps for itself.
     pub reserve: Reserve,
+    /// Whether pipes get a budget (some frontend may splice).
+    pub splice: bool,
 }
 
 /// The global `maxconn` that applies, and where it came from.
@@ -196,15 +208,51 @@ impl Budget {
             limit,
             hard,
             reserve: Reserve::of(opens),
+            splice: opens.splice,
         }
+    }
+
+    /// Descriptors left after the reserve.
+    fn room(&self) -> u64 {
+        self.limit.saturating_sub(self.reserve.total())
     }
 
     /// The largest `maxconn` the limit can honour: what is left after the
     /// reserve, [`PER_CONNECTION`] descriptors each. Below `u32::MAX`, which
     /// a [`Limit`](super::limit::Limit) reads as "no ceiling".
     pub fn largest_maxconn(&self) -> u32 {
-        let room = self.limit.saturating_sub(self.reserve.total()) / PER_CONNECTION;
+        let room = self.room() / PER_CONNECTION;
         u32::try_from(room).unwrap_or(u32::MAX).min(u32::MAX - 1)
+    }
+
+    /// The `maxconn` derived when none is given: the largest, or with
+    /// splice, the largest that leaves a pipe for every
+    /// [`CONNECTIONS_PER_PIPE`] connections (`n × 2 + n / 4 × 2 ≤ room`, as
+    /// HAProxy derives `maxconn` and `maxpipes` together).
+    fn derived_maxconn(&self) -> u32 {
+        if !self.splice {
+            return self.largest_maxconn();
+        }
+        let per_four = CONNECTIONS_PER_PIPE * PER_CONNECTION + PER_PIPE;
+        let n = self.room() * CONNECTIONS_PER_PIPE / per_four;
+        // At least one connection where one fits: pipes are the extra.
+        u32::try_from(n.max(1))
+            .unwrap_or(u32::MAX)
+            .min(self.largest_maxconn())
+    }
+
+    /// The pipes the splice path may hold at once, in use or pooled, under
+    /// `maxconn`: a pipe for every [`CONNECTIONS_PER_PIPE`] connections, but
+    /// only from what `maxconn`'s sockets leave, so that a pipe never takes
+    /// a descriptor a backend socket was promised. None left: copy.
+    pub fn pipes(&self, maxconn: Maxconn) -> u32 {
+        if !self.splice {
+            return 0;
+        }
+        let sockets = u64::from(maxconn.get()) * PER_CONNECTION;
+        let left = self.room().saturating_sub(sockets) / PER_PIPE;
+        let wanted = u64::from(maxconn.get()) / CONNECTIONS_PER_PIPE;
+        u32::try_from(left.min(wanted)).unwrap_or(u32::MAX - 1)
     }
 
     /// The global `maxconn` to run with: `explicit` if the budget can honour
@@ -237,7 +285,7 @@ impl Budget {
                 self.reserve.arithmetic()
             ))),
             Some(n) => Ok(Maxconn::Explicit(n)),
-            None => Ok(Maxconn::Derived(largest)),
+            None => Ok(Maxconn::Derived(self.derived_maxconn())),
         }
     }
 
@@ -249,7 +297,7 @@ impl Budget {
             grouped(self.hard),
             grouped(self.reserve.total())
         );
-        match maxconn {
+        let line = match maxconn {
             Maxconn::Derived(n) => format!(
                 "{head}: global maxconn {} derived ({PER_CONNECTION} descriptors per connection; \
                  reserved: {})",
@@ -261,7 +309,25 @@ impl Budget {
                 grouped(u64::from(n)),
                 grouped(u64::from(self.largest_maxconn()))
             ),
+        };
+        format!("{line}; {}", self.describe_pipes(maxconn))
+    }
+
+    /// What the splice path may hold: `splice: 25 pipes (...)`.
+    pub fn describe_pipes(&self, maxconn: Maxconn) -> String {
+        if !self.splice {
+            return "splice: off everywhere, no pipes".to_string();
         }
+        let pipes = self.pipes(maxconn);
+        let why = if u64::from(pipes) == u64::from(maxconn.get()) / CONNECTIONS_PER_PIPE {
+            format!("one per {CONNECTIONS_PER_PIPE} connections")
+        } else {
+            "what maxconn leaves; copy when none is left".to_string()
+        };
+        format!(
+            "splice: {} pipes ({why}, {PER_PIPE} descriptors each)",
+            grouped(u64::from(pipes))
+        )
     }
 }
 
@@ -288,6 +354,7 @@ mod tests {
             checks: 5,
             access_log_file: true,
             admin_connections: Some(64),
+            splice: false,
         };
         // 3 + 3 + 8 + 2×12 + 12 + 2×(2+5) + 2 + (3+64+1) + 16.
         assert_eq!(
@@ -387,5 +454,35 @@ mod tests {
             Budget::new(29, 29, &one_worker()).maxconn(None),
             Ok(Maxconn::Derived(1))
         );
+    }
+
+    #[test]
+    fn with_splice_a_derived_maxconn_leaves_a_pipe_for_every_four_connections() {
+        let splice = Opens {
+            splice: true,
+            ..one_worker()
+        };
+        // ulimit -n 256: room 229; n × 2 + n / 4 × 2 ≤ 229 gives 91, and
+        // 22 pipes: 182 + 44 = 226 descriptors.
+        let budget = Budget::new(256, 256, &splice);
+        let maxconn = budget.maxconn(None).unwrap();
+        assert_eq!(maxconn, Maxconn::Derived(91));
+        assert_eq!(budget.pipes(maxconn), 22);
+        // The explicit limit is still judged on sockets alone (114 fits);
+        // the pipes then get only what it leaves: one descriptor, no pipe.
+        let full = budget.maxconn(Some(114)).unwrap();
+        assert_eq!(full, Maxconn::Explicit(114));
+        assert_eq!(budget.pipes(full), 0, "no pipe left: copy");
+        assert!(
+            budget
+                .describe(full)
+                .contains("splice: 0 pipes (what maxconn leaves")
+        );
+        // A small maxconn leaves plenty, and gets its quarter.
+        assert_eq!(budget.pipes(Maxconn::Explicit(40)), 10);
+        // Without splice, no pipe and the old arithmetic.
+        let copy = Budget::new(256, 256, &one_worker());
+        assert_eq!(copy.maxconn(None), Ok(Maxconn::Derived(114)));
+        assert_eq!(copy.pipes(Maxconn::Derived(114)), 0);
     }
 }

@@ -14,6 +14,7 @@ use std::path::Path;
 
 use super::config::{AccessLogTarget, Config, ConfigError, Frontend};
 use super::file;
+use crate::conn::splice::Splice;
 use crate::ops::admin::AdminOptions;
 use crate::policy::descriptors::{Budget, Maxconn, Opens};
 
@@ -30,15 +31,16 @@ pub fn check_config(path: &Path) -> i32 {
         // from the same shell or unit, both inherit the same.
         let fixed = Fixed::of(&config, workers, open_at_startup());
         let budget = Budget::new(limits.0, limits.1, &opens(&config.frontends, fixed));
-        budget
+        let maxconn = budget
             .maxconn(config.global.maxconn)
             .map_err(|e| vec![whole_file(path, e.0)])?;
-        Ok(config)
+        Ok((config, budget.describe(maxconn)))
     });
     match checked {
-        Ok(config) => {
+        Ok((config, budget)) => {
             let n = config.frontends.len();
             println!("{}: ok ({n} frontend{})", path.display(), plural(n));
+            println!("{budget}");
             0
         }
         Err(errors) => {
@@ -125,6 +127,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         checks: checks as u64,
         access_log_file,
         admin_connections: admin.then(|| u64::from(AdminOptions::default().max_connections)),
+        splice: frontends.iter().any(|f| f.splice != Splice::Off),
     }
 }
 

@@ -20,6 +20,7 @@ use crate::log::Level;
 
 use super::flags::{self, Flag, Read, UsageError};
 use super::words::{list, parse_duration};
+use crate::conn::splice::Splice;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
@@ -134,6 +135,8 @@ pub struct Settings {
     pub retries: u32,
     /// Epoll mode: the most connections open at once (`None`: no limit).
     pub maxconn: Option<u32>,
+    /// Epoll mode: `--splice auto|on|off`, the relay's splice path.
+    pub splice: Splice,
     /// `--config FILE`: frontends, backends and their options come from FILE
     /// instead of the flags above.
     pub config: Option<PathBuf>,
@@ -170,6 +173,7 @@ impl Default for Settings {
             balance: Algorithm::RoundRobin,
             retries: DEFAULT_RETRIES,
             maxconn: None,
+            splice: Splice::default(),
             config: None,
             workers_given: false,
             grace: None,
@@ -225,6 +229,7 @@ impl Settings {
                 default_group: None,
                 groups: Vec::new(),
                 routing: None,
+                splice: self.splice,
             }],
         }
     }
@@ -416,6 +421,20 @@ const FLAGS: &[Flag<Args>] = &[
         },
     },
     Flag {
+        name: "--splice",
+        arg: "WHEN",
+        needs: "auto, on or off",
+        help: "epoll: move bulk bytes by splice(2): auto | on | off\n\
+               \x20                                                            [default: auto]",
+        set: |a, v| {
+            a.settings.splice = Splice::parse(v).ok_or_else(|| {
+                let names = Splice::ALL.map(Splice::name);
+                format!("'{v}' is not a choice; use {}", list(&names, "or"))
+            })?;
+            Ok(())
+        },
+    },
+    Flag {
         name: "--retries",
         arg: "N",
         needs: "a number of retries",
@@ -600,6 +619,12 @@ const REFUSALS: &[Refusal] = &[
     },
     Refusal {
         modes: &[Mode::Single, Mode::Pool, Mode::States],
+        flags: &["--splice"],
+        why: "is for the epoll mode's relay, the one that can move bytes by splice(2); this mode \
+              copies them",
+    },
+    Refusal {
+        modes: &[Mode::Single, Mode::Pool, Mode::States],
         flags: EPOLL_ONLY,
         why: "is for the epoll mode, which balances (health checks, retries, limits, access \
               log, metrics); this mode picks round-robin",
@@ -639,6 +664,7 @@ const FILE_REPLACES: &[(&str, &str)] = &[
     ("--balance", "balance"),
     ("--retries", "retries"),
     ("--maxconn", "maxconn"),
+    ("--splice", "splice"),
     ("--connect-timeout", "timeout connect"),
     ("--idle-timeout", "timeout client / timeout server"),
     ("--fin-timeout", "timeout client-fin / timeout server-fin"),
@@ -852,6 +878,18 @@ mod tests {
             let e = error(&format!("{states} {flag}"));
             assert!(e.contains("the states mode is one thread"), "{e}");
         }
+        for mode in ["states", "pool", "single"] {
+            let e = error(&format!("--backend 127.0.0.1:1 --mode {mode} --splice on"));
+            assert!(e.contains("--splice is for the epoll mode's relay"), "{e}");
+        }
+        let e = error("--backend 127.0.0.1:1 --splice sometimes");
+        assert!(e.contains("use auto, on or off"), "{e}");
+        let run = |s: &str| match parse(&args(s)) {
+            Ok(Command::Run(settings)) => settings.to_config().frontends[0].splice,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(run("--backend 127.0.0.1:1"), Splice::Auto);
+        assert_eq!(run("--backend 127.0.0.1:1 --splice off"), Splice::Off);
         let e = error("--backend 127.0.0.1:1 --mode single --grace 1s");
         assert!(e.contains("exits at once on SIGTERM"), "{e}");
         let e = error("--backend 127.0.0.1:1 --mode pool --admin 127.0.0.1:9100");

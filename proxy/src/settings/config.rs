@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::conn::proxy_protocol::Version;
+use crate::conn::splice::Splice;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
@@ -179,6 +180,9 @@ pub struct Frontend {
     /// read. Empty: any peer, which lets anyone who reaches the listener
     /// claim any client address.
     pub proxy_from: Vec<Cidr>,
+    /// `splice auto | on | off`: whether the relay may move bytes by
+    /// `splice(2)` (epoll mode; conn/splice.rs). Default `auto`.
+    pub splice: Splice,
     /// `default-group NAME`: the default group is that group, not the
     /// frontend's own backend lines (`None`: they are, named as the
     /// frontend).

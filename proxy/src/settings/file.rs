@@ -322,6 +322,7 @@ impl File<'_> {
             default_group: resolved.default_group,
             groups: resolved.groups,
             routing: resolved.routing,
+            splice: draft.splice,
         })
     }
 }
@@ -631,6 +632,15 @@ mod tests {
                 &fe("  accept-proxy v2\n"),
                 "lb.conf:4:16: accept-proxy: 'v2' is not an IP address; write an address \
                  (10.0.0.1, 2001:db8::1) or a range (10.0.0.0/8, 2001:db8::/32)",
+            ),
+            (
+                &fe("  splice yes\n"),
+                "lb.conf:4:10: splice: 'yes' is not a choice; use auto, on or off",
+            ),
+            (
+                &fe("  splice of\n"),
+                "lb.conf:4:10: splice: 'of' is not a choice (did you mean 'on'?); use auto, on \
+                 or off",
             ),
             (
                 &fe("  maxconn-per-source 0\n"),

@@ -5,7 +5,7 @@
 //! ```text
 //!   global      GLOBAL        maxconn workers grace admin access-log log-format timeout
 //!     timeout   GLOBAL_TIMEOUTS  admin-request
-//!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny ...
+//!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny splice ...
 //!                             use-group default-group not-tls
 //!     timeout   TIMEOUTS      connect client server client-fin server-fin tunnel queue client-hs
 //!     backend   PARAMS        weight backup maxconn check send-proxy send-proxy-v2
@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::conn::proxy_protocol::Version;
+use crate::conn::splice::Splice;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
@@ -111,6 +112,8 @@ pub struct FrontendDraft {
     pub rules: Vec<RuleDraft>,
     /// `not-tls`, with its line and column.
     pub not_tls: Option<(NotTls, usize, usize)>,
+    /// `splice`.
+    pub splice: Splice,
     seen: Seen,
 }
 
@@ -133,6 +136,7 @@ impl FrontendDraft {
             default_group: None,
             rules: Vec::new(),
             not_tls: None,
+            splice: Splice::default(),
             seen: Seen::default(),
         }
     }
@@ -374,6 +378,13 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
             set: set_not_tls,
         },
     },
+    Opt {
+        name: "splice",
+        setter: Setter::Value {
+            hint: "auto, on or off",
+            set: set_splice,
+        },
+    },
 ];
 
 // ---- group ----
@@ -471,6 +482,23 @@ fn set_not_tls(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
             let names = NotTls::ALL.map(NotTls::name);
             let message = format!(
                 "not-tls: '{}'{}; use {} (the default group, or a reset)",
+                v.text,
+                did_you_mean(v.text, &names),
+                list(&names, "or")
+            );
+            r.error(v.column, message);
+        }
+    }
+}
+
+/// `splice auto | on | off`.
+fn set_splice(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
+    match Splice::parse(v.text) {
+        Some(splice) => f.splice = splice,
+        None => {
+            let names = Splice::ALL.map(Splice::name);
+            let message = format!(
+                "splice: '{}' is not a choice{}; use {}",
                 v.text,
                 did_you_mean(v.text, &names),
                 list(&names, "or")

@@ -571,9 +571,9 @@ mod tests {
             let counter = family.name.ends_with("_total");
             assert_eq!(family.kind == TextKind::Counter, counter, "{}", family.name);
         }
-        // 2 frontends x 11 families, 4 backends x 8 families.
+        // 2 frontends x 13 families, 4 backends x 8 families.
         let labelled = metrics.samples().filter(|s| !s.labels.is_empty()).count();
-        assert_eq!(labelled, 2 * 11 + 4 * 8);
+        assert_eq!(labelled, 2 * 13 + 4 * 8);
     }
 
     #[test]

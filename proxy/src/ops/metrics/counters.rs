@@ -62,6 +62,11 @@ pub struct FrontendCounters {
     /// Connections the relay ended because a timeout expired (idle, or a
     /// half-closed connection whose other side stayed silent).
     pub timeouts: AtomicU64,
+    /// Bytes either way that the relay moved by splice (of `bytes_in` and
+    /// `bytes_out`).
+    pub bytes_spliced: AtomicU64,
+    /// Connections whose sockets could not splice, and went on by copy.
+    pub splice_fallbacks: AtomicU64,
     /// Clients refused by access control (allow/deny lists, per-source limit).
     pub denied: AtomicU64,
     /// Clients refused after waiting `timeout queue` for a backend below its
@@ -115,6 +120,8 @@ impl FrontendCounters {
             connect_errors: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
+            bytes_spliced: AtomicU64::new(0),
+            splice_fallbacks: AtomicU64::new(0),
             denied: AtomicU64::new(0),
             queue_timeouts: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),

@@ -358,6 +358,18 @@ const FRONTEND_FAMILIES: &[Family<FrontendCounter>] = &[
         |c| &c.timeouts,
     ),
     (
+        "proxy_frontend_bytes_spliced_total",
+        Kind::Counter,
+        "Bytes either way moved by splice(2), inside the kernel (part of bytes in and out).",
+        |c| &c.bytes_spliced,
+    ),
+    (
+        "proxy_frontend_splice_fallbacks_total",
+        Kind::Counter,
+        "Connections whose sockets could not splice (EINVAL and the like) and went on by copy.",
+        |c| &c.splice_fallbacks,
+    ),
+    (
         "proxy_frontend_denied_total",
         Kind::Counter,
         "Clients refused by access control (allow/deny lists, per-source limit).",

@@ -1,0 +1,108 @@
+//! A pipe as a kernel-side buffer: what `splice(2)` moves bytes through, so
+//! that a relay never copies them into user space.
+//!
+//! ```text
+//!   socket A ──splice──> [ pipe: page references, not copies ] ──splice──> socket B
+//!            TcpStream::poll_splice_to         TcpStream::poll_splice_from
+//! ```
+//!
+//! `splice` needs a pipe on one side of every call, so a socket-to-socket
+//! move is two calls through one. The pipe is never registered with epoll:
+//! its one user knows its fill level ([`Pipe::len`], counted from what each
+//! call moved), and that is all the readiness it needs. It is empty or not,
+//! and only an empty pipe is filled (see [`crate::net::TcpStream::poll_splice_to`]
+//! for why a partly full one must not be).
+//!
+//! Both ends are created non-blocking and close-on-exec in one call
+//! (`pipe2`), and the size is asked for with `F_SETPIPE_SZ`. If the kernel
+//! refuses that size (over `/proc/sys/fs/pipe-max-size`, or the user's
+//! `pipe-user-pages-soft` is used up), the pipe keeps the size it was born
+//! with: splices then move less per call, nothing else changes.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd};
+
+use crate::sys;
+
+/// A non-blocking pipe and how many bytes are in it.
+pub struct Pipe {
+    /// The read end, as a file so that a fallback can `read` it.
+    read: File,
+    write: std::os::fd::OwnedFd,
+    /// The size asked for: what one splice into it is offered.
+    size: usize,
+    /// Bytes spliced in and not yet out.
+    held: usize,
+}
+
+impl Pipe {
+    /// A pipe of `size` bytes (as `F_SETPIPE_SZ` rounds it: a power of two
+    /// pages), or of the kernel's default size if that one is refused.
+    /// EMFILE and ENFILE come back as they are: the caller decides what a
+    /// missing pipe means.
+    pub fn new(size: usize) -> io::Result<Pipe> {
+        let (read, write) = sys::pipe()?;
+        // A refusal leaves the default size (module docs): not an error.
+        let size = sys::set_pipe_size(write.as_fd(), size).unwrap_or(size);
+        Ok(Pipe {
+            read: File::from(read),
+            write,
+            size,
+            held: 0,
+        })
+    }
+
+    /// Bytes in the pipe, spliced in and not yet out.
+    pub fn len(&self) -> usize {
+        self.held
+    }
+
+    /// Is the pipe empty (everything spliced in was spliced out)?
+    pub fn is_empty(&self) -> bool {
+        self.held == 0
+    }
+
+    /// The size asked for at creation (what the kernel said it gave).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Reads bytes out of the pipe into `buf` (a copy, as `read(2)`): how
+    /// a user that can no longer splice out takes back what is in it.
+    /// `Ok(0)` if the pipe is empty.
+    pub fn read_into(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.held == 0 {
+            return Ok(0);
+        }
+        let n = self.read.read(buf)?;
+        self.held = self.held.saturating_sub(n);
+        Ok(n)
+    }
+
+    pub(crate) fn write_end(&self) -> BorrowedFd<'_> {
+        self.write.as_fd()
+    }
+
+    pub(crate) fn read_end(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
+    }
+
+    pub(crate) fn filled(&mut self, n: usize) {
+        self.held += n;
+    }
+
+    pub(crate) fn drained(&mut self, n: usize) {
+        self.held = self.held.saturating_sub(n);
+    }
+}
+
+impl fmt::Debug for Pipe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipe")
+            .field("size", &self.size)
+            .field("held", &self.held)
+            .finish()
+    }
+}
