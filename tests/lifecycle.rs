@@ -19,7 +19,7 @@ mod common;
 use std::fs;
 use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -230,44 +230,6 @@ fn expect_refused(proxy: &ChildProcess, addr: SocketAddr, limit: Duration) {
             matches!(&result, Err(e) if e.kind() == ErrorKind::ConnectionRefused),
             "connect {n} after the first refusal: {result:?}"
         );
-    }
-}
-
-/// A configuration file in a directory of its own, removed on drop.
-struct ConfigFile {
-    dir: PathBuf,
-    path: PathBuf,
-}
-
-impl ConfigFile {
-    fn new(test: &str, text: &str) -> ConfigFile {
-        let dir = std::env::temp_dir().join(format!("e2e-lifecycle-{}-{test}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create the config directory");
-        let file = ConfigFile {
-            path: dir.join("lb.conf"),
-            dir,
-        };
-        file.write(text);
-        file
-    }
-
-    fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Replaces the file's contents atomically: a temporary file, renamed
-    /// over it.
-    fn write(&self, text: &str) {
-        let tmp = self.dir.join("lb.conf.tmp");
-        fs::write(&tmp, text).expect("write the new config");
-        fs::rename(&tmp, &self.path).expect("rename the new config over the old one");
-    }
-}
-
-impl Drop for ConfigFile {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
     }
 }
 

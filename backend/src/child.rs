@@ -114,6 +114,8 @@ pub struct Spawn {
     stdin: Option<PathBuf>,
     ready: Ready,
     within: Duration,
+    /// Run as this user and group (uid, gid) instead of ours.
+    user: Option<(u32, u32)>,
 }
 
 /// What a child that ran to its end left: its status and its words.
@@ -139,6 +141,7 @@ impl Spawn {
             stdin: None,
             ready: Ready::AtOnce,
             within: START_TIMEOUT,
+            user: None,
         }
     }
 
@@ -171,6 +174,13 @@ impl Spawn {
         self
     }
 
+    /// Runs the child as another user and group (which needs root): a test
+    /// of what a peer of another user is refused.
+    pub fn user(mut self, uid: u32, gid: u32) -> Spawn {
+        self.user = Some((uid, gid));
+        self
+    }
+
     /// When the child counts as started, and how long that may take.
     pub fn ready(mut self, rule: Ready, within: Duration) -> Spawn {
         self.ready = rule;
@@ -190,6 +200,11 @@ impl Spawn {
             })
             .stdout(stdio(&self.stdout)?)
             .stderr(stdio(&self.stderr)?);
+        if let Some((uid, gid)) = self.user {
+            // Set between fork and exec, before the closure below (std drops
+            // the supplementary groups too): the death signal survives it.
+            command.uid(uid).gid(gid);
+        }
         // SAFETY: the closure runs in the child between fork and exec, where
         // only async-signal-safe calls are allowed; prctl is one, and the
         // closure touches no memory shared with the parent.

@@ -23,13 +23,14 @@
 //!  ├──────────────────────────────────────────┬────────────────────────────┤
 //!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
 //!  │         connection connect checker dump  │            picker relay     │
-//!  │                                          │ states/    machine interest │
+//!  │         handover                         │ states/    machine interest │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
 //!  │ settings/  cli flags config file sections reader words check          │  what was asked
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/  access_log/ (termination record sink)  metrics/ (counters       │  what an operator
-//!  │       exposition process)  admin  shutdown                            │  sees and does
+//!  │       exposition process)  admin  shutdown  upgrade/ (wire socket     │  sees and does
+//!  │       offer take reexec notify)                                       │
 //!  ├──────────────────────────────────────┬────────────────────────────────┤
 //!  │ policy/  acl cidr source_limit limit │ conn/  relay proxy_protocol    │  decisions, and the
 //!  │          health balance maglev       │        accept side             │  pieces of a connection
@@ -53,7 +54,7 @@
 //! 5. [`policy`]: what those connections ask: may this client come in,
 //!    which backend, is there room, is it up.
 //! 6. [`ops`]: what the operator sees: the access log, the metrics, the
-//!    admin endpoint, the graceful stop.
+//!    admin endpoint, the graceful stop, the upgrade to a new binary.
 //! 7. [`settings`]: how a command line and a configuration file become the
 //!    plain types all of the above run from.
 //!

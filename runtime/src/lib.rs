@@ -15,7 +15,7 @@
 //!  ┌──────────────────────────────────────────────────────────────────────────┐
 //!  │ executor   block_on, spawn, the run loop          threads (N runtimes)    │  top
 //!  ├──────────────────────────────────────────────────────────────────────────┤
-//!  │ async_fd <- net, signal    time    fd_limit    pipe <- net                │  what tasks use
+//!  │ async_fd <- net, signal    time    fd_limit  fd_passing  pipe <- net     │  what tasks use
 //!  │ oneshot  mpsc  notify  combinator  thread_pool                            │
 //!  ├──────────────────────────────────────────────────────────────────────────┤
 //!  │ run_queue <- context <- coop, task                                        │  tasks and wakes
@@ -41,7 +41,8 @@
 //! 6. [`executor`]: `block_on`, the loop that ties it together.
 //! 7. [`async_fd`], [`net`], [`time`], [`signal`]: the futures a program
 //!    uses; [`pipe`]: the kernel-side buffer `splice(2)` moves bytes
-//!    through; [`fd_limit`]: how many descriptors it may hold.
+//!    through; [`fd_limit`]: how many descriptors it may hold;
+//!    [`fd_passing`]: descriptors handed to another process.
 //! 8. [`oneshot`], [`mpsc`], [`notify`], [`combinator`]: waiting for one
 //!    value, for a stream of them, for an event many tasks wait on, and for
 //!    two futures at once.
@@ -100,6 +101,7 @@ pub mod task;
 pub mod async_fd;
 pub mod combinator;
 pub mod fd_limit;
+pub mod fd_passing;
 pub mod mpsc;
 pub mod net;
 pub mod notify;

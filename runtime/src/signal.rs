@@ -1,4 +1,4 @@
-//! Signals as a stream: SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGQUIT read
+//! Signals as a stream: SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGQUIT read
 //! from a `signalfd`.
 //!
 //! A classic signal handler runs in the middle of whatever the thread was
@@ -45,6 +45,9 @@ pub enum Signal {
     /// SIGQUIT: by HAProxy's convention, dump the state to the log and keep
     /// running (its default action would end the process with a core).
     Quit,
+    /// SIGUSR2: by nginx's convention, start a new binary that takes over
+    /// the listeners (a hitless upgrade).
+    User2,
 }
 
 impl Signal {
@@ -56,6 +59,7 @@ impl Signal {
             Signal::Hangup => libc::SIGHUP,
             Signal::User1 => libc::SIGUSR1,
             Signal::Quit => libc::SIGQUIT,
+            Signal::User2 => libc::SIGUSR2,
         }
     }
 
@@ -67,6 +71,7 @@ impl Signal {
             Signal::Hangup => "SIGHUP",
             Signal::User1 => "SIGUSR1",
             Signal::Quit => "SIGQUIT",
+            Signal::User2 => "SIGUSR2",
         }
     }
 
@@ -77,6 +82,7 @@ impl Signal {
             Signal::Hangup,
             Signal::User1,
             Signal::Quit,
+            Signal::User2,
         ]
         .into_iter()
         .find(|s| s.number() == n)

@@ -595,6 +595,131 @@ pub(crate) fn set_nofile_soft_limit_of(pid: u32, soft: u64) -> io::Result<()> {
     Ok(())
 }
 
+// ---------------------------------------------------------------------------
+// Descriptors passed between processes (SCM_RIGHTS)
+// ---------------------------------------------------------------------------
+
+/// The most descriptors one message may carry: the kernel's SCM_MAX_FD.
+pub(crate) const MAX_FDS_PER_MESSAGE: usize = 253;
+
+/// Room for one SCM_RIGHTS control message of [`MAX_FDS_PER_MESSAGE`]
+/// descriptors, in `u64` words so that it is aligned for a `cmsghdr`.
+const CMSG_WORDS: usize = (MAX_FDS_PER_MESSAGE * mem::size_of::<RawFd>() + 64) / 8;
+
+/// Sends `bytes` on a Unix socket with copies of `fds` attached (at most
+/// [`MAX_FDS_PER_MESSAGE`]). The descriptors stay open here: the receiver
+/// gets new ones for the same open files.
+pub(crate) fn send_with_fds(
+    socket: BorrowedFd<'_>,
+    bytes: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<usize> {
+    if fds.len() > MAX_FDS_PER_MESSAGE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} descriptors in one message; the kernel takes at most {MAX_FDS_PER_MESSAGE}",
+                fds.len()
+            ),
+        ));
+    }
+    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    let mut control = [0u64; CMSG_WORDS];
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: all-zero bytes are a valid msghdr (null pointers, zero lengths).
+    let mut header: libc::msghdr = unsafe { mem::zeroed() };
+    header.msg_iov = &mut iov;
+    header.msg_iovlen = 1;
+    if !raw.is_empty() {
+        let data_len = (raw.len() * mem::size_of::<RawFd>()) as libc::c_uint;
+        // SAFETY: CMSG_SPACE only computes a size.
+        let space = unsafe { libc::CMSG_SPACE(data_len) } as usize;
+        header.msg_control = control.as_mut_ptr().cast();
+        header.msg_controllen = space;
+        // SAFETY: `header` points at `control`, which is aligned (u64) and at
+        // least `space` bytes long (CMSG_WORDS holds 253 descriptors and the
+        // header), so the first cmsghdr and its data fit; the copy writes
+        // `raw.len()` descriptors into the data CMSG_LEN(data_len) reserved.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&header);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(data_len) as usize;
+            std::ptr::copy_nonoverlapping(
+                raw.as_ptr(),
+                libc::CMSG_DATA(cmsg).cast::<RawFd>(),
+                raw.len(),
+            );
+        }
+    }
+    // SAFETY: `header` points at `iov` (over `bytes`, only read by the kernel)
+    // and at `control`, both alive across the call.
+    let sent = unsafe { libc::sendmsg(socket.as_raw_fd(), &header, libc::MSG_NOSIGNAL) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sent as usize)
+}
+
+/// What one [`recv_with_fds`] read: the bytes, the descriptors that came
+/// with them (close-on-exec), and whether either was cut for lack of room.
+pub(crate) struct Received {
+    pub(crate) len: usize,
+    pub(crate) fds: Vec<OwnedFd>,
+    pub(crate) truncated: bool,
+}
+
+/// Receives one message on a Unix socket into `buf`, with the descriptors
+/// attached to it, each opened close-on-exec (MSG_CMSG_CLOEXEC): a child
+/// this process starts later never inherits them by accident.
+pub(crate) fn recv_with_fds(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received> {
+    let mut control = [0u64; CMSG_WORDS];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: all-zero bytes are a valid msghdr (null pointers, zero lengths).
+    let mut header: libc::msghdr = unsafe { mem::zeroed() };
+    header.msg_iov = &mut iov;
+    header.msg_iovlen = 1;
+    header.msg_control = control.as_mut_ptr().cast();
+    header.msg_controllen = mem::size_of_val(&control);
+    // SAFETY: `header` points at `iov` (over `buf`, writable, `buf.len()`
+    // bytes) and at `control` (its size given), both alive across the call.
+    let len = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut header, libc::MSG_CMSG_CLOEXEC) };
+    if len < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled `control` with `msg_controllen` bytes of
+    // well-formed control messages; CMSG_FIRSTHDR and CMSG_NXTHDR stay
+    // within them, and an SCM_RIGHTS message's data is `cmsg_len -
+    // CMSG_LEN(0)` bytes of descriptors, each new to this process and owned
+    // by no one else: `owned` makes each the one owner of its descriptor.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&header);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                for i in 0..bytes / mem::size_of::<RawFd>() {
+                    fds.push(owned(std::ptr::read_unaligned(data.add(i))));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&header, cmsg);
+        }
+    }
+    let truncated = header.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0;
+    Ok(Received {
+        len: len as usize,
+        fds,
+        truncated,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

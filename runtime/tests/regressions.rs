@@ -641,6 +641,22 @@ fn closing_without_epoll_ctl_del_leaves_no_live_registration() {
             "EPOLL_CTL_DEL before the close"
         );
         drop(a_copy);
+
+        // Issue 14: a listener handed to another process (SCM_RIGHTS) is
+        // such a copy. `TcpListener::from_std` adopts, so the old process's
+        // set forgets the socket the new one goes on accepting on.
+        let std_listener = runtime::net::bind_std(loopback(), &Default::default()).unwrap();
+        let handed = std_listener.try_clone().unwrap();
+        let adopted = TcpListener::from_std(std_listener).unwrap();
+        let fd = adopted.as_raw_fd();
+        assert!(watched_fds().contains(&fd));
+        drop(adopted);
+        assert!(
+            !watched_fds().contains(&fd),
+            "a listener whose copy lives on left the set before it closed"
+        );
+        let _client = std::net::TcpStream::connect(handed.local_addr().unwrap()).unwrap();
+        assert!(handed.accept().is_ok(), "the copy still listens");
         peer.write_all(b"x").unwrap();
     });
 }

@@ -796,3 +796,53 @@ fn sockaddr(addr: SocketAddr) -> Box<dyn SockaddrLike> {
         SocketAddr::V6(a) => Box::new(SockaddrIn6::from(a)),
     }
 }
+
+// ---------------------------------------------------------------------------
+// Configuration files
+// ---------------------------------------------------------------------------
+
+/// A configuration file in a directory of its own (named for the test
+/// target and the test), removed on drop.
+pub struct ConfigFile {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl ConfigFile {
+    pub fn new(test: &str, text: &str) -> ConfigFile {
+        let target = env!("CARGO_CRATE_NAME");
+        let dir = std::env::temp_dir().join(format!("e2e-{target}-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the config directory");
+        let file = ConfigFile {
+            path: dir.join("lb.conf"),
+            dir,
+        };
+        file.write(text);
+        file
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory it is in, for files that go with it.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Replaces the file's contents atomically: a temporary file, renamed
+    /// over it, so that a reader (a SIGHUP, a new process) never reads half
+    /// a file.
+    pub fn write(&self, text: &str) {
+        let tmp = self.dir.join("lb.conf.tmp");
+        std::fs::write(&tmp, text).expect("write the new config");
+        std::fs::rename(&tmp, &self.path).expect("rename the new config over the old one");
+    }
+}
+
+impl Drop for ConfigFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

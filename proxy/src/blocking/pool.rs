@@ -127,7 +127,7 @@ pub fn run(settings: &Settings) -> io::Result<()> {
             crate::error!("could not stop the listener: {e}");
         }
         // What is left when the drain ends is closed by the process exit.
-        let _ = lifecycle::drain(&signals, &*live, grace, first, || {
+        let _ = lifecycle::drain(&signals, &*live, grace, first.name(), || {
             lifecycle::say::state("pool", Some(live.open()))
         })
         .await;

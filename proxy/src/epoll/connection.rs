@@ -556,6 +556,14 @@ impl Local {
         Some((global, frontend))
     }
 
+    /// A place under both even at their ceilings ([`Limit::acquire_over`]).
+    pub fn admit_over(&self) -> Places {
+        (
+            self.worker.global.acquire_over(),
+            self.shared.limit.acquire_over(),
+        )
+    }
+
     /// Writes the connection's access-log line into the worker's buffer.
     fn log(&self, trace: &Trace) {
         let Some(sink) = &self.worker.sink else {

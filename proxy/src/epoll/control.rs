@@ -1,16 +1,25 @@
 //! The control thread: starts the workers, hands them the frontends, and
 //! reads signals until a stop: SIGHUP reloads the file, SIGUSR1 reopens the
 //! access log, SIGQUIT dumps the state of every frontend and backend to the
-//! log ([`super::dump`]), SIGTERM or SIGINT stops accepting, drains, and cuts
-//! what is left when the grace period is over.
+//! log ([`super::dump`]), SIGUSR2 starts a new binary that takes the
+//! listeners over, SIGTERM or SIGINT stops accepting, drains, and cuts what
+//! is left when the grace period is over.
+//!
+//! With an upgrade socket (ops/upgrade/), it also answers the "upgrade"
+//! thread: a copy of every listener for a new process, and once that one
+//! has taken them, the same stop as SIGTERM's. Started with
+//! `--upgrade-from`, it takes the old process's listeners before anything
+//! else, in place of binding them ([`super::handover`]).
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use runtime::combinator::{Either, select};
 use runtime::signal::{Signal, Signals};
 use runtime::{mpsc, oneshot, time};
 
@@ -19,6 +28,12 @@ use crate::ops::access_log::sink::AccessLog;
 use crate::ops::admin;
 use crate::ops::metrics::exposition::{Published, Registry};
 use crate::ops::shutdown::{self, Drained};
+use crate::ops::upgrade::notify::notify;
+use crate::ops::upgrade::offer::{self, Offer, Request};
+use crate::ops::upgrade::reexec::Reexec;
+use crate::ops::upgrade::socket::SocketFile;
+use crate::ops::upgrade::take::{self, Handed};
+use crate::ops::upgrade::wire::Tag;
 use crate::policy::descriptors::{Budget, Maxconn};
 use crate::policy::limit::Limit;
 use crate::settings::check::{self, Fixed};
@@ -27,88 +42,138 @@ use crate::settings::file;
 
 use super::checker;
 use super::dump;
-use super::frontend::{Shared, bind_listeners, share};
+use super::frontend::{PerWorker, Shared, bind_listeners, share, spread_handed};
+use super::handover;
 use super::plan::Plan;
 use super::worker::{Assignment, Command, worker};
 use super::worker_context::WorkerContext;
 
 /// Runs the epoll mode until a stop signal has been handled (see
-/// [`crate::ops::shutdown`]); returns when the process should exit.
+/// [`crate::ops::shutdown`]) or a new process took the listeners; returns
+/// when the process should exit.
 pub fn run(plan: &Plan) -> io::Result<()> {
-    let workers = plan.workers.max(1);
     crate::info!("{}", plan.budget.describe(plan.maxconn));
-    let mut control = Control {
-        path: plan.path.clone(),
-        workers,
-        backlog: plan.backlog,
-        // Never `None`: without a global maxconn the budget's applies, so
-        // that accepting stops before a backend socket could not be made.
-        global: Limit::new(Some(plan.maxconn.get())),
-        pipes: Limit::new(Some(plan.budget.pipes(plan.maxconn))),
-        budget: plan.budget.clone(),
-        maxconn: plan.maxconn,
-        fixed: plan.fixed,
-        listening: Vec::new(),
-        senders: Vec::new(),
-        running: Vec::new(),
-        published: Published::new(Registry::from_counters(Vec::new())),
-        access_log: open_access_log(&plan.config)?,
-        grace: plan.grace,
-        grace_from_flag: plan.grace_from_flag,
-        started_with: plan.started_with.clone(),
+    // Both before any other thread starts: the socket file is made under a
+    // umask (ops/upgrade/socket.rs), and the take blocks nothing else. The
+    // file first: a directory it cannot be made in stops us before the old
+    // process is asked for anything.
+    let socket_file = match &plan.config.global.upgrade_socket {
+        Some(path) => Some(SocketFile::create(path, plan.upgrade_from.is_some())?),
+        None => None,
     };
-    // Every listener is bound before any worker starts, so a port in use is
-    // an error at startup, and every address is announced.
-    let (shared, listeners) = control.prepare(&plan.config)?;
-    let mut receivers = Vec::new();
-    for _ in 0..workers {
-        let (tx, rx) = mpsc::channel();
-        control.senders.push(tx);
-        receivers.push(Some(rx));
+    let mut handed = plan.upgrade_from.as_deref().map(take::take).transpose()?;
+    let mut control = Control::new(plan, socket_file.is_some())?;
+    if let Some(handed) = &mut handed {
+        control.handed = std::mem::take(&mut handed.listeners);
     }
-    let receivers = Arc::new(Mutex::new(receivers));
-    let global = control.global.clone();
-    let pipes = control.pipes.clone();
-    let access_log = control.access_log.clone();
-    // Detached: the workers run until the process exits.
-    let _workers = runtime::threads::spawn_runtimes(workers, "epoll-worker", move |index| {
-        let commands = receivers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(index)
-            .and_then(Option::take);
-        let context = WorkerContext::new(
-            index,
-            global.clone(),
-            access_log.as_ref().map(|log| log.sink()),
-        )
-        .with_pipes(pipes.clone());
-        worker(commands, Rc::new(context))
-    })?;
+    // Every listener is bound (or taken over) before any worker starts, so
+    // a port in use is an error at startup, and every address is announced.
+    // Up to here, a failure leaves an old process untouched: nothing of
+    // ours accepted on its sockets yet.
+    let (shared, listeners) = control.prepare(&plan.config)?;
+    let admin = admin_listener(plan, &mut control.handed)?;
+    handover::close_unclaimed(std::mem::take(&mut control.handed));
+    if let Some(handed) = &handed {
+        handover::seed(&shared, &handed.health);
+    }
+    control.start_workers()?;
     control.apply(shared, listeners);
-    start_admin(plan, &control.published)?;
+    control.admin = admin
+        .map(|listener| start_admin(plan, listener, &control.published, control.upgradable))
+        .transpose()?;
+    let path = plan.config.global.upgrade_socket.as_deref();
+    let requests = control.open_for_upgrades(socket_file, handed.as_ref(), path)?;
     let rt = runtime::Runtime::new()?;
-    rt.block_on(control.until_stopped())
+    rt.block_on(control.until_stopped(requests))
 }
 
-/// Starts the admin listener, if the configuration has one, on its own
-/// thread: it reads what `published` holds at each scrape.
-fn start_admin(plan: &Plan, published: &Arc<Published>) -> io::Result<()> {
+/// The admin listener the configuration asks for: the one the old process
+/// handed over if it listens there, else bound now.
+fn admin_listener(
+    plan: &Plan,
+    handed: &mut Vec<(Tag, OwnedFd)>,
+) -> io::Result<Option<std::net::TcpListener>> {
     let Some(addr) = plan.config.global.admin else {
-        return Ok(());
+        return Ok(None);
     };
-    let options = admin::AdminOptions {
+    match handover::take_admin(handed, addr) {
+        Some(listener) => Ok(Some(listener)),
+        None => admin::bind(addr, &admin_options(plan)).map(Some),
+    }
+}
+
+fn admin_options(plan: &Plan) -> admin::AdminOptions {
+    admin::AdminOptions {
         request_timeout: plan
             .config
             .global
             .admin_request
             .unwrap_or(admin::DEFAULT_REQUEST_TIMEOUT),
         ..admin::AdminOptions::default()
+    }
+}
+
+/// The admin listener running on its own thread: it reads what `published`
+/// holds at each scrape. With an upgrade socket, a copy of it is kept, to
+/// lend to a new process.
+fn start_admin(
+    plan: &Plan,
+    listener: std::net::TcpListener,
+    published: &Arc<Published>,
+    upgradable: bool,
+) -> io::Result<Admin> {
+    let configured = plan.config.global.admin.unwrap_or(listener.local_addr()?);
+    let copy = match upgradable {
+        true => Some(OwnedFd::from(listener.try_clone()?)),
+        false => None,
     };
-    let (addr, _thread) = admin::spawn_with(addr, published.clone(), options)
-        .map_err(|e| io::Error::new(e.kind(), format!("admin {addr}: {e}")))?;
-    crate::info!("admin listening on {addr} (GET /metrics, GET /health)");
-    Ok(())
+    let stop = Arc::new(admin::StopAccepting::default());
+    let (bound, _thread) = admin::serve_on(
+        listener,
+        published.clone(),
+        admin_options(plan),
+        stop.clone(),
+    )?;
+    crate::info!("admin listening on {bound} (GET /metrics, GET /health)");
+    Ok(Admin {
+        configured,
+        bound,
+        copy,
+        stop,
+    })
+}
+
+/// The admin listener as the control thread knows it.
+#[derive(Debug)]
+struct Admin {
+    configured: SocketAddr,
+    bound: SocketAddr,
+    /// A copy to lend to a new process (with an upgrade socket only).
+    copy: Option<OwnedFd>,
+    stop: Arc<admin::StopAccepting>,
+}
+
+/// What the control loop waits for.
+enum Event {
+    Signal(Signal),
+    Request(Request),
+}
+
+/// The next signal, or the next request of the upgrade thread if there is one.
+async fn next_event(
+    signals: &Signals,
+    requests: &mut Option<mpsc::Receiver<Request>>,
+) -> io::Result<Event> {
+    if let Some(rx) = requests.as_mut() {
+        match select(signals.recv(), rx.recv()).await {
+            Either::Left(signal) => return signal.map(Event::Signal),
+            Either::Right(Some(request)) => return Ok(Event::Request(request)),
+            // The upgrade thread ended (after a handover, or on an error
+            // it logged): signals only from now on.
+            Either::Right(None) => *requests = None,
+        }
+    }
+    signals.recv().await.map(Event::Signal)
 }
 
 /// The main thread's side: the running frontends, and how to change them.
@@ -141,38 +206,245 @@ struct Control {
     grace_from_flag: bool,
     /// The file's `global` section at startup.
     started_with: Global,
+    /// With an upgrade socket: every listener is bound with SO_REUSEPORT,
+    /// so that a successor with more workers can bind beside them.
+    upgradable: bool,
+    /// Sockets an old process handed over, until the frontends take theirs.
+    handed: Vec<(Tag, OwnedFd)>,
+    /// The admin listener, if on.
+    admin: Option<Admin>,
+    /// The upgrade socket file and how SIGUSR2 starts the next process.
+    upgrade: Option<(Arc<SocketFile>, Reexec)>,
 }
 
-/// Per frontend, per worker: a listener for a frontend that needs new ones.
-type Listeners = Vec<Option<Vec<std::net::TcpListener>>>;
+/// Per frontend, per worker: the listeners of a frontend that needs new ones.
+type Listeners = Vec<Option<PerWorker>>;
 
 impl Control {
-    /// Reads signals until a stop: SIGHUP reloads; SIGTERM or SIGINT stops
-    /// accepting, then drains for at most the grace period.
-    async fn until_stopped(mut self) -> io::Result<()> {
+    /// The control of `plan`, before any frontend runs.
+    fn new(plan: &Plan, upgradable: bool) -> io::Result<Control> {
+        Ok(Control {
+            path: plan.path.clone(),
+            workers: plan.workers.max(1),
+            backlog: plan.backlog,
+            // Never `None`: without a global maxconn the budget's applies, so
+            // that accepting stops before a backend socket could not be made.
+            global: Limit::new(Some(plan.maxconn.get())),
+            pipes: Limit::new(Some(plan.budget.pipes(plan.maxconn))),
+            budget: plan.budget.clone(),
+            maxconn: plan.maxconn,
+            fixed: plan.fixed,
+            listening: Vec::new(),
+            senders: Vec::new(),
+            running: Vec::new(),
+            published: Published::new(Registry::from_counters(Vec::new())),
+            access_log: open_access_log(&plan.config)?,
+            grace: plan.grace,
+            grace_from_flag: plan.grace_from_flag,
+            started_with: plan.started_with.clone(),
+            upgradable,
+            handed: Vec::new(),
+            admin: None,
+            upgrade: None,
+        })
+    }
+
+    /// Starts the workers, each waiting for its first [`Command::Apply`].
+    fn start_workers(&mut self) -> io::Result<()> {
+        let mut receivers = Vec::new();
+        for _ in 0..self.workers {
+            let (tx, rx) = mpsc::channel();
+            self.senders.push(tx);
+            receivers.push(Some(rx));
+        }
+        let receivers = Arc::new(Mutex::new(receivers));
+        let global = self.global.clone();
+        let pipes = self.pipes.clone();
+        let access_log = self.access_log.clone();
+        // Detached: the workers run until the process exits.
+        let _workers =
+            runtime::threads::spawn_runtimes(self.workers, "epoll-worker", move |index| {
+                let commands = receivers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get_mut(index)
+                    .and_then(Option::take);
+                let context = WorkerContext::new(
+                    index,
+                    global.clone(),
+                    access_log.as_ref().map(|log| log.sink()),
+                )
+                .with_pipes(pipes.clone());
+                worker(commands, Rc::new(context))
+            })?;
+        Ok(())
+    }
+
+    /// Once the workers accept: a new process tells the old one it took
+    /// over (and systemd that it is the main process now), then puts its own
+    /// upgrade socket in place and starts the upgrade thread on it.
+    fn open_for_upgrades(
+        &mut self,
+        file: Option<SocketFile>,
+        handed: Option<&Handed>,
+        path: Option<&std::path::Path>,
+    ) -> io::Result<Option<mpsc::Receiver<Request>>> {
+        match handed {
+            Some(handed) => {
+                // Before "taken": systemd must know the new main pid before
+                // the old one can exit (ops/upgrade/notify.rs).
+                notify(&format!("MAINPID={}\nREADY=1", std::process::id()));
+                let old = handed.old_pid;
+                match handed.confirm() {
+                    Ok(()) => crate::info!(
+                        "upgrade: took over from pid {old}, which stops accepting and drains"
+                    ),
+                    Err(e) => crate::warn!(
+                        "upgrade: pid {old} did not confirm ({e}); it may still accept beside \
+                         this process (harmless): stop it with SIGTERM"
+                    ),
+                }
+            }
+            None => notify("READY=1"),
+        }
+        let (Some(mut file), Some(path)) = (file, path) else {
+            return Ok(None);
+        };
+        if let Err(e) = file.put_in_place(path) {
+            crate::error!("{e}; upgrades are off");
+            return Ok(None);
+        }
+        crate::info!(
+            "upgrade socket {}: a new process started with --upgrade-from {} (or SIGUSR2) takes \
+             the listeners over",
+            path.display(),
+            path.display()
+        );
+        let file = Arc::new(file);
+        let (tx, rx) = mpsc::channel();
+        offer::spawn_offering(file.clone(), tx)?;
+        self.upgrade = Some((file, Reexec::at_startup(path)));
+        Ok(Some(rx))
+    }
+
+    /// Reads signals (and the upgrade thread's requests) until a stop:
+    /// SIGHUP reloads; SIGTERM or SIGINT, or a new process that took the
+    /// listeners, stops accepting, then drains for at most the grace period.
+    async fn until_stopped(
+        mut self,
+        mut requests: Option<mpsc::Receiver<Request>>,
+    ) -> io::Result<()> {
         let signals = Signals::new(&shutdown::HANDLED)?;
-        let first = loop {
-            let signal = signals.recv().await?;
-            match signal {
-                Signal::Hangup => self.reload(),
-                Signal::User1 => self.reopen_access_log(),
-                Signal::Quit => self.dump(false),
-                Signal::Interrupt | Signal::Terminate => break signal,
+        let (first, handed_over) = loop {
+            match next_event(&signals, &mut requests).await? {
+                Event::Signal(Signal::Hangup) => self.reload(),
+                Event::Signal(Signal::User1) => self.reopen_access_log(),
+                Event::Signal(Signal::User2) => self.start_upgrade(),
+                Event::Signal(Signal::Quit) => self.dump(false),
+                Event::Signal(stop @ (Signal::Interrupt | Signal::Terminate)) => {
+                    break (stop.name().to_string(), false);
+                }
+                Event::Request(Request::Handover { pid, reply }) => {
+                    let _ = reply.send(self.offer(pid).await);
+                }
+                Event::Request(Request::Taken { pid }) => {
+                    break (format!("upgrade: pid {pid} took the listeners"), true);
+                }
             }
         };
-        for tx in &self.senders {
-            let _ = tx.send(Command::StopAccepting);
+        if handed_over {
+            self.handed_over().await;
+        } else {
+            for tx in &self.senders {
+                let _ = tx.send(Command::StopAccepting);
+            }
         }
         self.published.set_draining();
         // Every connection holds a place under the global maxconn from its
         // accept to its end: the count of those places is the count to drain.
-        let cut = shutdown::drain(&signals, &*self.global, self.grace, first, || {
+        let cut = shutdown::drain(&signals, &*self.global, self.grace, &first, || {
             self.dump(true)
         })
         .await
             == Drained::Cut;
         self.finish(cut).await;
+        if let (false, Some((file, _))) = (handed_over, &self.upgrade) {
+            file.remove_if_ours();
+        }
         Ok(())
+    }
+
+    /// A new process took the listeners: every worker stops accepting (and
+    /// says when it did, within a second), and so does the admin listener:
+    /// scrapes go to the new process from now on.
+    async fn handed_over(&mut self) {
+        let mut answers = Vec::new();
+        for tx in &self.senders {
+            let (done, answer) = oneshot::channel();
+            if tx.send(Command::HandedOver(done)).is_ok() {
+                answers.push(answer);
+            }
+        }
+        let all = async {
+            for answer in answers {
+                let _ = answer.await;
+            }
+        };
+        if time::timeout(Duration::from_secs(1), all).await.is_err() {
+            crate::warn!("a worker did not stop accepting within 1s");
+        }
+        if let Some(admin) = &mut self.admin {
+            admin.stop.stop();
+            // The kept copy too: a socket the new process did not want (its
+            // file has no admin) must not linger here, queueing scrapes.
+            admin.copy = None;
+        }
+    }
+
+    /// SIGUSR2: the own binary again, with `--upgrade-from` (ops/upgrade/reexec.rs).
+    fn start_upgrade(&self) {
+        let Some((file, reexec)) = &self.upgrade else {
+            crate::warn!(
+                "SIGUSR2: started without an upgrade socket (upgrade-socket PATH in global, or \
+                 --upgrade-socket PATH): nothing to hand the listeners over on; ignored"
+            );
+            return;
+        };
+        match reexec.start() {
+            Ok(pid) => crate::info!(
+                "SIGUSR2: started {} as pid {pid} with --upgrade-from {}; it takes the listeners \
+                 once its configuration checks out",
+                reexec.exe().display(),
+                file.path().display()
+            ),
+            Err(e) => crate::error!("SIGUSR2: {e}; this process goes on serving"),
+        }
+    }
+
+    /// What a new process (`pid`) gets: a copy of every listener, and every
+    /// checked backend's health.
+    async fn offer(&self, pid: i32) -> io::Result<Offer> {
+        let mut listeners = handover::lend(&self.senders).await?;
+        if let Some(Admin {
+            configured,
+            bound,
+            copy: Some(copy),
+            ..
+        }) = &self.admin
+        {
+            let tag = Tag::Admin {
+                configured: *configured,
+                bound: *bound,
+            };
+            listeners.push((tag, copy.try_clone()?));
+        }
+        let health = handover::standings(&self.running);
+        crate::info!(
+            "upgrade: lending {} listeners and {} backends' health to pid {pid}",
+            listeners.len(),
+            health.len()
+        );
+        Ok(Offer { listeners, health })
     }
 
     /// SIGQUIT: the state of every frontend and backend, to the log, as
@@ -239,26 +511,48 @@ impl Control {
     /// changed, and listeners for those that listen somewhere new. Binding
     /// happens here, on the main thread, so that a port in use refuses the
     /// whole configuration before any worker sees it.
-    fn prepare(&self, config: &Config) -> io::Result<(Vec<Arc<Shared>>, Listeners)> {
+    fn prepare(&mut self, config: &Config) -> io::Result<(Vec<Arc<Shared>>, Listeners)> {
         let mut shared = Vec::new();
         let mut listeners = Vec::new();
         for frontend in &config.frontends {
             let old = self
                 .running
                 .iter()
-                .find(|s| s.frontend.name == frontend.name);
-            let same_listener = old.is_some_and(|s| s.frontend.listen == frontend.listen);
+                .find(|s| s.frontend.name == frontend.name)
+                .cloned();
+            let same_listener = old
+                .as_ref()
+                .is_some_and(|s| s.frontend.listen == frontend.listen);
             listeners.push(if same_listener {
                 None
             } else {
-                Some(bind_listeners(frontend, self.workers, self.backlog)?)
+                Some(self.listeners_for(frontend)?)
             });
             shared.push(match old {
-                Some(old) if old.frontend == *frontend => old.clone(),
-                _ => share(frontend, old.map(|s| &**s), self.workers),
+                Some(old) if old.frontend == *frontend => old,
+                _ => share(frontend, old.as_deref(), self.workers),
             });
         }
         Ok((shared, listeners))
+    }
+
+    /// New listeners for `frontend`: those an old process handed over for
+    /// it, if any (every one of them, spread over the workers), else bound.
+    fn listeners_for(
+        &mut self,
+        frontend: &crate::settings::config::Frontend,
+    ) -> io::Result<PerWorker> {
+        let handed = handover::take_frontend(&mut self.handed, frontend);
+        if handed.is_empty() {
+            return bind_listeners(frontend, self.workers, self.backlog, self.upgradable);
+        }
+        crate::info!(
+            "upgrade: frontend {} takes {} handed socket(s) over, on {} worker(s)",
+            frontend.name,
+            handed.len(),
+            self.workers
+        );
+        spread_handed(frontend, handed, self.workers, self.backlog)
     }
 
     /// Hands the frontends to every worker, starts their health checks, and
@@ -277,7 +571,8 @@ impl Control {
         self.listening
             .retain(|(name, _)| shared.iter().any(|s| s.frontend.name == *name));
         for (s, bound) in shared.iter().zip(&listeners) {
-            if let Some(addr) = bound.as_ref().and_then(|l| l.first()?.local_addr().ok()) {
+            let first = bound.as_ref().and_then(|w| w.first()?.first());
+            if let Some(addr) = first.and_then(|l| l.local_addr().ok()) {
                 let name = &s.frontend.name;
                 self.listening.retain(|(n, _)| n != name);
                 self.listening.push((name.clone(), addr));
@@ -296,8 +591,8 @@ impl Control {
     }
 
     /// Sends every worker its share: each frontend, and that worker's
-    /// listener of it. Each listener is moved, not duplicated: a listener
-    /// costs one descriptor, even while it is handed over.
+    /// listeners of it. Each listener is moved, not duplicated: a listener
+    /// costs one descriptor, even while it is handed out.
     fn hand_out(&self, shared: &[Arc<Shared>], mut listeners: Listeners) {
         let mut listeners: Vec<_> = listeners
             .drain(..)
@@ -309,7 +604,7 @@ impl Control {
                 .zip(listeners.iter_mut())
                 .map(|(s, bound)| Assignment {
                     shared: s.clone(),
-                    listener: bound.as_mut().and_then(Iterator::next),
+                    listeners: bound.as_mut().and_then(Iterator::next).unwrap_or_default(),
                 })
                 .collect();
             if tx.send(Command::Apply(assignments)).is_err() {
@@ -419,6 +714,9 @@ impl Control {
         }
         if new.log_format != old.log_format {
             fixed.push("log-format");
+        }
+        if new.upgrade_socket != old.upgrade_socket {
+            fixed.push("upgrade-socket");
         }
         if !fixed.is_empty() {
             crate::warn!(

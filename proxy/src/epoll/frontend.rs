@@ -1,7 +1,8 @@
 //! One frontend as every worker shares it ([`Shared`]): its configuration,
 //! its health board, its limits and its counters, built anew by a reload
 //! that changes the frontend ([`share`]), with the limits carried over; and
-//! its listening sockets, one per worker ([`bind_listeners`]).
+//! its listening sockets, one per worker ([`bind_listeners`]), or the ones
+//! an old process handed over, spread over the workers ([`spread_handed`]).
 
 use std::io;
 use std::sync::Arc;
@@ -97,6 +98,23 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
     })
 }
 
+/// Each worker's listeners of one frontend.
+pub type PerWorker = Vec<Vec<std::net::TcpListener>>;
+
+/// How a frontend's listeners are bound: with SO_REUSEPORT when several
+/// workers share the address, or when a process that takes them over
+/// later (`upgradable`, ops/upgrade/) may need to bind more beside them.
+fn listen_options(workers: usize, backlog: u32, upgradable: bool) -> ListenOptions {
+    ListenOptions {
+        backlog,
+        reuse_port: workers > 1 || upgradable,
+        // Small writes (a request line, a prompt) go out at once, not
+        // batched; every accepted client inherits it from the listener.
+        nodelay: true,
+        ..ListenOptions::default()
+    }
+}
+
 /// A frontend's listeners, one per worker, on the same address: the first
 /// binds (and learns the port, if 0 was asked), the others join it with
 /// SO_REUSEPORT.
@@ -104,15 +122,9 @@ pub fn bind_listeners(
     frontend: &Frontend,
     workers: usize,
     backlog: u32,
-) -> io::Result<Vec<std::net::TcpListener>> {
-    let options = ListenOptions {
-        backlog,
-        reuse_port: workers > 1,
-        // Small writes (a request line, a prompt) go out at once, not
-        // batched; every accepted client inherits it from the listener.
-        nodelay: true,
-        ..ListenOptions::default()
-    };
+    upgradable: bool,
+) -> io::Result<PerWorker> {
+    let options = listen_options(workers, backlog, upgradable);
     let first = bind_std(frontend.listen, &options).map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -123,9 +135,45 @@ pub fn bind_listeners(
         )
     })?;
     let addr = first.local_addr()?;
-    let mut listeners = vec![first];
+    let mut listeners = vec![vec![first]];
     for _ in 1..workers {
-        listeners.push(bind_std(addr, &options)?);
+        listeners.push(vec![bind_std(addr, &options)?]);
     }
     Ok(listeners)
+}
+
+/// The listeners an old process handed over for one frontend, spread over
+/// `workers`: socket i to worker i mod n, so that every socket of the
+/// SO_REUSEPORT group keeps being accepted on (closing one would reset the
+/// clients queued on it), and one more bound beside them (SO_REUSEPORT)
+/// for each worker left without one.
+pub fn spread_handed(
+    frontend: &Frontend,
+    handed: Vec<std::net::TcpListener>,
+    workers: usize,
+    backlog: u32,
+) -> io::Result<PerWorker> {
+    let mut per_worker: PerWorker = (0..workers).map(|_| Vec::new()).collect();
+    let addr = match handed.first() {
+        Some(first) => first.local_addr()?,
+        None => return bind_listeners(frontend, workers, backlog, true),
+    };
+    for (i, listener) in handed.into_iter().enumerate() {
+        per_worker[i % workers].push(listener);
+    }
+    let options = listen_options(workers, backlog, true);
+    for listeners in per_worker.iter_mut().filter(|l| l.is_empty()) {
+        let more = bind_std(addr, &options).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "frontend {}: cannot listen on {addr} beside the sockets handed over (the old \
+                     process bound them without SO_REUSEPORT?): {e}",
+                    frontend.name
+                ),
+            )
+        })?;
+        listeners.push(more);
+    }
+    Ok(per_worker)
 }

@@ -60,6 +60,8 @@
 //! - [`connect`]: how a connection reaches a backend: pick, queue, connect, retry;
 //! - [`backend_socket`]: the backend's socket until the relay takes it,
 //!   reset if the connection ends before;
+//! - [`handover`]: an upgrade's side here: what the old process lends,
+//!   how the new one finds its frontends' sockets and seeds its health;
 //! - [`checker`]: the health-check thread;
 //! - [`dump`]: SIGQUIT's state of every frontend and backend, to the log.
 
@@ -70,6 +72,7 @@ pub mod connection;
 pub mod control;
 pub mod dump;
 pub mod frontend;
+pub mod handover;
 pub mod plan;
 pub mod route;
 pub mod worker;

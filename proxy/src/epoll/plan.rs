@@ -38,6 +38,9 @@ pub struct Plan {
     /// The global `maxconn` to run with: the file's, which the budget can
     /// honour, or the largest it can.
     pub maxconn: Maxconn,
+    /// `--upgrade-from PATH`: take the listeners of the proxy offering them
+    /// there instead of binding them (ops/upgrade/).
+    pub upgrade_from: Option<PathBuf>,
 }
 
 impl Plan {
@@ -62,6 +65,9 @@ impl Plan {
         }
         if let Some(format) = settings.log_format {
             config.global.log_format = Some(format);
+        }
+        if let Some(path) = &settings.upgrade_socket {
+            config.global.upgrade_socket = Some(path.clone());
         }
         let workers = match (settings.workers_given, config.global.workers) {
             (false, Some(n)) => n as usize,
@@ -92,6 +98,7 @@ impl Plan {
             grace,
             grace_from_flag: settings.grace.is_some(),
             started_with,
+            upgrade_from: settings.upgrade_from.clone(),
         })
     }
 }

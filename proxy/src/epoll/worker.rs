@@ -1,10 +1,12 @@
 //! One worker: an event loop that runs what the control thread says
-//! ([`Command`]): one accept loop per frontend, one task per connection,
-//! and the access-log flush timer.
+//! ([`Command`]): one accept loop per listener of each frontend (one
+//! listener, unless a handover gave this worker more: ops/upgrade/), one
+//! task per connection, and the access-log flush timer.
 
 use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -28,11 +30,35 @@ pub enum Command {
     Apply(Vec<Assignment>),
     /// Close every listener; open connections go on (a graceful stop).
     StopAccepting,
+    /// A new process took the listeners (ops/upgrade/): close them as
+    /// [`Command::StopAccepting`] does, but serve a client accepted and still
+    /// waiting for its place instead of resetting it; answer once the accept
+    /// loops are gone, so that such a client holds its place before the
+    /// drain first counts them.
+    HandedOver(oneshot::Sender<()>),
     /// Write the buffered access-log lines now, then answer (before exit).
     Flush(oneshot::Sender<()>),
     /// Reset every open connection (the grace period is over), log them,
     /// write the access log, then answer.
     Cut(oneshot::Sender<()>),
+    /// Answer with a copy of every listener, for a new process that takes
+    /// them over (ops/upgrade/), or why one could not be copied (out of
+    /// descriptors, say): a handover that left one out would reset the
+    /// clients queued on it. The worker's own stay as they are.
+    Lend(oneshot::Sender<io::Result<Vec<Lent>>>),
+}
+
+/// A copy of one of a worker's listeners, lent for a handover.
+#[derive(Debug)]
+pub struct Lent {
+    /// The frontend it listens for.
+    pub frontend: String,
+    /// The frontend's `listen` as configured.
+    pub configured: SocketAddr,
+    /// The address it is bound to.
+    pub bound: SocketAddr,
+    /// The copy (close-on-exec, registered nowhere).
+    pub fd: OwnedFd,
 }
 
 /// One frontend a worker is to run.
@@ -40,17 +66,51 @@ pub enum Command {
 pub struct Assignment {
     /// The frontend.
     pub shared: Arc<Shared>,
-    /// Its listener for this worker, when the frontend is new to it or
-    /// listens somewhere new.
-    pub listener: Option<std::net::TcpListener>,
+    /// Its listeners for this worker, when the frontend is new to it or
+    /// listens somewhere new (usually one; after a handover, as many as
+    /// the old process handed to this worker); empty: keep the ones it has.
+    pub listeners: Vec<std::net::TcpListener>,
 }
 
-/// A frontend running on a worker: its accept loop, and the state the loop
-/// hands to each new connection (swapped by a reload).
+/// A frontend running on a worker: its listeners, an accept loop on each,
+/// and the state the loops hand to each new connection (swapped by a
+/// reload).
 #[derive(Debug)]
 struct Running {
     slot: Rc<RefCell<Rc<Local>>>,
-    accept: JoinHandle<()>,
+    listeners: Vec<Rc<TcpListener>>,
+    accepts: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting: the loops end at the executor's next turn and drop
+    /// their listeners, which leave the epoll set before they close.
+    fn stop(self) {
+        for accept in self.accepts {
+            accept.abort();
+        }
+    }
+
+    /// A copy of each listener, into `lent`.
+    fn lend(&self, lent: &mut Vec<Lent>) -> io::Result<()> {
+        let shared = &self.slot.borrow().shared;
+        let name = &shared.frontend.name;
+        let context = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("frontend {name}: a listener cannot be copied: {e}"),
+            )
+        };
+        for listener in &self.listeners {
+            lent.push(Lent {
+                frontend: name.clone(),
+                configured: shared.frontend.listen,
+                bound: listener.local_addr().map_err(context)?,
+                fd: listener.as_fd().try_clone_to_owned().map_err(context)?,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// One worker: runs what the main thread says, until the process exits.
@@ -72,8 +132,25 @@ pub async fn worker(
             }
             Command::StopAccepting => {
                 for frontend in running.drain(..) {
-                    frontend.accept.abort();
+                    frontend.stop();
                 }
+            }
+            Command::HandedOver(done) => {
+                context.handed_over.set(true);
+                for frontend in running.drain(..) {
+                    frontend.stop();
+                }
+                // The aborted loops are dropped before this task comes back
+                // from its yields (each goes to the back of the queue).
+                for _ in 0..3 {
+                    runtime::yield_now().await;
+                }
+                let _ = done.send(());
+            }
+            Command::Lend(answer) => {
+                let mut lent = Vec::new();
+                let result = running.iter().try_for_each(|r| r.lend(&mut lent));
+                let _ = answer.send(result.map(|()| lent));
             }
             Command::Flush(done) => {
                 flush(&context);
@@ -125,7 +202,7 @@ fn apply(
 ) -> Vec<Running> {
     let mut before: Vec<Option<Running>> = before.into_iter().map(Some).collect();
     let mut after = Vec::new();
-    for Assignment { shared, listener } in assignments {
+    for Assignment { shared, listeners } in assignments {
         let name = &shared.frontend.name;
         let old = before
             .iter_mut()
@@ -134,8 +211,8 @@ fn apply(
                     .is_some_and(|r| r.slot.borrow().shared.frontend.name == *name)
             })
             .and_then(Option::take);
-        match (old, listener) {
-            (Some(running), None) => {
+        match (old, listeners.is_empty()) {
+            (Some(running), true) => {
                 let unchanged = Arc::ptr_eq(&running.slot.borrow().shared, &shared);
                 if !unchanged {
                     // New connections get the new pool; open ones keep the
@@ -144,22 +221,52 @@ fn apply(
                 }
                 after.push(running);
             }
-            (old, Some(listener)) => {
+            (old, false) => {
                 if let Some(old) = old {
-                    old.accept.abort(); // it moved to another address
+                    old.stop(); // it moved to another address
                 }
-                let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, context))));
-                let accept = spawn(accept_loop(listener, slot.clone()));
-                after.push(Running { slot, accept });
+                after.push(start(shared, listeners, context));
             }
-            (None, None) => crate::error!("frontend {name}: no listener on this worker"),
+            (None, true) => crate::error!("frontend {name}: no listener on this worker"),
         }
     }
     // Frontends the new configuration dropped: their listeners close.
     for running in before.into_iter().flatten() {
-        running.accept.abort();
+        running.stop();
     }
     after
+}
+
+/// A frontend new to this worker (or listening somewhere new): its
+/// listeners registered here, an accept loop on each.
+fn start(
+    shared: Arc<Shared>,
+    listeners: Vec<std::net::TcpListener>,
+    context: &Rc<WorkerContext>,
+) -> Running {
+    let name = shared.frontend.name.clone();
+    let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, context))));
+    let mut running = Running {
+        slot,
+        listeners: Vec::new(),
+        accepts: Vec::new(),
+    };
+    for listener in listeners {
+        // Adopted (from_std): removed from the epoll set before it closes,
+        // since a copy may live on elsewhere (a handover, ops/upgrade/).
+        match TcpListener::from_std(listener) {
+            Ok(listener) => {
+                let listener = Rc::new(listener);
+                let accept = spawn(accept_loop(listener.clone(), running.slot.clone()));
+                running.listeners.push(listener);
+                running.accepts.push(accept);
+            }
+            Err(e) => {
+                crate::error!("frontend {name}: cannot watch its listener: {e}; not accepting here")
+            }
+        }
+    }
+    running
 }
 
 /// The places under the global and the frontend maxconn for a client the
@@ -195,15 +302,7 @@ async fn admit(slot: &RefCell<Rc<Local>>) -> (Rc<Local>, Places) {
 /// one task per connection. At the frontend's or the global maxconn it
 /// stops accepting: new clients wait in the kernel's listen queue
 /// (HAProxy's behaviour) instead of being accepted and dropped.
-async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>>>) {
-    let listener = match TcpListener::from_std(listener) {
-        Ok(listener) => listener,
-        Err(e) => {
-            let name = slot.borrow().shared.frontend.name.clone();
-            crate::error!("frontend {name}: cannot watch its listener: {e}; not accepting here");
-            return;
-        }
-    };
+async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<Local>>>) {
     let mut errors = AcceptErrors::new();
     loop {
         let local = slot.borrow().clone();
@@ -236,7 +335,8 @@ async fn accept_loop(listener: std::net::TcpListener, slot: Rc<RefCell<Rc<Local>
 /// the accept loop is dropped meanwhile (aborted by a stop or a reload that
 /// closes its listener), the client is reset and gets its access-log line
 /// (`KQ`, connection.rs `cut_while_waiting`) instead of vanishing with the
-/// loop.
+/// loop; unless a new process took the listeners (an upgrade), which must
+/// lose no client: then it is served here, over the maxconn.
 struct Waiting<'a> {
     client: Option<TcpStream>,
     peer: SocketAddr,
@@ -268,6 +368,15 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
             let local = self.slot.borrow().clone();
+            if local.worker.handed_over.get() {
+                // Its listener went to a new process: the client cannot go
+                // back to the kernel's queue, so it is served here, over the
+                // maxconn (by one client per loop, once), and the drain waits
+                // for it like any other.
+                let places = local.admit_over();
+                spawn(connection::serve(client, self.peer, local, places));
+                return;
+            }
             connection::cut_while_waiting(client, self.peer, self.accepted, self.started, &local);
         }
     }
@@ -308,6 +417,7 @@ mod tests {
         let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, &context))));
         let rt = runtime::Runtime::new().expect("a runtime");
         let mut client = rt.block_on(async {
+            let listener = Rc::new(TcpListener::from_std(listener).expect("registered"));
             let accept = spawn(accept_loop(listener, slot.clone()));
             // The loop sees room and waits in accept; another worker (here,
             // the test) takes the last place before the client comes.

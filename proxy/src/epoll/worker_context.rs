@@ -36,6 +36,9 @@ pub struct WorkerContext {
     pub pipes: Arc<Limit>,
     /// The once-a-second line for connections that fell back from splice.
     pub splice_fallbacks: RefCell<Throttle>,
+    /// A new process took the listeners (ops/upgrade/): a client accepted
+    /// but still waiting for its place is served anyway, not reset.
+    pub handed_over: Cell<bool>,
 }
 
 /// Clients refused after they had gone (closed or reset their side before
@@ -67,6 +70,7 @@ impl WorkerContext {
             gone: RefCell::default(),
             pipes: Limit::new(Some(0)),
             splice_fallbacks: RefCell::default(),
+            handed_over: Cell::new(false),
         }
     }
 

@@ -10,8 +10,10 @@
 //!   running ──SIGHUP──▶ reload the file (epoll mode), keep running
 //!      │    ──SIGUSR1─▶ reopen the access-log file (epoll mode), keep running
 //!      │    ──SIGQUIT─▶ dump the state to the log (HAProxy's meaning), keep running
+//!      │    ──SIGUSR2─▶ start a new binary that takes the listeners (epoll mode with an
+//!      │                upgrade socket, ops/upgrade/), keep running until it has them
 //!      │
-//!   SIGTERM / SIGINT
+//!   SIGTERM / SIGINT, or a new process took the listeners (ops/upgrade/)
 //!      ▼
 //!   draining: listeners closed (new clients are refused by the kernel),
 //!      │      open connections go on; the last one to end wakes the drain
@@ -52,21 +54,23 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 /// The signals the proxy acts on. SIGQUIT among them: its default action
 /// would end the process with a core dump; here it asks for the state in
 /// the log (HAProxy's meaning; nginx's graceful stop is our SIGTERM).
-pub const HANDLED: [Signal; 5] = [
+pub const HANDLED: [Signal; 6] = [
     Signal::Interrupt,
     Signal::Terminate,
     Signal::Hangup,
     Signal::User1,
     Signal::Quit,
+    Signal::User2,
 ];
 
 /// The same, as nix names them, for blocking them and for `sigwait`.
-const HANDLED_NIX: [NixSignal; 5] = [
+const HANDLED_NIX: [NixSignal; 6] = [
     NixSignal::SIGINT,
     NixSignal::SIGTERM,
     NixSignal::SIGHUP,
     NixSignal::SIGUSR1,
     NixSignal::SIGQUIT,
+    NixSignal::SIGUSR2,
 ];
 
 /// The signals the proxy acts on, as a set: what is blocked, and what a
@@ -79,14 +83,14 @@ pub fn handled_set() -> SigSet {
     set
 }
 
-/// Blocks SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGQUIT in this thread and in every thread it
+/// Blocks SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGQUIT in this thread and in every thread it
 /// starts afterwards. Call it first thing, before any thread exists.
 pub fn block_signals() -> io::Result<()> {
     handled_set().thread_block().map_err(io::Error::from)
 }
 
 /// The single mode's way: a thread that ends the process with status 0 at
-/// the first SIGTERM or SIGINT. SIGHUP and SIGUSR1 are logged and ignored;
+/// the first SIGTERM or SIGINT. SIGHUP, SIGUSR1 and SIGUSR2 are logged and ignored;
 /// SIGQUIT logs the little state the mode has and it goes on.
 pub fn exit_on_signals() -> io::Result<()> {
     block_signals()?;
@@ -96,9 +100,12 @@ pub fn exit_on_signals() -> io::Result<()> {
         .spawn(move || {
             loop {
                 match set.wait() {
-                    Ok(signal @ (NixSignal::SIGHUP | NixSignal::SIGUSR1)) => crate::warn!(
-                        "{signal}: the single mode has nothing to reload or reopen; ignored"
-                    ),
+                    Ok(signal @ (NixSignal::SIGHUP | NixSignal::SIGUSR1 | NixSignal::SIGUSR2)) => {
+                        crate::warn!(
+                            "{signal}: the single mode has nothing to reload, reopen or upgrade; \
+                             ignored"
+                        )
+                    }
                     Ok(NixSignal::SIGQUIT) => say::state("single", None),
                     Ok(signal) => {
                         crate::info!("{signal}: exiting");
@@ -204,9 +211,9 @@ pub enum Drained {
     Cut,
 }
 
-/// Waits, after a stop signal, until every connection of `count` is done,
-/// the grace period is over, or a second stop signal comes. The caller has
-/// already stopped accepting. Woken by the last connection's end, by a
+/// Waits, after a stop signal (`first`, its name or what else began the
+/// stop), until every connection of `count` is done, the grace period is
+/// over, or a stop signal comes. The caller has already stopped accepting. Woken by the last connection's end, by a
 /// signal, or by the end of the grace period: nothing polls the count.
 /// A SIGQUIT meanwhile calls `dump` (the mode's state to the log) and the
 /// drain goes on.
@@ -214,11 +221,11 @@ pub async fn drain(
     signals: &Signals,
     count: &impl OpenCount,
     grace: Duration,
-    first: Signal,
+    first: &str,
     dump: impl Fn(),
 ) -> Drained {
     let deadline = Instant::now() + grace;
-    say::stopping(first.name(), count.open(), grace);
+    say::stopping(first, count.open(), grace);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let ended = time::timeout(left, select(count.drained(), signals.recv())).await;
@@ -299,8 +306,8 @@ pub mod say {
     /// access log (`mode`: pool, states).
     pub fn nothing_to_reload(signal: &str, mode: &str) {
         crate::warn!(
-            "{signal}: the {mode} mode takes flags only and has no access log, nothing to reload \
-             or reopen; ignored"
+            "{signal}: the {mode} mode takes flags only and has no access log, nothing to reload, \
+             reopen or upgrade; ignored"
         );
     }
 }

@@ -71,6 +71,8 @@ pub struct Opens {
     /// Some frontend may splice (`splice auto` or `on`, the epoll mode):
     /// pipes get a budget ([`Budget::pipes`]).
     pub splice: bool,
+    /// An upgrade socket is set (ops/upgrade/).
+    pub upgrade: bool,
 }
 
 /// The descriptors kept back, item by item: what the message and the docs
@@ -111,33 +113,7 @@ impl Reserve {
                 "an accepted client per accept loop, waiting for its place".to_string(),
             ),
         ];
-        if opens.checks > 0 {
-            items.push((
-                2 * (2 + opens.checks),
-                format!(
-                    "health checks, twice (a reload's checker overlaps the old): epoll, eventfd and \
-                     {} check socket(s)",
-                    opens.checks
-                ),
-            ));
-        }
-        if opens.access_log_file {
-            items.push((
-                2,
-                "the access-log file, twice (SIGUSR1 opens the new one first)".to_string(),
-            ));
-        }
-        if let Some(connections) = opens.admin_connections {
-            // One more connection for a moment: a newcomer is accepted
-            // before the one that gives way to it is closed (ops/admin).
-            items.push((
-                3 + connections + 1,
-                format!(
-                    "admin: epoll, eventfd, listener and {connections} connections, one more \
-                     while a newcomer takes a place"
-                ),
-            ));
-        }
+        items.extend(optional_items(opens, listeners));
         items.push((MARGIN, "margin".to_string()));
         Reserve { items }
     }
@@ -156,6 +132,61 @@ impl Reserve {
         }
         out
     }
+}
+
+/// The items only some configurations have: health checks, an access-log
+/// file, the admin listener, an upgrade socket (`listeners`: frontends ×
+/// workers).
+fn optional_items(opens: &Opens, listeners: u64) -> Vec<(u64, String)> {
+    let mut items = Vec::new();
+    if opens.checks > 0 {
+        items.push((
+            2 * (2 + opens.checks),
+            format!(
+                "health checks, twice (a reload's checker overlaps the old): epoll, eventfd and \
+                 {} check socket(s)",
+                opens.checks
+            ),
+        ));
+    }
+    if opens.access_log_file {
+        items.push((
+            2,
+            "the access-log file, twice (SIGUSR1 opens the new one first)".to_string(),
+        ));
+    }
+    if let Some(connections) = opens.admin_connections {
+        // One more connection for a moment: a newcomer is accepted
+        // before the one that gives way to it is closed (ops/admin).
+        items.push((
+            3 + connections + 1,
+            format!(
+                "admin: epoll, eventfd, listener and {connections} connections, one more \
+                 while a newcomer takes a place"
+            ),
+        ));
+    }
+    if opens.upgrade {
+        // The admin listener's copy is kept for the whole run, and lent.
+        let admin = if opens.admin_connections.is_some() {
+            2
+        } else {
+            0
+        };
+        items.push((
+            2 + listeners + admin,
+            format!(
+                "upgrade: the socket file, a handover's connection, and a copy of each of the \
+                 {listeners} listener(s){} while it is handed over",
+                if admin > 0 {
+                    " and of the admin's (kept)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    items
 }
 
 /// The descriptor limit and what it leaves for connections.
@@ -355,11 +386,22 @@ mod tests {
             access_log_file: true,
             admin_connections: Some(64),
             splice: false,
+            upgrade: false,
         };
         // 3 + 3 + 8 + 2×12 + 12 + 2×(2+5) + 2 + (3+64+1) + 16.
         assert_eq!(
             Reserve::of(&big).total(),
             3 + 3 + 8 + 24 + 12 + 14 + 2 + 68 + 16
+        );
+        // An upgrade socket: its file, a handover's connection, a copy of
+        // each of the 12 listeners and two of the admin's.
+        let upgradable = Opens {
+            upgrade: true,
+            ..big
+        };
+        assert_eq!(
+            Reserve::of(&upgradable).total(),
+            Reserve::of(&big).total() + 2 + 12 + 2
         );
         // No workers still counts one event loop.
         assert_eq!(

@@ -143,6 +143,20 @@ pub struct CheckCounts {
     pub failures: u64,
 }
 
+/// Where one server stands: up or down, and how far into `fall` (while
+/// up) or `rise` (while down) it is. What an upgrade carries from the old
+/// process to the new one, so that a server known down stays down until it
+/// passes `rise` checks (`ops/upgrade/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    /// Up (traffic goes there) or down.
+    pub up: bool,
+    /// Failures in a row while up.
+    pub failures: u32,
+    /// Successful checks in a row while down.
+    pub successes: u32,
+}
+
 /// Consecutive failures (counted while up) or successes (while down).
 #[derive(Debug, Default)]
 struct Streak {
@@ -219,6 +233,48 @@ impl HealthBoard {
         CheckCounts {
             successes: server.check_successes.load(Ordering::Relaxed),
             failures: server.check_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Where server `index` stands now.
+    pub fn standing(&self, index: usize) -> Standing {
+        let server = &self.servers[index];
+        let streak = server.streak.lock().unwrap_or_else(PoisonError::into_inner);
+        Standing {
+            up: server.up.load(Ordering::Relaxed),
+            failures: streak.failures,
+            successes: streak.successes,
+        }
+    }
+
+    /// Starts server `index` where `standing` says (a checked server only:
+    /// one without `check` is always up). Before any traffic: a server
+    /// seeded down bumps the generation, so every balancer copies it before
+    /// its first pick. Streaks longer than this board's `fall` or `rise`
+    /// (the new configuration may have shortened them) are cut to one short
+    /// of the change, so the next report decides.
+    pub fn seed(&self, index: usize, standing: Standing) {
+        let server = &self.servers[index];
+        let Some(check) = server.check else {
+            return;
+        };
+        let mut streak = server.streak.lock().unwrap_or_else(PoisonError::into_inner);
+        streak.failures = match standing.up {
+            true => standing.failures.min(check.fall.saturating_sub(1)),
+            false => 0,
+        };
+        streak.successes = match standing.up {
+            true => 0,
+            false => standing.successes.min(check.rise.saturating_sub(1)),
+        };
+        server.failing.store(streak.failures > 0, Ordering::Relaxed);
+        if server.up.load(Ordering::Relaxed) != standing.up {
+            self.set_up(server, standing.up);
+            let state = if standing.up { "UP" } else { "DOWN" };
+            crate::info!(
+                "{} is {state}: as the previous process left it",
+                self.name(server)
+            );
         }
     }
 
@@ -446,6 +502,51 @@ mod tests {
             b.check_result(1, Err("connection refused".into()));
         }
         assert!(b.is_up(1) && b.checked(1).is_none() && b.generation() == 0);
+    }
+
+    // Issue 14: a server the old process knew to be down starts down in the
+    // new one, and needs `rise` checks to come back; its streaks carry over.
+    #[test]
+    fn a_seeded_standing_carries_over_down_until_rise_checks() {
+        let old = board();
+        trace(&old, "fffs");
+        let standing = old.standing(0);
+        assert_eq!(
+            standing,
+            Standing {
+                up: false,
+                failures: 0,
+                successes: 1
+            }
+        );
+        let new = board();
+        new.seed(0, standing);
+        assert!(!new.is_up(0));
+        assert_eq!(
+            new.generation(),
+            1,
+            "a balancer copies it before its first pick"
+        );
+        assert_eq!(trace(&new, "s"), "U", "one more success makes rise 2");
+        let failing = board();
+        failing.seed(
+            0,
+            Standing {
+                up: true,
+                failures: 7,
+                successes: 0,
+            },
+        );
+        assert_eq!(trace(&failing, "f"), "D", "cut to one short of fall 3");
+        new.seed(
+            1,
+            Standing {
+                up: false,
+                failures: 0,
+                successes: 0,
+            },
+        );
+        assert!(new.is_up(1), "an unchecked server is always up");
     }
 
     #[test]

@@ -111,6 +111,19 @@ impl Limit {
             })
     }
 
+    /// Takes a place even at the ceiling. For the rare client an upgrade
+    /// finds accepted but still waiting for its place (epoll/worker.rs,
+    /// `Waiting`): it cannot go back to the kernel's queue, and resetting it
+    /// would lose it, so it goes over the limit, by at most one client per
+    /// accept loop, once. HAProxy's maxconn is exceeded the same way by the
+    /// few clients its threads accept in a race.
+    pub fn acquire_over(self: &Arc<Self>) -> Permit {
+        self.open.fetch_add(1, SeqCst);
+        Permit {
+            limit: self.clone(),
+        }
+    }
+
     /// Completes at the next place given back (or ceiling moved) after it
     /// was made: take it *before* looking at [`Limit::has_room`], and a
     /// place freed in between is not missed.

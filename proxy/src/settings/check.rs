@@ -81,6 +81,8 @@ pub struct Fixed {
     pub admin: bool,
     /// The access log goes to a file.
     pub access_log_file: bool,
+    /// An upgrade socket is set.
+    pub upgrade: bool,
 }
 
 impl Fixed {
@@ -92,6 +94,7 @@ impl Fixed {
             workers,
             admin: config.global.admin.is_some(),
             access_log_file: matches!(config.global.access_log, Some(AccessLogTarget::File(_))),
+            upgrade: config.global.upgrade_socket.is_some(),
         }
     }
 }
@@ -114,6 +117,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         workers,
         admin,
         access_log_file,
+        upgrade,
     } = fixed;
     let checks = frontends
         .iter()
@@ -128,6 +132,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         access_log_file,
         admin_connections: admin.then(|| u64::from(AdminOptions::default().max_connections)),
         splice: frontends.iter().any(|f| f.splice != Splice::Off),
+        upgrade,
     }
 }
 

@@ -154,6 +154,12 @@ pub struct Settings {
     /// `--admin-request-timeout DUR`: how long an admin client has to send
     /// its request head (overrides the file's `timeout admin-request`).
     pub admin_request_timeout: Option<Duration>,
+    /// `--upgrade-socket PATH`: offer the listeners there (overrides the
+    /// file's `upgrade-socket`).
+    pub upgrade_socket: Option<PathBuf>,
+    /// `--upgrade-from PATH`: take the listeners of the proxy offering them
+    /// there, instead of binding them.
+    pub upgrade_from: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -181,6 +187,8 @@ impl Default for Settings {
             log_format: None,
             admin: None,
             admin_request_timeout: None,
+            upgrade_socket: None,
+            upgrade_from: None,
         }
     }
 }
@@ -213,6 +221,7 @@ impl Settings {
                 access_log: self.access_log.clone(),
                 log_format: self.log_format,
                 admin_request: self.admin_request_timeout,
+                upgrade_socket: self.upgrade_socket.clone(),
             },
             frontends: vec![Frontend {
                 name: "default".to_string(),
@@ -268,7 +277,8 @@ USAGE
     proxy --listen ADDR --backend ADDR [--backend ADDR ...] [OPTIONS]
     proxy --config FILE [--workers N] [--backlog N] [--grace DUR] [--log-level LEVEL]
                         [--access-log WHERE] [--log-format FORMAT] [--admin ADDR]
-                        [--admin-request-timeout DUR]
+                        [--admin-request-timeout DUR] [--upgrade-socket PATH]
+                        [--upgrade-from PATH]
     proxy --check-config FILE validate a configuration file and exit (0 ok, 2 errors)
 
 Every connection accepted on --listen is relayed, bytes unchanged in both
@@ -519,6 +529,29 @@ const FLAGS: &[Flag<Args>] = &[
         },
     },
     Flag {
+        name: "--upgrade-socket",
+        arg: "PATH",
+        needs: "a path, like /run/proxy/upgrade.sock",
+        help: "epoll: offer the listeners on this Unix socket to a new\n\
+               \x20                            process (--upgrade-from; SIGUSR2 starts one)\n\
+               \x20                                                            [default: off]",
+        set: |a, v| {
+            a.settings.upgrade_socket = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--upgrade-from",
+        arg: "PATH",
+        needs: "the path of a running proxy's upgrade socket",
+        help: "epoll: take the listeners of the proxy offering them on\n\
+               \x20                            PATH; it then drains and exits",
+        set: |a, v| {
+            a.settings.upgrade_from = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
         name: "--log-level",
         arg: "LEVEL",
         needs: "error, warn, info or debug",
@@ -595,6 +628,9 @@ const EPOLL_ONLY: &[&str] = &[
     "--admin-request-timeout",
 ];
 
+/// Flags of the handover of listeners between two processes (ops/upgrade/).
+const UPGRADE: &[&str] = &["--upgrade-socket", "--upgrade-from"];
+
 /// Flags that size threads: the states mode has one, and no picker to share.
 const THREADS: &[&str] = &["--threads", "--workers", "--picker"];
 
@@ -611,6 +647,12 @@ struct Refusal {
 /// matches says why. A flag no rule names is taken by every mode (the pool
 /// mode ignores `--workers`, the epoll mode `--threads`: both run alone).
 const REFUSALS: &[Refusal] = &[
+    Refusal {
+        modes: &[Mode::Single, Mode::Pool, Mode::States],
+        flags: UPGRADE,
+        why: "is for the epoll mode, the one that can hand its listeners to a new process and \
+              take them from an old one; stop this one and start the new one instead",
+    },
     Refusal {
         modes: &[Mode::Single],
         flags: &["--grace"],
@@ -892,6 +934,20 @@ mod tests {
         assert_eq!(run("--backend 127.0.0.1:1 --splice off"), Splice::Off);
         let e = error("--backend 127.0.0.1:1 --mode single --grace 1s");
         assert!(e.contains("exits at once on SIGTERM"), "{e}");
+        // Issue 14: only the epoll mode hands its listeners over.
+        for mode in ["single", "pool", "states"] {
+            for flag in ["--upgrade-socket /run/p.sock", "--upgrade-from /run/p.sock"] {
+                let e = error(&format!("--backend 127.0.0.1:1 --mode {mode} {flag}"));
+                assert!(e.contains("can hand its listeners to a new process"), "{e}");
+                assert!(e.contains(&format!("--mode {mode}")), "{e}");
+            }
+        }
+        let s = settings("--backend 127.0.0.1:1 --upgrade-socket /run/p.sock --upgrade-from /x");
+        assert_eq!(
+            s.upgrade_socket.as_deref(),
+            Some(std::path::Path::new("/run/p.sock"))
+        );
+        assert_eq!(s.upgrade_from.as_deref(), Some(std::path::Path::new("/x")));
         let e = error("--backend 127.0.0.1:1 --mode pool --admin 127.0.0.1:9100");
         assert!(e.contains("--mode pool: milestones 2 to 4"), "{e}");
         assert!(error("--mode states --config lb.conf").contains("takes flags only"));

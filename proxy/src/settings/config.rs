@@ -62,6 +62,9 @@ pub struct Global {
     /// send its whole request head (`None`: the admin listener's default,
     /// 1s).
     pub admin_request: Option<Duration>,
+    /// `upgrade-socket PATH`: where the running proxy offers its listeners
+    /// to a new process (`--upgrade-from PATH`; `None`: off).
+    pub upgrade_socket: Option<PathBuf>,
 }
 
 /// Where the access log goes.

@@ -402,6 +402,7 @@ mod tests {
                 access_log: Some(AccessLogTarget::Stderr),
                 log_format: Some(Format::Tcplog),
                 admin_request: Some(Duration::from_secs(1)),
+                upgrade_socket: None,
             }
         );
         assert_eq!(c.frontends.len(), 3);
@@ -667,7 +668,8 @@ mod tests {
             (
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
-                 which takes maxconn, workers, grace, admin, access-log, log-format and timeout",
+                 which takes maxconn, workers, grace, admin, access-log, log-format, timeout and \
+                 upgrade-socket",
             ),
             (
                 &fe("  backend localhost:80\n"),

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //!   global      GLOBAL        maxconn workers grace admin access-log log-format timeout
+//!                             upgrade-socket
 //!     timeout   GLOBAL_TIMEOUTS  admin-request
 //!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny splice ...
 //!                             use-group default-group not-tls
@@ -241,6 +242,13 @@ pub const GLOBAL: &[Opt<GlobalDraft>] = &[
     Opt {
         name: "timeout",
         setter: Setter::Line(set_global_timeout),
+    },
+    Opt {
+        name: "upgrade-socket",
+        setter: Setter::Value {
+            hint: "a path, like /run/proxy/upgrade.sock",
+            set: |_, g, v| g.global.upgrade_socket = Some(v.text.into()),
+        },
     },
 ];
 

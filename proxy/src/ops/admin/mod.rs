@@ -66,10 +66,13 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use runtime::combinator::select;
 use runtime::net::{ListenOptions, TcpListener, bind_std};
+use runtime::notify::Notify;
 use runtime::{spawn as spawn_task, time};
 
 use crate::conn::accept::AcceptErrors;
@@ -144,6 +147,13 @@ pub fn spawn_with(
     registry: Arc<Published>,
     options: AdminOptions,
 ) -> io::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = bind(addr, &options)?;
+    serve_on(listener, registry, options, Arc::default())
+}
+
+/// Binds the admin listener on `addr` (a loopback address unless the
+/// options allow others), for [`serve_on`].
+pub fn bind(addr: SocketAddr, options: &AdminOptions) -> io::Result<std::net::TcpListener> {
     if !options.allow_remote && !is_loopback(addr.ip()) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -156,8 +166,19 @@ pub fn spawn_with(
         backlog: BACKLOG,
         ..ListenOptions::default()
     };
-    let listener = bind_std(addr, &listen)
-        .map_err(|e| io::Error::new(e.kind(), format!("admin: cannot listen on {addr}: {e}")))?;
+    bind_std(addr, &listen)
+        .map_err(|e| io::Error::new(e.kind(), format!("admin: cannot listen on {addr}: {e}")))
+}
+
+/// Serves on `listener` (bound by [`bind`], or handed over by the process
+/// this one replaces, ops/upgrade/) on the "admin" thread, until `stop`
+/// says to stop accepting. Returns the address and the thread.
+pub fn serve_on(
+    listener: std::net::TcpListener,
+    registry: Arc<Published>,
+    options: AdminOptions,
+    stop: Arc<StopAccepting>,
+) -> io::Result<(SocketAddr, JoinHandle<()>)> {
     let local = listener.local_addr()?;
     // A runtime cannot move between threads, so the thread builds its own
     // (and registers the listener with it) and tells us whether that worked.
@@ -174,7 +195,11 @@ pub fn spawn_with(
             match TcpListener::from_std(listener) {
                 Ok(listener) => {
                     let _ = started.send(Ok(()));
-                    serve_forever(listener, registry, options).await;
+                    let stopped = stop.stopped();
+                    // Stopped: the accept loop and its listener are dropped;
+                    // the connections it spawned run on to their end.
+                    let _ = select(serve_forever(listener, registry, options), stopped).await;
+                    std::future::pending::<()>().await;
                 }
                 Err(e) => {
                     let _ = started.send(Err(e));
@@ -186,6 +211,35 @@ pub fn spawn_with(
         Ok(Ok(())) => Ok((local, handle)),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(io::Error::other("the admin thread died while starting")),
+    }
+}
+
+/// "Stop accepting" for the admin listener, from another thread: once a
+/// new process has taken the listeners (ops/upgrade/), scrapes go to it.
+/// The listener closes (after its `EPOLL_CTL_DEL`: the new process holds the
+/// same socket); connections already accepted finish.
+#[derive(Debug, Default)]
+pub struct StopAccepting {
+    stopped: AtomicBool,
+    notify: Notify,
+}
+
+impl StopAccepting {
+    /// Stops the accept loop.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.notify.notify_all();
+    }
+
+    async fn stopped(&self) {
+        loop {
+            // Taken before the flag is read, so a stop in between is seen.
+            let notified = self.notify.notified();
+            if self.stopped.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 

@@ -1,0 +1,203 @@
+//! The epoll mode's side of an upgrade (ops/upgrade/ holds the protocol):
+//! what the old process lends its successor, and how the new process finds
+//! its frontends' sockets among what it was handed, closes the rest, and
+//! seeds its health boards.
+//!
+//! A handed socket belongs to a frontend of the new configuration if it is
+//! bound to the frontend's `listen` address, or if it was the listener of
+//! a frontend of the same name configured with the same address (which is
+//! how `listen 127.0.0.1:0` finds its socket again). Each frontend gets
+//! every socket that matches: all of its SO_REUSEPORT group
+//! ([`super::frontend::spread_handed`]).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use runtime::{mpsc, oneshot, time};
+
+use crate::ops::upgrade::wire::{BackendStanding, Tag};
+use crate::settings::config::Frontend;
+
+use super::frontend::Shared;
+use super::worker::Command;
+
+/// How long a worker may take to lend its listeners.
+const LEND: Duration = Duration::from_secs(2);
+
+/// Takes out of `handed` the sockets that belong to `frontend` (module
+/// docs), in the order they came.
+pub fn take_frontend(
+    handed: &mut Vec<(Tag, OwnedFd)>,
+    frontend: &Frontend,
+) -> Vec<std::net::TcpListener> {
+    let (mine, rest) = std::mem::take(handed)
+        .into_iter()
+        .partition(|(tag, _)| match tag {
+            Tag::Frontend {
+                name,
+                configured,
+                bound,
+                ..
+            } => {
+                *bound == frontend.listen
+                    || (*name == frontend.name && *configured == frontend.listen)
+            }
+            Tag::Admin { .. } => false,
+        });
+    *handed = rest;
+    let mine: Vec<(Tag, OwnedFd)> = mine;
+    mine.into_iter()
+        .map(|(_, fd)| std::net::TcpListener::from(fd))
+        .collect()
+}
+
+/// Takes out of `handed` the admin listener, if it was bound to or
+/// configured with `addr`.
+pub fn take_admin(
+    handed: &mut Vec<(Tag, OwnedFd)>,
+    addr: SocketAddr,
+) -> Option<std::net::TcpListener> {
+    let at = handed.iter().position(|(tag, _)| {
+        matches!(tag, Tag::Admin { configured, bound } if *configured == addr || *bound == addr)
+    })?;
+    Some(std::net::TcpListener::from(handed.remove(at).1))
+}
+
+/// Closes what no frontend of the new configuration took, and says so:
+/// clients queued on those sockets are reset once the old process closes
+/// its copies, as a reload that removes a frontend resets them. They were
+/// never registered with an epoll set here, so a plain close is the whole
+/// of it.
+pub fn close_unclaimed(handed: Vec<(Tag, OwnedFd)>) {
+    let mut gone: BTreeMap<String, (SocketAddr, usize)> = BTreeMap::new();
+    for (tag, fd) in handed {
+        let (name, bound) = match tag {
+            Tag::Frontend { name, bound, .. } => (format!("frontend {name}"), bound),
+            Tag::Admin { bound, .. } => ("the admin listener".to_string(), bound),
+        };
+        gone.entry(name).or_insert((bound, 0)).1 += 1;
+        drop(fd);
+    }
+    for (name, (bound, count)) in gone {
+        crate::warn!(
+            "upgrade: {name} on {bound} is not in this configuration: its {count} handed \
+             socket(s) closed; clients queued on them are reset"
+        );
+    }
+}
+
+/// Starts each backend of `shared` where the old process left it.
+pub fn seed(shared: &[Arc<Shared>], health: &[BackendStanding]) {
+    for s in shared {
+        for h in health.iter().filter(|h| h.frontend == s.frontend.name) {
+            let index = s.frontend.backends.iter().position(|b| b.addr == h.backend);
+            if let Some(index) = index {
+                s.board.seed(index, h.standing);
+            }
+        }
+    }
+}
+
+/// Where every checked backend of `running` stands.
+pub fn standings(running: &[Arc<Shared>]) -> Vec<BackendStanding> {
+    let mut all = Vec::new();
+    for s in running {
+        for (index, backend) in s.frontend.backends.iter().enumerate() {
+            if backend.check.is_some() {
+                all.push(BackendStanding {
+                    frontend: s.frontend.name.clone(),
+                    backend: backend.addr,
+                    standing: s.board.standing(index),
+                });
+            }
+        }
+    }
+    all
+}
+
+/// A copy of every listener of every worker, tagged. A worker that does
+/// not answer fails the whole handover: a socket left out would be closed
+/// with its queue when this process stops accepting.
+pub async fn lend(senders: &[mpsc::Sender<Command>]) -> io::Result<Vec<(Tag, OwnedFd)>> {
+    let mut answers = Vec::new();
+    for tx in senders {
+        let (done, answer) = oneshot::channel();
+        tx.send(Command::Lend(done))
+            .map_err(|_| io::Error::other("a worker is gone; no handover"))?;
+        answers.push(answer);
+    }
+    let mut all = Vec::new();
+    for (worker, answer) in answers.into_iter().enumerate() {
+        let lent = match time::timeout(LEND, answer).await {
+            Ok(Ok(Ok(lent))) => lent,
+            Ok(Ok(Err(e))) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("worker {worker}: {e}; no handover"),
+                ));
+            }
+            _ => {
+                return Err(io::Error::other(format!(
+                    "worker {worker} did not lend its listeners within {LEND:?}; no handover"
+                )));
+            }
+        };
+        all.extend(lent.into_iter().map(|l| {
+            let tag = Tag::Frontend {
+                name: l.frontend,
+                configured: l.configured,
+                bound: l.bound,
+                worker,
+            };
+            (tag, l.fd)
+        }));
+    }
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::cli::Settings;
+
+    fn tag(name: &str, configured: &str, bound: &str) -> Tag {
+        Tag::Frontend {
+            name: name.into(),
+            configured: configured.parse().expect("an address"),
+            bound: bound.parse().expect("an address"),
+            worker: 0,
+        }
+    }
+
+    fn fd() -> OwnedFd {
+        OwnedFd::from(std::net::TcpListener::bind("127.0.0.1:0").expect("a listener"))
+    }
+
+    #[test]
+    fn a_frontend_finds_its_sockets_by_address_or_by_name_and_configured_address() {
+        let mut frontend = Settings {
+            backends: vec!["127.0.0.1:9".parse().expect("an address")],
+            ..Settings::default()
+        }
+        .to_config()
+        .frontends
+        .remove(0);
+        frontend.listen = "127.0.0.1:0".parse().expect("an address");
+        let mut handed = vec![
+            (tag("default", "127.0.0.1:0", "127.0.0.1:4000"), fd()),
+            (tag("other", "127.0.0.1:0", "127.0.0.1:4001"), fd()),
+            (tag("default", "127.0.0.1:0", "127.0.0.1:4000"), fd()),
+        ];
+        assert_eq!(take_frontend(&mut handed, &frontend).len(), 2);
+        assert_eq!(handed.len(), 1);
+        // Renamed, same address: found by the address.
+        frontend.name = "renamed".into();
+        frontend.listen = "127.0.0.1:4001".parse().expect("an address");
+        assert_eq!(take_frontend(&mut handed, &frontend).len(), 1);
+        assert!(handed.is_empty());
+    }
+}

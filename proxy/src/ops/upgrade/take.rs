@@ -1,0 +1,121 @@
+//! The new process's side: connect to the old process's socket, check
+//! that it runs as our user, and take what it hands over; once the
+//! workers accept on the listeners, [`Handed::confirm`] says "taken".
+//!
+//! Everything here runs on the main thread before any worker starts, with
+//! blocking calls bounded by deadlines: a failure is an error that ends the
+//! new process before it accepted anything, and leaves the old one as it
+//! was (it sees our end close and goes on serving).
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::time::Duration;
+
+use super::socket::Endpoint;
+use super::wire::{BackendStanding, Message, Tag, VERSION};
+
+/// How long the old process may take to answer each message.
+const STEP: Duration = Duration::from_secs(10);
+/// The most listener messages taken: far more than any configuration has
+/// (253 listeners each); a peer that never says `end` is refused.
+const MAX_MESSAGES: usize = 10_000;
+
+/// What the old process handed over.
+#[derive(Debug)]
+pub struct Handed {
+    /// Its pid.
+    pub old_pid: u32,
+    /// Its listeners, each with its tag.
+    pub listeners: Vec<(Tag, OwnedFd)>,
+    /// Its backends' health.
+    pub health: Vec<BackendStanding>,
+    endpoint: Endpoint,
+}
+
+/// Connects to the old process at `path` and takes its listeners and its
+/// backends' health.
+pub fn take(path: &Path) -> io::Result<Handed> {
+    let context = |e: io::Error| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "--upgrade-from {}: {e}; nothing was taken over (an old process, if any, serves on)",
+                path.display()
+            ),
+        )
+    };
+    take_from(path).map_err(context)
+}
+
+fn take_from(path: &Path) -> io::Result<Handed> {
+    let endpoint = Endpoint::connect(path)?;
+    endpoint.set_deadline(STEP)?;
+    endpoint.check_peer()?;
+    let hello = Message::Hello {
+        version: VERSION,
+        pid: std::process::id(),
+    };
+    endpoint.send(&hello, &[])?;
+    let mut listeners = Vec::new();
+    let mut health = Vec::new();
+    for _ in 0..MAX_MESSAGES {
+        let (message, fds) = endpoint.recv()?;
+        match message {
+            Message::Listeners(tags) if tags.len() == fds.len() => {
+                listeners.extend(tags.into_iter().zip(fds));
+            }
+            Message::Listeners(tags) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{} listeners said, {} descriptors came",
+                        tags.len(),
+                        fds.len()
+                    ),
+                ));
+            }
+            Message::Health(standings) => health.extend(standings),
+            Message::End { pid } => {
+                return Ok(Handed {
+                    old_pid: pid,
+                    listeners,
+                    health,
+                    endpoint,
+                });
+            }
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("the old process sent {:?} before the end", other.encode()),
+                ));
+            }
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "the old process never said end",
+    ))
+}
+
+impl Handed {
+    /// Says "taken": the old process stops accepting and drains. Called
+    /// once our workers accept. An error here means the old process did not
+    /// hear it: it may still be accepting beside us (harmless for clients,
+    /// both serve), and the caller says so.
+    pub fn confirm(&self) -> io::Result<()> {
+        self.endpoint.send(
+            &Message::Taken {
+                pid: std::process::id(),
+            },
+            &[],
+        )?;
+        match self.endpoint.recv()?.0 {
+            Message::Ok => Ok(()),
+            other => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the old process answered {:?}", other.encode()),
+            )),
+        }
+    }
+}
