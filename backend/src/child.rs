@@ -110,6 +110,8 @@ pub struct Spawn {
     args: Vec<OsString>,
     stdout: Capture,
     stderr: Capture,
+    /// A file to read as stdin (`None`: `/dev/null`).
+    stdin: Option<PathBuf>,
     ready: Ready,
     within: Duration,
     /// Run as this user and group (uid, gid) instead of ours.
@@ -136,6 +138,7 @@ impl Spawn {
             args: Vec::new(),
             stdout: Capture::Nothing,
             stderr: Capture::All,
+            stdin: None,
             ready: Ready::AtOnce,
             within: START_TIMEOUT,
             user: None,
@@ -155,6 +158,13 @@ impl Spawn {
     /// Where stdout goes ([`Capture::Nothing`] unless said).
     pub fn stdout(mut self, capture: Capture) -> Spawn {
         self.stdout = capture;
+        self
+    }
+
+    /// A file it reads as its stdin (`/dev/null` unless said): what a
+    /// client program such as `openssl s_client` is to send.
+    pub fn stdin_file(mut self, path: impl AsRef<Path>) -> Spawn {
+        self.stdin = Some(path.as_ref().to_path_buf());
         self
     }
 
@@ -184,7 +194,10 @@ impl Spawn {
         let mut command = Command::new(&self.program);
         command
             .args(&self.args)
-            .stdin(Stdio::null())
+            .stdin(match &self.stdin {
+                Some(path) => Stdio::from(fs::File::open(path)?),
+                None => Stdio::null(),
+            })
             .stdout(stdio(&self.stdout)?)
             .stderr(stdio(&self.stderr)?);
         if let Some((uid, gid)) = self.user {

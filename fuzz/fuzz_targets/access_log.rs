@@ -9,8 +9,9 @@
 //! - as the fields of a finished connection (`Record`: any frontend name,
 //!   addresses, times, counts), written by the product in both formats and
 //!   read back, which must give every field back. The lines must also stay
-//!   one line each, whatever the name holds: tcplog only printable ASCII in
-//!   exactly nine fields, JSON no control character, so a frontend name can
+//!   one line each, whatever the names hold: tcplog only printable ASCII in
+//!   exactly nine fields (ten with a routed frontend's `{server name}`),
+//!   JSON no control character, so a frontend, group or server name can
 //!   never forge or split a log line.
 //!
 //! The time of a line is checked against a civil calendar of its own
@@ -49,9 +50,12 @@ fn record<'a>(u: &mut Unstructured<'a>) -> Result<Record<'a>> {
     let accepted = UNIX_EPOCH.checked_add(duration(u)?).unwrap_or(UNIX_EPOCH);
     let client = address(u)?;
     let frontend: &str = u.arbitrary()?;
-    if frontend.is_empty() {
+    let group: &str = u.arbitrary()?;
+    if frontend.is_empty() || group.is_empty() {
         return Err(libfuzzer_sys::arbitrary::Error::IncorrectFormat);
     }
+    // A frontend with use-group rules logs the server name, or none.
+    let server_name: Option<Option<&str>> = u.arbitrary()?;
     let backend = maybe(u, address)?;
     let wait = maybe(u, duration)?;
     let connect = maybe(u, duration)?;
@@ -60,6 +64,8 @@ fn record<'a>(u: &mut Unstructured<'a>) -> Result<Record<'a>> {
         accepted,
         client,
         frontend,
+        group,
+        server_name,
         backend,
         wait,
         connect,
@@ -111,8 +117,10 @@ fn round_trip_tcplog(r: &Record<'_>) {
     r.write_tcplog(&mut line);
     assert!(line.bytes().all(|b| (b' '..=b'~').contains(&b)), "{line:?}");
     let fields: Vec<&str> = line.split(' ').collect();
+    // Nine fields, and the capture in braces on a routed frontend.
+    let count = 9 + usize::from(r.server_name.is_some());
     assert!(
-        fields.len() == 9 && fields.iter().all(|f| !f.is_empty()),
+        fields.len() == count && fields.iter().all(|f| !f.is_empty()),
         "{line:?}"
     );
     let Some(p) = tcplog::parse_tcplog(&line) else {
@@ -132,7 +140,7 @@ fn round_trip_tcplog(r: &Record<'_>) {
         client: p.client,
         time: p.time.clone(),
         frontend: r.frontend.to_string(),
-        backend: r.frontend.to_string(),
+        backend: r.group.to_string(),
         server: r.backend.map(|a| a.to_string()),
         wait_ms: millis_or_none(r.wait),
         connect_ms: millis_or_none(r.connect),
@@ -147,6 +155,9 @@ fn round_trip_tcplog(r: &Record<'_>) {
         active_server: r.active_server,
         server_queue: 0,
         backend_queue: 0,
+        capture: r
+            .server_name
+            .map(|name| name.unwrap_or_default().to_string()),
     };
     assert_eq!(p, expected, "{line}");
 }
@@ -170,7 +181,7 @@ fn round_trip_json(r: &Record<'_>) {
         text(r.client.ip().to_string()),
         number(f64::from(r.client.port())),
         text(r.frontend.to_string()),
-        text(r.frontend.to_string()),
+        text(r.group.to_string()),
         r.backend.map_or(Json::Null, |a| text(a.to_string())),
         ms(r.wait),
         ms(r.connect),
@@ -186,6 +197,9 @@ fn round_trip_json(r: &Record<'_>) {
         number(f64::from(r.active_server)),
         number(0.0),
         number(0.0),
+        r.server_name
+            .flatten()
+            .map_or(Json::Null, |n| text(n.to_string())),
     ];
     let got: Vec<&Json> = fields.iter().map(|(_, v)| v).collect();
     assert_eq!(got, values.iter().collect::<Vec<_>>(), "{line}");

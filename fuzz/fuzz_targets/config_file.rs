@@ -13,7 +13,8 @@
 //! - a configuration it accepts has a frontend, and every frontend a
 //!   `listen`, a backend, and values within their documented ranges; names
 //!   are unique, so are `listen` addresses (but port 0) and a frontend's
-//!   backend addresses;
+//!   backend addresses; its groups tile its backends, none empty, and each
+//!   `use-group` rule names one of them and can be reached;
 //! - a file it refuses gets at least one error, each on one line, in file
 //!   order, pointing at a real line and at a column within it (or at the
 //!   file as a whole, line 0).
@@ -23,6 +24,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
+use proxy::policy::route::Pattern;
 use proxy::settings::config::{Config, ConfigError, Frontend, MAX_WEIGHT};
 use proxy::settings::file::parse;
 
@@ -98,6 +100,7 @@ fn check_frontend(frontend: &Frontend) {
     let unset = [t.tunnel, t.queue];
     let mut all = set.into_iter().chain(unset.into_iter().flatten());
     assert!(all.all(|d| d > Duration::ZERO), "a zero timeout: {t:?}");
+    check_groups(frontend);
     let mut addresses = HashSet::new();
     for backend in &frontend.backends {
         assert!(
@@ -138,5 +141,44 @@ fn check_errors(text: &str, errors: &[ConfigError]) {
             "column {} of {columns}: {shown}",
             e.column
         );
+    }
+}
+
+/// The groups tile the backends, none empty; every rule names a group and
+/// is reachable: an exact name routes to its own rule, a wildcard never
+/// matches its bare suffix, and a protocol alone routes to its own rule.
+fn check_groups(frontend: &Frontend) {
+    let mut end = 0;
+    for g in 0..frontend.group_count() {
+        let Some(group) = frontend.group(g) else {
+            panic!("group {g} of {} missing", frontend.group_count());
+        };
+        assert_eq!(group.backends.start, end, "groups do not tile the backends");
+        assert!(
+            !group.backends.is_empty(),
+            "group {} without a backend",
+            group.name
+        );
+        end = group.backends.end;
+    }
+    assert_eq!(end, frontend.backends.len());
+    let Some(routes) = &frontend.routing else {
+        return;
+    };
+    assert!(!routes.is_empty(), "routing without a rule");
+    for (i, rule) in routes.rules().iter().enumerate() {
+        assert!(rule.group < frontend.group_count());
+        match &rule.pattern {
+            Pattern::Exact(name) => assert_eq!(routes.route(name), Some(i), "{name} unreachable"),
+            Pattern::Wildcard(suffix) => assert_ne!(routes.route(suffix), Some(i), "*.{suffix}"),
+            Pattern::Alpn(protocol) => {
+                let offered = [protocol.clone()];
+                assert_eq!(
+                    routes.route_hello(None, &offered),
+                    Some(i),
+                    "alpn {protocol}"
+                );
+            }
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! | [`relay`] | both directions at once until both are done: half-close, resets, timeouts |
 //! | [`splice`] | the relay's zero-copy path: `splice(2)` through pooled pipes, and when to take it |
 //! | [`proxy_protocol`] | HAProxy's PROXY header, v1 and v2: encoded, parsed, read from a client |
+//! | [`client_hello`] | a TLS ClientHello read for its server name and ALPN, bytes unchanged |
 //! | [`accept`] | accept errors: skip a dead connection, back off from EMFILE |
 //! | [`side`] | the client or the backend |
 //!
@@ -18,6 +19,7 @@
 //! [`relay::Limits`], a PROXY [`proxy_protocol::Version`]).
 
 pub mod accept;
+pub mod client_hello;
 pub mod proxy_protocol;
 pub mod relay;
 pub mod side;

@@ -115,7 +115,9 @@ impl Local {
     ) -> Result<(usize, Permit), Refusal> {
         // Waiting here means waiting for a backend below its maxconn.
         trace.phase = Phase::Queue;
-        let picked = self.pick(trace.client.ip(), tried, deadline).await;
+        let picked = self
+            .pick(trace.client.ip(), trace.group, tried, deadline)
+            .await;
         trace.phase = Phase::Connect;
         match (picked, failure) {
             (Ok(picked), _) => Ok(picked),
@@ -204,6 +206,7 @@ impl Local {
     async fn pick(
         &self,
         client: IpAddr,
+        group: usize,
         tried: &[usize],
         deadline: Instant,
     ) -> Result<(usize, Permit), NoBackend> {
@@ -211,7 +214,7 @@ impl Local {
         let mut avoid: Vec<usize> = tried.to_vec();
         loop {
             self.sync_health();
-            let chosen = self.balancer.borrow_mut().pick_avoiding(client, &avoid);
+            let chosen = self.pick_in(group, client, &avoid);
             // A backup serves only when every normal backend is down or
             // failed, as HAProxy's: normal ones merely full mean "queue".
             let backends = &self.shared.frontend.backends;
@@ -247,6 +250,20 @@ impl Local {
         }
     }
 
+    /// The pick of `group`'s balancer, avoiding `avoid` (indexes in the
+    /// frontend's list, all of that group: they came from its picks).
+    fn pick_in(&self, group: usize, client: IpAddr, avoid: &[usize]) -> Option<usize> {
+        let start = self.shared.frontend.group(group)?.backends.start;
+        let mut balancers = self.balancers.borrow_mut();
+        let balancer = balancers.get_mut(group)?;
+        if start == 0 {
+            // The default group: its indexes are the frontend's.
+            return balancer.pick_avoiding(client, avoid);
+        }
+        let local: Vec<usize> = avoid.iter().map(|&i| i.saturating_sub(start)).collect();
+        balancer.pick_avoiding(client, &local).map(|i| i + start)
+    }
+
     /// Ready once any of the `full` backends has room again: this task
     /// waits on every one of them, so the first place given back anywhere
     /// wakes it. The waits are taken before the limits are looked at, so a
@@ -279,9 +296,16 @@ impl Local {
         if generation == self.seen_generation.get() {
             return;
         }
-        let mut balancer = self.balancer.borrow_mut();
-        for index in 0..board.len() {
-            balancer.set_up(index, board.is_up(index));
+        let frontend = &self.shared.frontend;
+        let mut balancers = self.balancers.borrow_mut();
+        for (g, balancer) in balancers.iter_mut().enumerate() {
+            let Some(group) = frontend.group(g) else {
+                continue;
+            };
+            let start = group.backends.start;
+            for index in group.backends.filter(|&i| i < board.len()) {
+                balancer.set_up(index - start, board.is_up(index));
+            }
         }
         self.seen_generation.set(generation);
     }

@@ -5,9 +5,12 @@
 //!   accept loop: a place under the global and frontend maxconn (waits, never refuses)
 //!        │
 //!   1 PROXY header? ─▶ 2 allowed? ─▶ 3 pick a backend ─▶ connect ─▶ 4 PROXY header out?
-//!   (accept-proxy)     (allow/deny,   (balance, health,   (timeout    (send-proxy)
-//!                       per source)    backend maxconn,    connect;          │
-//!                                      timeout queue)      retry elsewhere)  ▼
+//!   (accept-proxy)     (allow/deny,   (in the group its   (timeout    (send-proxy)
+//!                       per source)    ClientHello's name  connect;          │
+//!                                      routes to: route.rs; retry elsewhere) │
+//!                                      balance, health,                      │
+//!                                      backend maxconn,                      │
+//!                                      timeout queue)                        ▼
 //!   access-log line ◀── close (FIN or reset) ◀──────────────────── 5 relay both ways
 //! ```
 //!
@@ -48,6 +51,7 @@ use crate::ops::metrics::counters::{self, Active, FrontendCounters};
 use crate::policy::balance::{Algorithm, Balancer, Server};
 use crate::policy::limit::Permit;
 use crate::policy::source_limit::SourcePermit;
+use crate::settings::config::BackendServer;
 
 /// One frontend as one worker sees it: the shared state plus the worker's
 /// own balancer.
@@ -57,8 +61,9 @@ pub(crate) struct Local {
     pub worker: Rc<WorkerContext>,
     /// This worker's counters for this frontend.
     pub counters: Arc<FrontendCounters>,
-    pub(super) balancer: RefCell<Balancer>,
-    /// The board generation last copied into `balancer`.
+    /// One balancer per group (`Frontend::group`), over its backends.
+    pub(super) balancers: RefCell<Vec<Balancer>>,
+    /// The board generation last copied into `balancers`.
     pub(super) seen_generation: Cell<u64>,
 }
 
@@ -97,7 +102,7 @@ impl Refusal {
         }
     }
 
-    fn denied(why: impl Into<String>) -> Refusal {
+    pub(super) fn denied(why: impl Into<String>) -> Refusal {
         Refusal {
             denied: true,
             ..Refusal::new(why, Termination::DENIED)
@@ -112,6 +117,10 @@ pub(super) struct Trace {
     pub(super) started: Instant,
     /// The client: the peer address, or the one its PROXY header gave.
     pub(super) client: SocketAddr,
+    /// The group its backends are chosen from (0: the default).
+    pub(super) group: usize,
+    /// The server name of its ClientHello (a frontend with rules).
+    pub(super) sni: Option<String>,
     /// The backend connected to, or the last one tried.
     pub(super) backend: Option<usize>,
     /// Time spent waiting for places (HAProxy's `Tw`).
@@ -176,6 +185,8 @@ impl Trace {
             accepted: SystemTime::now(),
             started: Instant::now(),
             client: peer,
+            group: 0,
+            sni: None,
             backend: None,
             wait: None,
             connect: None,
@@ -256,6 +267,8 @@ pub(crate) fn cut_while_waiting(
         accepted,
         started,
         client: peer,
+        group: 0,
+        sni: None,
         backend: None,
         wait: Some(started.elapsed()),
         connect: None,
@@ -279,28 +292,14 @@ pub(crate) fn cut_while_waiting(
 
 impl Local {
     pub fn new(shared: Arc<Shared>, worker: &Rc<WorkerContext>) -> Local {
-        let servers = shared
-            .frontend
-            .backends
-            .iter()
-            .map(|b| Server {
-                addr: b.addr,
-                weight: b.weight,
-                backup: b.backup,
+        let frontend = &shared.frontend;
+        let balancers = (0..frontend.group_count())
+            .filter_map(|g| frontend.group(g))
+            .map(|group| {
+                let servers = frontend.backends.get(group.backends).unwrap_or_default();
+                group_balancer(servers, group.balance, worker.index)
             })
             .collect();
-        let mut balancer = Balancer::new(servers, shared.frontend.balance);
-        // Every worker's balancer would start its rotation on the first
-        // backend, so a few connections spread over N workers would all
-        // land there: each worker starts `index` picks further on.
-        if matches!(
-            balancer.algorithm(),
-            Algorithm::RoundRobin | Algorithm::LeastConn
-        ) {
-            for _ in 0..worker.index {
-                let _ = balancer.pick(IpAddr::from([0, 0, 0, 0]));
-            }
-        }
         let counters = shared
             .counters
             .get(worker.index)
@@ -310,7 +309,7 @@ impl Local {
             shared,
             worker: worker.clone(),
             counters,
-            balancer: RefCell::new(balancer),
+            balancers: RefCell::new(balancers),
             // The board starts at generation 0 with every server up, as a
             // new balancer does.
             seen_generation: Cell::new(0),
@@ -327,6 +326,9 @@ impl Local {
         let (destination, early) = self.identify(client, trace).await?;
         // 2. May it connect at all?
         let per_source = self.admit(trace.client.ip())?;
+        // With `use-group` rules, its ClientHello says which group.
+        let mut early = early;
+        trace.group = self.route(client, &mut early, trace).await?;
         // 3. A backend (the places under the global and frontend maxconn
         // were taken by the accept loop): waiting for one below its maxconn
         // may take `timeout queue`, retries included.
@@ -458,7 +460,7 @@ impl Local {
         } = connected;
         let backend = &backend.into_relay();
         trace.phase = Phase::Data;
-        self.balancer.borrow_mut().connection_opened(index);
+        self.with_balancer(index, |b, i| b.connection_opened(i));
         let splicing = Splicing {
             mode: self.shared.frontend.splice,
             pipes: &self.worker.pipes,
@@ -466,7 +468,7 @@ impl Local {
         let limits = self.shared.relay_limits;
         let mut outcome = relay::relay_until(client, backend, limits, splicing, kill).await;
         outcome.upstream += early_payload;
-        self.balancer.borrow_mut().connection_closed(index);
+        self.with_balancer(index, |b, i| b.connection_closed(i));
         // Counted while this connection still holds its place, as HAProxy's
         // %sc includes the connection being logged.
         trace.server_open = self
@@ -536,6 +538,17 @@ impl Local {
             })
     }
 
+    /// Runs `f` on the balancer of backend `index`'s group, with the
+    /// backend's index in that group.
+    pub(super) fn with_balancer(&self, index: usize, f: impl FnOnce(&mut Balancer, usize)) {
+        let frontend = &self.shared.frontend;
+        let group = frontend.group_of(index);
+        let start = frontend.group(group).map_or(0, |g| g.backends.start);
+        if let Some(balancer) = self.balancers.borrow_mut().get_mut(group) {
+            f(balancer, index - start);
+        }
+    }
+
     /// A place under the global and the frontend maxconn, if both have one.
     pub fn try_admit(&self) -> Option<Places> {
         let global = self.worker.global.try_acquire()?;
@@ -557,11 +570,15 @@ impl Local {
             return;
         };
         let shared = &self.shared;
-        let backend = trace.backend.and_then(|i| shared.frontend.backends.get(i));
+        let frontend = &shared.frontend;
+        let backend = trace.backend.and_then(|i| frontend.backends.get(i));
+        let group = frontend.group(trace.group);
         let record = Record {
             accepted: trace.accepted,
             client: trace.client,
-            frontend: &shared.frontend.name,
+            frontend: &frontend.name,
+            group: group.map_or(&frontend.name, |g| g.name),
+            server_name: frontend.routing.as_ref().map(|_| trace.sni.as_deref()),
             backend: backend.map(|b| b.addr),
             wait: trace.wait,
             connect: trace.connect,
@@ -579,6 +596,28 @@ impl Local {
         };
         sink.borrow_mut().record(&record);
     }
+}
+
+/// A balancer over one group's `servers`, started `worker` picks further
+/// on: every worker's balancer would start its rotation on the first
+/// backend, so a few connections spread over N workers would all land
+/// there.
+fn group_balancer(servers: &[BackendServer], balance: Algorithm, worker: usize) -> Balancer {
+    let servers = servers
+        .iter()
+        .map(|b| Server {
+            addr: b.addr,
+            weight: b.weight,
+            backup: b.backup,
+        })
+        .collect();
+    let mut balancer = Balancer::new(servers, balance);
+    if matches!(balance, Algorithm::RoundRobin | Algorithm::LeastConn) {
+        for _ in 0..worker {
+            let _ = balancer.pick(IpAddr::from([0, 0, 0, 0]));
+        }
+    }
+    balancer
 }
 
 /// Counts a refused client under the counter its refusal belongs to.

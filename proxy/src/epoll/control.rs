@@ -626,6 +626,7 @@ impl Control {
                         backends,
                         s.board.clone(),
                         s.counters.clone(),
+                        s.frontend.route_labels(),
                     )
                 })
                 .collect(),

@@ -13,6 +13,7 @@ use crate::conn::relay::Limits;
 use crate::ops::metrics::counters::FrontendCounters;
 use crate::policy::health::HealthBoard;
 use crate::policy::limit::Limit;
+use crate::policy::route::Routes;
 use crate::policy::source_limit::SourceLimits;
 use crate::settings::config::Frontend;
 
@@ -80,7 +81,13 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
         backend_limits,
         sources: frontend.maxconn_per_source.map(SourceLimits::new),
         counters: (0..workers)
-            .map(|_| Arc::new(FrontendCounters::new(frontend.backends.len())))
+            .map(|_| {
+                let routes = frontend.routing.as_ref().map_or(0, Routes::counters);
+                Arc::new(FrontendCounters::with_routes(
+                    frontend.backends.len(),
+                    routes,
+                ))
+            })
             .collect(),
         relay_limits: Limits {
             idle_timeout: t.idle(),

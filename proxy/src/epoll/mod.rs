@@ -55,6 +55,8 @@
 //!   limit, the access-log buffer, the kill switch);
 //! - [`frontend`]: one frontend as every worker shares it, and its listeners;
 //! - [`connection`]: one connection's life, from accept to its access-log line;
+//! - [`route`]: which group a connection's TLS server name sends it to
+//!   (a frontend with `use-group` rules only);
 //! - [`connect`]: how a connection reaches a backend: pick, queue, connect, retry;
 //! - [`backend_socket`]: the backend's socket until the relay takes it,
 //!   reset if the connection ends before;
@@ -72,5 +74,6 @@ pub mod dump;
 pub mod frontend;
 pub mod handover;
 pub mod plan;
+pub mod route;
 pub mod worker;
 pub mod worker_context;

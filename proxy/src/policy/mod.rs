@@ -15,6 +15,7 @@
 //! | [`health`] | which backends are up (rise and fall, from checks and traffic)? |
 //! | [`balance`] | which backend gets this connection (the `balance` algorithms)? |
 //! | [`maglev`] | which backend owns this client's slot (`balance source`)? |
+//! | [`route`] | which group of backends does this TLS server name go to (`use-group`)? |
 //!
 //! May import: the ground floor ([`crate::log`]) and the runtime's sync
 //! tools. Nothing above: the settings name these types (a configuration
@@ -27,4 +28,5 @@ pub mod descriptors;
 pub mod health;
 pub mod limit;
 pub mod maglev;
+pub mod route;
 pub mod source_limit;

@@ -235,6 +235,9 @@ impl Settings {
                 maxconn_per_source: None,
                 accept_proxy: false,
                 proxy_from: Vec::new(),
+                default_group: None,
+                groups: Vec::new(),
+                routing: None,
                 splice: self.splice,
             }],
         }

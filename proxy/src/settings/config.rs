@@ -31,6 +31,7 @@ use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::policy::cidr::Cidr;
 use crate::policy::health::Check;
+use crate::policy::route::{NotTls, Routes, Unmatched};
 
 /// A whole configuration file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -109,8 +110,11 @@ pub struct Timeouts {
     /// `timeout queue`: how long a client may wait for a backend below its
     /// `maxconn` (default: unset, meaning `timeout connect`, as HAProxy).
     pub queue: Option<Duration>,
-    /// `timeout client-hs`: how long an `accept-proxy` client may take to
-    /// send its PROXY header (default 5s).
+    /// `timeout client-hs`: how long a client may take to send its PROXY
+    /// header (`accept-proxy`), and then its TLS ClientHello (a frontend
+    /// with `use-group` rules), each (default 5s: a real client sends both
+    /// with its first packets, and a longer wait only holds places for
+    /// clients that say nothing).
     pub client_hs: Duration,
 }
 
@@ -155,7 +159,8 @@ pub struct Frontend {
     pub name: String,
     /// `listen ADDR`: where clients connect.
     pub listen: SocketAddr,
-    /// `balance`: the algorithm.
+    /// `balance`: the algorithm of its default group (its own `backend`
+    /// lines, or the `default-group`'s `balance`).
     pub balance: Algorithm,
     /// `maxconn N`: concurrent connections on this frontend.
     pub maxconn: Option<u32>,
@@ -163,7 +168,8 @@ pub struct Frontend {
     pub timeouts: Timeouts,
     /// `retries N`: connects to other backends after a failed one.
     pub retries: u32,
-    /// `backend ADDR ...`, in file order.
+    /// `backend ADDR ...`, in file order: the default group's (its own
+    /// lines, or the `default-group`'s), then each of [`Frontend::groups`]'s.
     pub backends: Vec<BackendServer>,
     /// `allow CIDR...` / `deny CIDR...`: who may connect (default: anyone).
     pub access: AccessList,
@@ -180,6 +186,95 @@ pub struct Frontend {
     /// `splice auto | on | off`: whether the relay may move bytes by
     /// `splice(2)` (epoll mode; conn/splice.rs). Default `auto`.
     pub splice: Splice,
+    /// `default-group NAME`: the default group is that group, not the
+    /// frontend's own backend lines (`None`: they are, named as the
+    /// frontend).
+    pub default_group: Option<String>,
+    /// The groups its `use-group` rules route to, other than the default,
+    /// in the order the rules first name them; group `i + 1` of
+    /// [`Frontend::group`].
+    pub groups: Vec<Group>,
+    /// `use-group GROUP sni NAME...` and `not-tls`: the ClientHello of every
+    /// client is read to choose a group (`None`: no rule, nothing read).
+    pub routing: Option<Routes>,
+}
+
+/// A `group NAME` section as a frontend routing to it holds it: its name,
+/// its algorithm, and where its backends start in the frontend's list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// The section's name.
+    pub name: String,
+    /// Its `balance`.
+    pub balance: Algorithm,
+    /// Its first backend's index in [`Frontend::backends`]; its backends
+    /// run to the next group's start, or to the end.
+    pub start: usize,
+}
+
+/// One of a frontend's groups, as [`Frontend::group`] gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupView<'a> {
+    /// Its name: the section's, or the frontend's for its own lines.
+    pub name: &'a str,
+    /// Its algorithm.
+    pub balance: Algorithm,
+    /// Its backends' indexes in [`Frontend::backends`].
+    pub backends: std::ops::Range<usize>,
+}
+
+impl Frontend {
+    /// How many groups it has: the default one, then [`Frontend::groups`].
+    pub fn group_count(&self) -> usize {
+        1 + self.groups.len()
+    }
+
+    /// Group `index`: 0 is the default, then [`Frontend::groups`] in order
+    /// (`None` past the last).
+    pub fn group(&self, index: usize) -> Option<GroupView<'_>> {
+        let end_of = |i: usize| self.groups.get(i).map_or(self.backends.len(), |g| g.start);
+        if index == 0 {
+            let name = self.default_group.as_deref().unwrap_or(&self.name);
+            return Some(GroupView {
+                name,
+                balance: self.balance,
+                backends: 0..end_of(0),
+            });
+        }
+        let group = self.groups.get(index - 1)?;
+        Some(GroupView {
+            name: &group.name,
+            balance: group.balance,
+            backends: group.start..end_of(index),
+        })
+    }
+
+    /// The labels (rule, group) of its routing counters, in counter order:
+    /// one per rule, then the [`Unmatched`] ones, which go to the default
+    /// group (or are refused: `not-tls refuse`). None without rules.
+    pub fn route_labels(&self) -> Vec<(String, String)> {
+        let Some(routes) = &self.routing else {
+            return Vec::new();
+        };
+        let name = |g: usize| self.group(g).map_or(String::new(), |g| g.name.to_string());
+        let rules = routes
+            .rules()
+            .iter()
+            .map(|rule| (rule.pattern.to_string(), name(rule.group)));
+        let unmatched = Unmatched::ALL.into_iter().map(|u| {
+            let group = match (u, routes.not_tls) {
+                (Unmatched::NotTls, NotTls::Refuse) => "(refused)".to_string(),
+                _ => name(0),
+            };
+            (u.label().to_string(), group)
+        });
+        rules.chain(unmatched).collect()
+    }
+
+    /// The group backend `index` belongs to.
+    pub fn group_of(&self, index: usize) -> usize {
+        self.groups.iter().take_while(|g| g.start <= index).count()
+    }
 }
 
 /// One `backend` line of a frontend.

@@ -19,9 +19,10 @@ use std::path::Path;
 
 use super::config::{Config, ConfigError, Frontend};
 use super::reader::Reader;
+use super::routing;
 use super::sections::{
-    FRONTEND, FrontendDraft, GLOBAL, GlobalDraft, SECTIONS, names, unknown_in_frontend,
-    unknown_in_global,
+    FRONTEND, FrontendDraft, GLOBAL, GROUP, GlobalDraft, GroupDraft, SECTIONS, names,
+    unknown_in_frontend, unknown_in_global, unknown_in_group,
 };
 use super::words::{Word, did_you_mean, words};
 
@@ -59,6 +60,8 @@ enum Section {
     Global,
     /// The index into the drafts of the open frontend.
     Frontend(usize),
+    /// The name of the open group.
+    Group(String),
     /// After a bad section header: its lines are skipped, not reported.
     Skip,
 }
@@ -72,6 +75,8 @@ struct File<'p> {
     /// name is found in one look-up, not by comparing it with every
     /// frontend before it.
     names: HashMap<String, usize>,
+    /// The `group` sections, by name.
+    groups: HashMap<String, GroupDraft>,
     section: Section,
 }
 
@@ -83,6 +88,7 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
         global: GlobalDraft::default(),
         frontends: Vec::new(),
         names: HashMap::new(),
+        groups: HashMap::new(),
         section: Section::None,
     };
     for (index, line) in text.lines().enumerate() {
@@ -100,6 +106,7 @@ impl File<'_> {
         match first.text {
             "global" => return self.open_global(words),
             "frontend" => return self.open_frontend(words),
+            "group" => return self.open_group(words),
             _ => {}
         }
         let known = match self.section {
@@ -113,10 +120,15 @@ impl File<'_> {
                 Some(draft) => self.r.dispatch(FRONTEND, draft, words),
                 None => true,
             },
+            Section::Group(ref name) => match self.groups.get_mut(name) {
+                Some(draft) => self.r.dispatch(GROUP, draft, words),
+                None => true,
+            },
         };
         if !known {
             match self.section {
                 Section::Global => unknown_in_global(&mut self.r, first),
+                Section::Group(_) => unknown_in_group(&mut self.r, first),
                 _ => unknown_in_frontend(&mut self.r, first),
             }
         }
@@ -136,20 +148,30 @@ impl File<'_> {
         self.r.no_more(words, 1);
     }
 
-    fn open_frontend(&mut self, words: &[Word<'_>]) {
+    /// The name of a section header (`frontend NAME`, `group NAME`), if it
+    /// is one: letters, digits, '-', '_' and '.'.
+    fn section_name<'w>(&mut self, words: &[Word<'w>], kind: &str) -> Option<Word<'w>> {
         self.section = Section::Skip;
-        let Some(name) = self.r.value(words, 0, "a name, like 'frontend web'") else {
-            return;
-        };
+        let name = self
+            .r
+            .value(words, 0, &format!("a name, like '{kind} web'"))?;
         let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
         if !name.text.chars().all(allowed) {
             let message = format!(
-                "frontend name '{}': use only letters, digits, '-', '_' and '.'",
+                "{kind} name '{}': use only letters, digits, '-', '_' and '.'",
                 name.text
             );
-            return self.r.error(name.column, message);
+            self.r.error(name.column, message);
+            return None;
         }
         self.r.no_more(words, 2);
+        Some(name)
+    }
+
+    fn open_frontend(&mut self, words: &[Word<'_>]) {
+        let Some(name) = self.section_name(words, "frontend") else {
+            return;
+        };
         if let Some(first) = self.names.get(name.text) {
             let message = format!(
                 "duplicate frontend '{}' (the first is at line {first}); give each frontend its own name",
@@ -163,6 +185,23 @@ impl File<'_> {
         self.section = Section::Frontend(self.frontends.len() - 1);
     }
 
+    /// `group NAME`: backends that frontends route to by name.
+    fn open_group(&mut self, words: &[Word<'_>]) {
+        let Some(name) = self.section_name(words, "group") else {
+            return;
+        };
+        if let Some(first) = self.groups.get(name.text) {
+            let message = format!(
+                "duplicate group '{}' (the first is at line {}); give each group its own name",
+                name.text, first.line
+            );
+            return self.r.error(name.column, message);
+        }
+        let draft = GroupDraft::new(name.text, self.r.line, words[0].column);
+        self.groups.insert(name.text.to_string(), draft);
+        self.section = Section::Group(name.text.to_string());
+    }
+
     /// A line before any section: HAProxy's and nginx's section names get
     /// what to write instead.
     fn outside_sections(&mut self, first: Word<'_>) {
@@ -173,11 +212,13 @@ impl File<'_> {
             format!("unknown section '{word}': {hint}")
         } else if is_option(word) {
             format!(
-                "'{word}' outside any section; start one with 'global' or 'frontend NAME' above it"
+                "'{word}' outside any section; start one with 'global', 'frontend NAME' or \
+                 'group NAME' above it"
             )
         } else {
             format!(
-                "unknown section '{word}'{}; a file has 'global' and 'frontend NAME' sections",
+                "unknown section '{word}'{}; a file has 'global', 'frontend NAME' and 'group \
+                 NAME' sections",
                 did_you_mean(word, SECTIONS)
             )
         };
@@ -191,6 +232,7 @@ impl File<'_> {
         // Where each address is listened on; port 0 asks the kernel for a
         // free port, so two such frontends never clash.
         let mut listening: HashMap<SocketAddr, String> = HashMap::new();
+        self.check_groups();
         for draft in std::mem::take(&mut self.frontends) {
             if let Some(frontend) = self.complete(draft, &mut listening) {
                 frontends.push(frontend);
@@ -214,11 +256,25 @@ impl File<'_> {
         }
     }
 
+    /// Every group needs a backend.
+    fn check_groups(&mut self) {
+        for group in self.groups.values() {
+            if group.pool.backend_lines == 0 {
+                self.r.line = group.line;
+                let message = format!(
+                    "group '{}' has no backend; add a line like 'backend 127.0.0.1:9001'",
+                    group.name
+                );
+                self.r.error(group.column, message);
+            }
+        }
+    }
+
     /// A frontend whose lines are all read: it needs a `listen` and a
     /// backend, and an address of its own.
     fn complete(
         &mut self,
-        draft: FrontendDraft,
+        mut draft: FrontendDraft,
         listening: &mut HashMap<SocketAddr, String>,
     ) -> Option<Frontend> {
         let r = &mut self.r;
@@ -231,9 +287,10 @@ impl File<'_> {
             r.error(draft.column, message);
             return None;
         };
-        if draft.backend_lines == 0 {
+        if draft.pool.backend_lines == 0 && draft.default_group.is_none() {
             let message = format!(
-                "frontend '{name}' has no backend; add a line like 'backend 127.0.0.1:9001'"
+                "frontend '{name}' has no backend; add a line like 'backend 127.0.0.1:9001', \
+                 or 'default-group NAME'"
             );
             r.error(draft.column, message);
         }
@@ -249,18 +306,22 @@ impl File<'_> {
                 listening.insert(listen, name.clone());
             }
         }
+        let resolved = routing::resolve(&mut self.r, &mut draft, &self.groups)?;
         Some(Frontend {
             name: draft.name,
             listen,
-            balance: draft.balance,
+            balance: resolved.balance,
             maxconn: draft.maxconn,
             timeouts: draft.timeouts,
             retries: draft.retries,
-            backends: draft.backends,
+            backends: resolved.backends,
             access: draft.access,
             maxconn_per_source: draft.maxconn_per_source,
             accept_proxy: draft.accept_proxy,
             proxy_from: draft.proxy_from,
+            default_group: resolved.default_group,
+            groups: resolved.groups,
+            routing: resolved.routing,
             splice: draft.splice,
         })
     }
@@ -271,9 +332,10 @@ fn foreign_section(word: &str) -> Option<&'static str> {
     match word {
         "defaults" => Some("there are no defaults sections; set each option in its frontend"),
         "listen" => Some("write 'frontend NAME' and put 'listen ADDR' inside it"),
-        "backend" | "upstream" => {
-            Some("backends are listed inside their frontend, one 'backend ADDR ...' line each")
-        }
+        "backend" | "upstream" => Some(
+            "backends are listed inside their frontend, one 'backend ADDR ...' line each, or \
+             in a 'group NAME' section that frontends route to with 'use-group'",
+        ),
         "stream" | "server" => Some("write 'frontend NAME' sections (see docs/OPERATIONS.md)"),
         _ => None,
     }
@@ -343,7 +405,7 @@ mod tests {
                 upgrade_socket: None,
             }
         );
-        assert_eq!(c.frontends.len(), 2);
+        assert_eq!(c.frontends.len(), 3);
         let web = &c.frontends[0];
         assert_eq!(web.name, "web");
         assert_eq!(web.listen, addr("127.0.0.1:8080"));
@@ -404,6 +466,16 @@ mod tests {
         assert!(db.accept_proxy);
         assert_eq!(db.proxy_from, vec![cidr("10.0.0.0/8"), cidr("::1")]);
         assert_eq!(web.timeouts.queue(), Duration::from_secs(10));
+        let tls = &c.frontends[2];
+        let routes = tls.routing.as_ref().expect("rules");
+        assert_eq!(routes.rules().len(), 2);
+        assert_eq!(routes.not_tls, crate::policy::route::NotTls::Refuse);
+        let api = tls.group(1).expect("the api group");
+        assert_eq!(
+            (api.name, api.balance, api.backends),
+            ("api", Algorithm::LeastConn, 1..3)
+        );
+        assert_eq!(tls.backends[0].addr, addr("127.0.0.1:9201"));
     }
 
     #[test]
@@ -490,7 +562,7 @@ mod tests {
             (
                 "frontnd web\n",
                 "lb.conf:1:1: unknown section 'frontnd' (did you mean 'frontend'?); a file has \
-                 'global' and 'frontend NAME' sections",
+                 'global', 'frontend NAME' and 'group NAME' sections",
             ),
             (
                 "defaults\n",
@@ -504,8 +576,8 @@ mod tests {
             ),
             (
                 "maxconn 10\n",
-                "lb.conf:1:1: 'maxconn' outside any section; start one with 'global' or \
-                 'frontend NAME' above it",
+                "lb.conf:1:1: 'maxconn' outside any section; start one with 'global', \
+                 'frontend NAME' or 'group NAME' above it",
             ),
             (
                 &fe("    backend 127.0.0.1:9002 wieght 5\n"),
@@ -667,7 +739,7 @@ mod tests {
             ),
             (
                 &fe("  backend 127.0.0.1:9001 weight 2\n"),
-                "lb.conf:4:11: backend 127.0.0.1:9001 is already in this frontend (line 3); \
+                "lb.conf:4:11: backend 127.0.0.1:9001 is already in this section (line 3); \
                  list it once and use 'weight' to send it more",
             ),
             (
@@ -691,7 +763,7 @@ mod tests {
             (
                 "frontend empty\n  listen 127.0.0.1:1\n",
                 "lb.conf:1:1: frontend 'empty' has no backend; add a line like \
-                 'backend 127.0.0.1:9001'",
+                 'backend 127.0.0.1:9001', or 'default-group NAME'",
             ),
             (
                 "frontend deaf\n  backend 127.0.0.1:1\n",
@@ -1030,7 +1102,7 @@ frontend api
         };
         let expected = [
             format!(
-                "big.conf:{}:13: backend 10.0.0.0:9001 is already in this frontend (line 5); \
+                "big.conf:{}:13: backend 10.0.0.0:9001 is already in this section (line 5); \
                  list it once and use 'weight' to send it more",
                 4 + BIG_BACKENDS
             ),

@@ -7,9 +7,11 @@
 //!                             upgrade-socket
 //!     timeout   GLOBAL_TIMEOUTS  admin-request
 //!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny splice ...
+//!                             use-group default-group not-tls
 //!     timeout   TIMEOUTS      connect client server client-fin server-fin tunnel queue client-hs
 //!     backend   PARAMS        weight backup maxconn check send-proxy send-proxy-v2
 //!       check   CHECK_PARAMS  inter fall rise timeout
+//!   group       GROUP         balance backend (the same PARAMS)
 //! ```
 //!
 //! Mistakes that are not about one option (an option in the wrong section,
@@ -28,6 +30,7 @@ use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::policy::cidr::Cidr;
 use crate::policy::health::Check;
+use crate::policy::route::{NotTls, Pattern};
 
 use super::config::{
     AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT, Timeouts,
@@ -36,7 +39,7 @@ use super::reader::{Draft, Opt, Reader, Seen, Setter};
 use super::words::{Word, did_you_mean, list, suggest};
 
 /// The section headers.
-pub const SECTIONS: &[&str] = &["global", "frontend"];
+pub const SECTIONS: &[&str] = &["global", "frontend", "group"];
 
 /// The `global` section while its lines are read.
 #[derive(Debug, Default)]
@@ -46,6 +49,34 @@ pub struct GlobalDraft {
     /// The line of its header, once there is one.
     pub line: Option<usize>,
     seen: Seen,
+}
+
+/// The backends of a frontend or a group while their lines are read.
+#[derive(Debug, Default)]
+pub struct PoolDraft {
+    /// `balance`.
+    pub balance: Algorithm,
+    /// Where `balance` was given (its line and column), if it was.
+    pub balance_at: Option<(usize, usize)>,
+    /// `backend` lines that were good, in file order.
+    pub backends: Vec<BackendServer>,
+    /// The address of each good `backend` line, with its line: a second
+    /// line for an address is found in one look-up, not by comparing it with
+    /// every backend before it (a frontend may have 100,000).
+    pub backend_at: HashMap<SocketAddr, usize>,
+    /// `backend` lines, good or bad (a bad one is reported on its own).
+    pub backend_lines: usize,
+}
+
+/// A `use-group GROUP sni NAME...` line's pattern, as it was read.
+#[derive(Debug)]
+pub struct RuleDraft {
+    /// The group named, with its column.
+    pub group: (String, usize),
+    /// The pattern, with its column.
+    pub pattern: (Pattern, usize),
+    /// The line.
+    pub line: usize,
 }
 
 /// A frontend while its lines are read: everything optional until the end.
@@ -59,20 +90,15 @@ pub struct FrontendDraft {
     pub column: usize,
     /// `listen`, with the line and column of its value.
     pub listen: Option<(SocketAddr, usize, usize)>,
-    /// `balance`.
-    pub balance: Algorithm,
+    /// `balance` and `backend` lines: its default group, unless
+    /// `default-group`.
+    pub pool: PoolDraft,
     /// `maxconn`.
     pub maxconn: Option<u32>,
     /// `timeout ...`.
     pub timeouts: Timeouts,
     /// `retries`.
     pub retries: u32,
-    /// `backend` lines that were good, in file order.
-    pub backends: Vec<BackendServer>,
-    /// The address of each good `backend` line, with its line: a second
-    /// line for an address is found in one look-up, not by comparing it with
-    /// every backend before it (a frontend may have 100,000).
-    pub backend_at: HashMap<SocketAddr, usize>,
     /// `allow`, `deny`.
     pub access: AccessList,
     /// `maxconn-per-source`.
@@ -81,10 +107,14 @@ pub struct FrontendDraft {
     pub accept_proxy: bool,
     /// `accept-proxy RANGE...`.
     pub proxy_from: Vec<Cidr>,
+    /// `default-group NAME`, with its line and column.
+    pub default_group: Option<(String, usize, usize)>,
+    /// `use-group` patterns, in file order.
+    pub rules: Vec<RuleDraft>,
+    /// `not-tls`, with its line and column.
+    pub not_tls: Option<(NotTls, usize, usize)>,
     /// `splice`.
     pub splice: Splice,
-    /// `backend` lines, good or bad (a bad one is reported on its own).
-    pub backend_lines: usize,
     seen: Seen,
 }
 
@@ -96,20 +126,53 @@ impl FrontendDraft {
             line,
             column,
             listen: None,
-            balance: Algorithm::default(),
+            pool: PoolDraft::default(),
             maxconn: None,
             timeouts: Timeouts::default(),
             retries: DEFAULT_RETRIES,
-            backends: Vec::new(),
-            backend_at: HashMap::new(),
             access: AccessList::default(),
             maxconn_per_source: None,
             accept_proxy: false,
             proxy_from: Vec::new(),
+            default_group: None,
+            rules: Vec::new(),
+            not_tls: None,
             splice: Splice::default(),
-            backend_lines: 0,
             seen: Seen::default(),
         }
+    }
+}
+
+/// A `group NAME` section while its lines are read.
+#[derive(Debug)]
+pub struct GroupDraft {
+    /// Its name, unique among groups.
+    pub name: String,
+    /// Where its header is.
+    pub line: usize,
+    /// The column of its header.
+    pub column: usize,
+    /// `balance` and `backend` lines.
+    pub pool: PoolDraft,
+    seen: Seen,
+}
+
+impl GroupDraft {
+    /// A group named `name` whose header is at `line`, `column`.
+    pub fn new(name: &str, line: usize, column: usize) -> GroupDraft {
+        GroupDraft {
+            name: name.to_string(),
+            line,
+            column,
+            pool: PoolDraft::default(),
+            seen: Seen::default(),
+        }
+    }
+}
+
+impl Draft for GroupDraft {
+    fn seen(&mut self) -> &mut Seen {
+        &mut self.seen
     }
 }
 
@@ -257,7 +320,7 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
         name: "balance",
         setter: Setter::Value {
             hint: "roundrobin, leastconn, random or source",
-            set: set_balance,
+            set: |r, f, v| set_balance(r, &mut f.pool, v),
         },
     },
     Opt {
@@ -284,7 +347,7 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
     },
     Opt {
         name: "backend",
-        setter: Setter::Line(add_backend),
+        setter: Setter::Line(|r, f, words| add_backend(r, &mut f.pool, words)),
     },
     Opt {
         name: "allow",
@@ -306,6 +369,24 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
         setter: Setter::Line(set_accept_proxy),
     },
     Opt {
+        name: "use-group",
+        setter: Setter::Line(add_rules),
+    },
+    Opt {
+        name: "default-group",
+        setter: Setter::Value {
+            hint: "a group's name, like 'default-group web'",
+            set: |r, f, v| f.default_group = Some((v.text.to_string(), r.line, v.column)),
+        },
+    },
+    Opt {
+        name: "not-tls",
+        setter: Setter::Value {
+            hint: "default or refuse",
+            set: set_not_tls,
+        },
+    },
+    Opt {
         name: "splice",
         setter: Setter::Value {
             hint: "auto, on or off",
@@ -313,6 +394,110 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
         },
     },
 ];
+
+// ---- group ----
+
+/// A group's options: the backends and how they are balanced.
+pub const GROUP: &[Opt<GroupDraft>] = &[
+    Opt {
+        name: "balance",
+        setter: Setter::Value {
+            hint: "roundrobin, leastconn, random or source",
+            set: |r, g, v| set_balance(r, &mut g.pool, v),
+        },
+    },
+    Opt {
+        name: "backend",
+        setter: Setter::Line(|r, g, words| add_backend(r, &mut g.pool, words)),
+    },
+];
+
+/// What an unknown first word in a group gets: a frontend's option, or a
+/// typo.
+pub fn unknown_in_group(r: &mut Reader<'_>, first: Word<'_>) {
+    let other = first.text;
+    let message = if FRONTEND.iter().any(|o| o.name == other) {
+        format!(
+            "'{other}' is a frontend's option; a group holds only 'balance' and 'backend' lines"
+        )
+    } else {
+        let names = names(GROUP);
+        format!(
+            "unknown option '{other}'{} in a group, which takes {}",
+            did_you_mean(other, &names),
+            list(&names, "and")
+        )
+    };
+    r.error(first.column, message);
+}
+
+/// A `use-group` condition: its word, how a value is read, an example.
+type Condition = (
+    &'static str,
+    fn(&str) -> Result<Pattern, String>,
+    &'static str,
+);
+
+/// The conditions of `use-group`, in the order the messages list them.
+const CONDITIONS: &[Condition] = &[
+    ("sni", Pattern::parse, "sni api.example *.api.example"),
+    ("alpn", Pattern::alpn, "alpn acme-tls/1"),
+];
+
+/// `use-group GROUP sni NAME...` or `use-group GROUP alpn PROTOCOL...`:
+/// one rule per name or protocol, in order.
+fn add_rules(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let hint = "a group and the names it takes, like 'use-group api sni api.example *.api.example'";
+    let Some(group) = r.value(words, 0, hint) else {
+        return;
+    };
+    let hint = "'sni' and server names, like 'sni api.example', or 'alpn' and protocols";
+    let Some(kind) = r.value(words, 1, hint) else {
+        return;
+    };
+    let Some(&(_, parse, example)) = CONDITIONS.iter().find(|(name, ..)| *name == kind.text) else {
+        let names: Vec<&str> = CONDITIONS.iter().map(|(name, ..)| *name).collect();
+        let message = format!(
+            "use-group: unknown condition '{}'{}; rules match the TLS server name or the ALPN \
+             protocols: write 'use-group {} sni NAME...' or '... alpn PROTOCOL...'",
+            kind.text,
+            did_you_mean(kind.text, &names),
+            group.text
+        );
+        return r.error(kind.column, message);
+    };
+    let names = words.get(3..).unwrap_or_default();
+    if names.is_empty() {
+        let message = format!("'{}' needs values, like '{example}'", kind.text);
+        return r.error(kind.column, message);
+    }
+    for name in names {
+        match parse(name.text) {
+            Ok(pattern) => f.rules.push(RuleDraft {
+                group: (group.text.to_string(), group.column),
+                pattern: (pattern, name.column),
+                line: r.line,
+            }),
+            Err(why) => r.error(name.column, format!("use-group: {why}")),
+        }
+    }
+}
+
+fn set_not_tls(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
+    match NotTls::ALL.into_iter().find(|n| n.name() == v.text) {
+        Some(choice) => f.not_tls = Some((choice, r.line, v.column)),
+        None => {
+            let names = NotTls::ALL.map(NotTls::name);
+            let message = format!(
+                "not-tls: '{}'{}; use {} (the default group, or a reset)",
+                v.text,
+                did_you_mean(v.text, &names),
+                list(&names, "or")
+            );
+            r.error(v.column, message);
+        }
+    }
+}
 
 /// `splice auto | on | off`.
 fn set_splice(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
@@ -331,7 +516,8 @@ fn set_splice(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
     }
 }
 
-fn set_balance(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
+fn set_balance(r: &mut Reader<'_>, f: &mut PoolDraft, v: Word<'_>) {
+    f.balance_at = Some((r.line, v.column));
     match Algorithm::parse(v.text) {
         Some(algorithm) => f.balance = algorithm,
         None => {
@@ -504,8 +690,9 @@ fn unknown_timeout(r: &mut Reader<'_>, kind: Word<'_>) {
 
 // ---- backend ----
 
-/// `backend ADDR [PARAM...]`: one server of the frontend, never twice.
-fn add_backend(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+/// `backend ADDR [PARAM...]`: one server of the frontend or group, never
+/// twice.
+fn add_backend(r: &mut Reader<'_>, f: &mut PoolDraft, words: &[Word<'_>]) {
     f.backend_lines += 1;
     let Some(v) = r.value(words, 0, "an address like 127.0.0.1:9001") else {
         return;
@@ -517,7 +704,7 @@ fn add_backend(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
     match f.backend_at.entry(server.addr) {
         Entry::Occupied(first) => {
             let message = format!(
-                "backend {} is already in this frontend (line {}); list it once and use \
+                "backend {} is already in this section (line {}); list it once and use \
                  'weight' to send it more",
                 server.addr,
                 first.get()

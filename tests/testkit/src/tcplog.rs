@@ -53,15 +53,29 @@ pub struct ParsedLine {
     pub server_queue: u32,
     /// `%bq`.
     pub backend_queue: u32,
+    /// The capture in braces after the standard fields, unescaped: the TLS
+    /// server name on a frontend with `use-group` rules (`Some("")`: none);
+    /// `None` on a line without a capture.
+    pub capture: Option<String>,
 }
 
 /// Reads one tcplog line back into its fields (for tests and tools).
-/// Whatever precedes the last nine fields is ignored, so a line with a
-/// syslog header (`Nov 30 12:00:00 host haproxy[42]: ...`) reads too, and
-/// the `+` that HAProxy's `option logasap` puts before `%Tt` and `%B` is
-/// accepted. `None` if the fields do not have the tcplog shape.
+/// Whatever precedes the last nine fields (and a capture in braces after
+/// them) is ignored, so a line with a syslog header (`Nov 30 12:00:00 host
+/// haproxy[42]: ...`) reads too, and the `+` that HAProxy's `option logasap`
+/// puts before `%Tt` and `%B` is accepted. `None` if the fields do not have
+/// the tcplog shape.
 pub fn parse_tcplog(line: &str) -> Option<ParsedLine> {
-    let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+    let mut fields: Vec<&str> = line.split_ascii_whitespace().collect();
+    let last = fields.last()?;
+    let capture = match last.strip_prefix('{').and_then(|l| l.strip_suffix('}')) {
+        Some(inside) => {
+            let inside = unescape_name(inside)?;
+            fields.pop();
+            Some(inside)
+        }
+        None => None,
+    };
     let [
         client,
         time,
@@ -117,6 +131,7 @@ pub fn parse_tcplog(line: &str) -> Option<ParsedLine> {
         active_server,
         server_queue,
         backend_queue,
+        capture,
     })
 }
 
@@ -197,6 +212,8 @@ mod tests {
             accepted: SystemTime::UNIX_EPOCH + Duration::from_millis(NOON),
             client: v4([127, 0, 0, 1], 51234),
             frontend: "web",
+            group: "web",
+            server_name: None,
             backend: Some(v4([127, 0, 0, 1], 9001)),
             wait: Some(Duration::ZERO),
             connect: Some(Duration::from_millis(1)),
@@ -233,6 +250,36 @@ mod tests {
         let mut line = String::new();
         r.write_tcplog(&mut line);
         line
+    }
+
+    #[test]
+    fn a_routed_frontends_capture_reads_back() {
+        let r = Record {
+            frontend: "tls",
+            group: "api",
+            server_name: Some(Some("api.example")),
+            ..record()
+        };
+        let parsed = parse_tcplog(&tcplog(&r)).expect("a line with a capture");
+        assert_eq!(
+            (parsed.frontend.as_str(), parsed.backend.as_str()),
+            ("tls", "api")
+        );
+        assert_eq!(parsed.capture.as_deref(), Some("api.example"));
+        assert_eq!(parsed.bytes_down, 120);
+        let none = tcplog(&Record {
+            server_name: Some(None),
+            ..r
+        });
+        assert!(none.ends_with(" 0/0 {}"), "{none}");
+        assert_eq!(
+            parse_tcplog(&none).and_then(|p| p.capture),
+            Some(String::new())
+        );
+        assert_eq!(
+            parse_tcplog(&tcplog(&record())).and_then(|p| p.capture),
+            None
+        );
     }
 
     #[test]
@@ -277,6 +324,7 @@ mod tests {
         let name = "a b#c/d\"é\t";
         let line = tcplog(&Record {
             frontend: name,
+            group: name,
             ..record()
         });
         let parsed = parse_tcplog(&line).expect("an escaped line");
@@ -430,6 +478,7 @@ mod tests {
         let name = "we\"b\\\n\r\t\u{1}\u{7f}é/";
         let line = json(&Record {
             frontend: name,
+            group: name,
             client: v6(Ipv6Addr::LOCALHOST, 5),
             backend: Some(v6(Ipv6Addr::LOCALHOST, 9001)),
             termination: Termination::CLIENT_SILENT_AFTER_SERVER_FIN,

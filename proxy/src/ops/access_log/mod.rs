@@ -15,7 +15,7 @@
 //! | `%ci:%cp` | the client's address and port. An IPv6 address is printed bare, as HAProxy does (`inet_ntop`, then `:` and the port): `::1:51234`; the port is what follows the last colon. |
 //! | `[%t]` | when the connection was accepted, `dd/Mon/yyyy:hh:mm:ss.mmm`, **in UTC** (HAProxy prints local time; run it with `TZ=UTC` to compare lines). |
 //! | `%ft` | the frontend's name. |
-//! | `%b/%s` | the backend and the server. We have no separate backend sections, so `%b` is the frontend's name (as with HAProxy's `listen`), and the server is named by its address (`127.0.0.1:9001`, `[::1]:9001`). `<NOSRV>` when no server was tried. |
+//! | `%b/%s` | the backend and the server. `%b` is the group the connection went to: the frontend's name for its own backend lines (as with HAProxy's `listen`), or a `group` section's; the server is named by its address (`127.0.0.1:9001`, `[::1]:9001`). `<NOSRV>` when no server was tried. |
 //! | `%Tw` | milliseconds spent waiting for a backend below its maxconn; `-1` if no backend was ever tried (refused before, or none up). |
 //! | `%Tc` | milliseconds to connect to the server, retries included; `-1` if no connect succeeded. |
 //! | `%Tt` | milliseconds from accept to close. |
@@ -24,10 +24,12 @@
 //! | `%ac/%fc/%bc/%sc` | connections open in the process, the frontend, the backend and the server when the line was made, this one included (the line is made before the connection gives its places back, as HAProxy does). |
 //! | `%rc` | connect retries; prefixed with `+` when a retry went to another server (HAProxy's redispatch). Our proxy never retries the same server, so any retry is a redispatch: the count is not the logged server's. |
 //! | `%sq/%bq` | HAProxy's positions in the server and backend queues. Our waiting is not an ordered queue, so both are always `0/0`; the time spent waiting is in `%Tw`. |
+//! | `{...}` | only on a frontend with `use-group` rules: the TLS server name its ClientHello gave, where HAProxy puts a capture (`{}` without one). |
 //!
 //! Names are escaped as HAProxy escapes non-printable characters (section
 //! 8.6 of its manual): every byte outside `!`..`~`, and `#`, `"` and `/`
-//! (which would break the fields apart), becomes `#` and two hex digits.
+//! (which would break the fields apart) and the braces of a capture,
+//! becomes `#` and two hex digits.
 //! Our configuration only allows letters, digits, `-`, `_` and `.` in a
 //! name, so in practice nothing is escaped.
 //!

@@ -10,11 +10,14 @@
 //!  "frontend":"web","backend":"web","server":"127.0.0.1:9001","wait_ms":0,"connect_ms":1,
 //!  "total_ms":25,"bytes_down":120,"bytes_up":42,"termination":"--","retries":0,
 //!  "redispatched":false,"active_process":1,"active_frontend":1,"active_backend":1,
-//!  "active_server":1,"server_queue":0,"backend_queue":0}
+//!  "active_server":1,"server_queue":0,"backend_queue":0,"server_name":null}
 //! ```
 //!
-//! (on one line). `server` is `null` where tcplog says `<NOSRV>`; times that
-//! tcplog prints as `-1` are `-1` here too. [`JSON_KEYS`] lists the keys in
+//! (on one line). `server` is `null` where tcplog says `<NOSRV>`; times
+//! that tcplog prints as `-1` are `-1` here too. `server_name` is the TLS
+//! server name read by a frontend with `use-group` rules (`null` without
+//! one), which tcplog prints in braces at the end of the line on those
+//! frontends only, where HAProxy puts a capture (`{api.example}`, `{}`). [`JSON_KEYS`] lists the keys in
 //! the order they are written, for the tools that read the lines back.
 
 use std::fmt::{self, Write as _};
@@ -60,8 +63,15 @@ pub struct Record<'a> {
     pub accepted: SystemTime,
     /// The client's address (`%ci:%cp`).
     pub client: SocketAddr,
-    /// The frontend's name (`%ft`, and `%b`).
+    /// The frontend's name (`%ft`).
     pub frontend: &'a str,
+    /// The group of backends it went to (`%b`): the frontend's name for
+    /// its own backend lines, else the `group` section's.
+    pub group: &'a str,
+    /// The server name of its TLS ClientHello, on a frontend with
+    /// `use-group` rules (`Some(None)`: no name, or not TLS); `None` on
+    /// any other frontend, whose tcplog lines stay HAProxy's exactly.
+    pub server_name: Option<Option<&'a str>>,
     /// The last server tried (`%s`); `None` prints `<NOSRV>`.
     pub backend: Option<SocketAddr>,
     /// Time spent waiting for a place (`%Tw`); `None` prints `-1`.
@@ -136,7 +146,7 @@ impl Record<'_> {
         );
         escape_name(self.frontend, out);
         out.push(' ');
-        escape_name(self.frontend, out);
+        escape_name(self.group, out);
         out.push('/');
         match self.backend {
             Some(server) => {
@@ -159,6 +169,12 @@ impl Record<'_> {
             self.active_server,
             self.retries,
         );
+        // Where HAProxy puts a capture: braces after the standard fields.
+        if let Some(name) = self.server_name {
+            out.push_str(" {");
+            escape_name(name.unwrap_or_default(), out);
+            out.push('}');
+        }
     }
 
     /// Appends the JSON object, without its newline.
@@ -172,7 +188,7 @@ impl Record<'_> {
         );
         json::push_string(out, self.frontend);
         out.push_str(",\"backend\":");
-        json::push_string(out, self.frontend);
+        json::push_string(out, self.group);
         out.push_str(",\"server\":");
         match self.backend {
             Some(server) => {
@@ -185,7 +201,7 @@ impl Record<'_> {
             ",\"wait_ms\":{},\"connect_ms\":{},\"total_ms\":{},\"bytes_down\":{},\"bytes_up\":{},\
              \"termination\":\"{}\",\"retries\":{},\"redispatched\":{},\"active_process\":{},\
              \"active_frontend\":{},\"active_backend\":{},\"active_server\":{},\
-             \"server_queue\":0,\"backend_queue\":0}}",
+             \"server_queue\":0,\"backend_queue\":0,\"server_name\":",
             Millis(self.wait),
             Millis(self.connect),
             self.total.as_millis(),
@@ -199,6 +215,11 @@ impl Record<'_> {
             self.active_backend,
             self.active_server,
         );
+        match self.server_name.flatten() {
+            Some(name) => json::push_string(out, name),
+            None => out.push_str("null"),
+        }
+        out.push('}');
     }
 
     /// Appends the line in `format`, without its newline.
@@ -211,10 +232,11 @@ impl Record<'_> {
 }
 
 /// HAProxy's escaping of log fields: `#` and two hex digits for any byte
-/// outside `!`..`~`, and for `#`, `"` and `/`.
+/// outside `!`..`~`, and for `#`, `"` and `/`; and for the braces, which
+/// close a capture.
 fn escape_name(name: &str, out: &mut String) {
     for &b in name.as_bytes() {
-        if (b'!'..=b'~').contains(&b) && !matches!(b, b'#' | b'"' | b'/') {
+        if (b'!'..=b'~').contains(&b) && !matches!(b, b'#' | b'"' | b'/' | b'{' | b'}') {
             out.push(char::from(b));
         } else {
             let _ = write!(out, "#{b:02X}");
@@ -224,7 +246,7 @@ fn escape_name(name: &str, out: &mut String) {
 
 /// The keys of a JSON line, in the order [`Record::write_json`] writes them
 /// (for tests and tools; a unit test holds the two together).
-pub const JSON_KEYS: [&str; 20] = [
+pub const JSON_KEYS: [&str; 21] = [
     "time",
     "client_ip",
     "client_port",
@@ -245,6 +267,7 @@ pub const JSON_KEYS: [&str; 20] = [
     "active_server",
     "server_queue",
     "backend_queue",
+    "server_name",
 ];
 
 #[cfg(test)]
@@ -275,6 +298,8 @@ pub(crate) mod tests {
             accepted: at(NOON),
             client: v4([127, 0, 0, 1], 51234),
             frontend: "web",
+            group: "web",
+            server_name: None,
             backend: Some(v4([127, 0, 0, 1], 9001)),
             wait: Some(Duration::ZERO),
             connect: Some(Duration::from_millis(1)),
@@ -459,6 +484,7 @@ pub(crate) mod tests {
         let name = "a b#c/d\"é\t";
         let line = tcplog(&Record {
             frontend: name,
+            group: name,
             ..record()
         });
         let escaped = "a#20b#23c#2Fd#22#C3#A9#09";
@@ -470,6 +496,7 @@ pub(crate) mod tests {
         assert!(
             tcplog(&Record {
                 frontend: "db-1_main.v2",
+                group: "db-1_main.v2",
                 ..record()
             })
             .contains("] db-1_main.v2 db-1_main.v2/")
@@ -485,7 +512,8 @@ pub(crate) mod tests {
              \"server\":\"127.0.0.1:9001\",\"wait_ms\":0,\"connect_ms\":1,\"total_ms\":25,\
              \"bytes_down\":120,\"bytes_up\":42,\"termination\":\"--\",\"retries\":0,\
              \"redispatched\":false,\"active_process\":1,\"active_frontend\":1,\
-             \"active_backend\":1,\"active_server\":1,\"server_queue\":0,\"backend_queue\":0}"
+             \"active_backend\":1,\"active_server\":1,\"server_queue\":0,\"backend_queue\":0,\
+             \"server_name\":null}"
         );
         // Without a server: null, and -1 for the times never measured.
         let line = json(&refused());
@@ -505,10 +533,46 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_routed_connection_names_its_group_and_its_server_name() {
+        let routed = Record {
+            frontend: "tls",
+            group: "api",
+            server_name: Some(Some("api.example")),
+            ..record()
+        };
+        assert!(
+            tcplog(&routed)
+                .ends_with("] tls api/127.0.0.1:9001 0/1/25 120 -- 1/1/1/1/0 0/0 {api.example}"),
+            "{}",
+            tcplog(&routed)
+        );
+        assert!(json(&routed).contains(",\"backend\":\"api\","));
+        assert!(json(&routed).ends_with(",\"server_name\":\"api.example\"}"));
+        // A frontend with rules, a client without a name: empty braces.
+        let nameless = Record {
+            server_name: Some(None),
+            ..routed
+        };
+        assert!(
+            tcplog(&nameless).ends_with(" 0/0 {}"),
+            "{}",
+            tcplog(&nameless)
+        );
+        assert!(json(&nameless).ends_with(",\"server_name\":null}"));
+        // Braces in a name (never from the reader, which refuses them) are escaped.
+        let odd = Record {
+            server_name: Some(Some("a}b")),
+            ..record()
+        };
+        assert!(tcplog(&odd).ends_with(" {a#7Db}"), "{}", tcplog(&odd));
+    }
+
+    #[test]
     fn json_lines_stay_one_line_whatever_the_name() {
         let name = "we\"b\\\n\r\t\u{1}\u{7f}é/";
         let line = json(&Record {
             frontend: name,
+            group: name,
             ..record()
         });
         assert!(!line.contains('\n') && !line.contains('\u{1}'), "{line:?}");

@@ -401,6 +401,7 @@ mod tests {
                     for i in 0..PER_THREAD {
                         sink.record(&Record {
                             frontend: name,
+                            group: name,
                             bytes_down: i as u64,
                             ..record()
                         });
@@ -427,6 +428,7 @@ mod tests {
                 .map(|i| {
                     tcplog(&Record {
                         frontend: name,
+                        group: name,
                         bytes_down: i as u64,
                         ..record()
                     })

@@ -80,6 +80,10 @@ pub struct FrontendCounters {
     pub gone: AtomicU64,
     /// The frontend's backends' counters, by backend index.
     pub backends: Vec<BackendCounters>,
+    /// Connections routed, by the `use-group` rule that chose their group,
+    /// then the ones no rule chose (`epoll/route.rs`); empty on a frontend
+    /// without rules.
+    pub routes: Vec<AtomicU64>,
 }
 
 /// One backend's counters, as one worker counts them.
@@ -102,6 +106,12 @@ pub struct BackendCounters {
 impl FrontendCounters {
     /// Zeroed counters for a frontend of `backends` backends.
     pub fn new(backends: usize) -> FrontendCounters {
+        FrontendCounters::with_routes(backends, 0)
+    }
+
+    /// Zeroed counters for a frontend of `backends` backends and `routes`
+    /// routing counters.
+    pub fn with_routes(backends: usize, routes: usize) -> FrontendCounters {
         FrontendCounters {
             connections: AtomicU64::new(0),
             active: AtomicU64::new(0),
@@ -117,6 +127,7 @@ impl FrontendCounters {
             accept_errors: AtomicU64::new(0),
             gone: AtomicU64::new(0),
             backends: (0..backends).map(|_| BackendCounters::default()).collect(),
+            routes: (0..routes).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 }

@@ -26,12 +26,15 @@ use super::counters::{BackendCounters, FrontendCounters};
 use super::process::Process;
 
 /// One frontend as [`Registry::from_counters`] takes it: name, backends'
-/// addresses, health board, one set of counters per worker.
+/// addresses, health board, one set of counters per worker, and the labels
+/// of its routing counters ([`FrontendCounters::routes`]: the rule, the
+/// group), none without `use-group` rules.
 pub type FrontendParts = (
     String,
     Vec<SocketAddr>,
     Arc<HealthBoard>,
     Vec<Arc<FrontendCounters>>,
+    Vec<(String, String)>,
 );
 
 /// The registry the admin endpoint renders now: a reload swaps in a new one
@@ -96,6 +99,8 @@ struct FrontendInfo {
     name: String,
     backends: Vec<SocketAddr>,
     board: Arc<HealthBoard>,
+    /// The labels (rule, group) of its routing counters, by index.
+    routes: Vec<(String, String)>,
 }
 
 impl Registry {
@@ -120,6 +125,7 @@ impl Registry {
                 name: name.clone(),
                 backends: backends.clone(),
                 board: board.clone(),
+                routes: Vec::new(),
             })
             .collect();
         Arc::new(Registry {
@@ -141,19 +147,19 @@ impl Registry {
             .max(1);
         let mut counters: Vec<Vec<Arc<FrontendCounters>>> = vec![Vec::new(); workers];
         let mut infos = Vec::new();
-        for (name, backends, board, per_worker) in frontends {
+        for (name, backends, board, per_worker, routes) in frontends {
             for (worker, row) in counters.iter_mut().enumerate() {
                 // A frontend short of counters for a worker reads as zeros.
-                let mine = per_worker
-                    .get(worker)
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(FrontendCounters::new(backends.len())));
+                let mine = per_worker.get(worker).cloned().unwrap_or_else(|| {
+                    Arc::new(FrontendCounters::with_routes(backends.len(), routes.len()))
+                });
                 row.push(mine);
             }
             infos.push(FrontendInfo {
                 name,
                 backends,
                 board,
+                routes,
             });
         }
         Arc::new(Registry {
@@ -184,6 +190,7 @@ impl Registry {
     pub fn render(&self) -> String {
         let mut out = Exposition::default();
         self.render_frontends(&mut out);
+        self.render_routes(&mut out);
         self.render_backends(&mut out);
         render_process(&mut out, &Process::read());
         out.text
@@ -216,6 +223,36 @@ impl Registry {
             for (index, frontend) in self.frontends.iter().enumerate() {
                 let labels = [("frontend", frontend.name.as_str())];
                 out.sample(name, &labels, self.frontend_sum(index, counter));
+            }
+        }
+    }
+
+    /// `proxy_frontend_routed_total{frontend,rule,group}`: only frontends
+    /// with `use-group` rules have samples, and without any the family is
+    /// left out.
+    fn render_routes(&self, out: &mut Exposition) {
+        let name = "proxy_frontend_routed_total";
+        if self.frontends.iter().all(|f| f.routes.is_empty()) {
+            return;
+        }
+        let help = "Client connections by the use-group rule that chose their group; '(no sni)', \
+                    '(no match)' and '(not tls)' count those sent to the default group, or \
+                    refused (not-tls refuse).";
+        out.family(name, Kind::Counter, help);
+        for (index, frontend) in self.frontends.iter().enumerate() {
+            for (slot, (rule, group)) in frontend.routes.iter().enumerate() {
+                let sum = self
+                    .counters
+                    .iter()
+                    .filter_map(|worker| worker[index].routes.get(slot))
+                    .map(|c| c.load(Relaxed))
+                    .fold(0, u64::wrapping_add);
+                let labels = [
+                    ("frontend", frontend.name.as_str()),
+                    ("rule", rule.as_str()),
+                    ("group", group.as_str()),
+                ];
+                out.sample(name, &labels, sum);
             }
         }
     }
