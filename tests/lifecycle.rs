@@ -54,20 +54,10 @@ fn fixture(count: usize, mode: FixtureMode) -> Fixture {
     .expect("start the fixture")
 }
 
-/// The proxy's stderr, for failure messages.
-fn said(proxy: &ChildProcess) -> String {
-    proxy.log().join("\n")
-}
-
 /// Waits for a log line containing `needle`, failing the test if it does
 /// not come within [`SOON`].
 fn expect_log(proxy: &ChildProcess, needle: &str) -> String {
-    proxy.wait_for_log(needle, SOON).unwrap_or_else(|e| {
-        panic!(
-            "no log line {needle:?} within {SOON:?} ({e}); stderr:\n{}",
-            said(proxy)
-        )
-    })
+    expect_log_within(proxy, needle, SOON)
 }
 
 /// How many log lines contain `needle`.

@@ -27,7 +27,6 @@ use std::fs;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -56,30 +55,6 @@ const SOON: Duration = Duration::from_secs(5);
 // ---------------------------------------------------------------------------
 // The proxy as a child process, its stderr in a file
 // ---------------------------------------------------------------------------
-
-/// A directory of the test's own under the temporary directory, removed on
-/// drop.
-struct TestDir(PathBuf);
-
-impl TestDir {
-    fn new(test: &str) -> TestDir {
-        let path =
-            std::env::temp_dir().join(format!("e2e-operations-{}-{test}", std::process::id()));
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).expect("create the test directory");
-        TestDir(path)
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Writes `config` into `dir` and starts the proxy under test on it with
 /// `extra` flags (and `--grace 1s`, so a stop never waits long), its stderr

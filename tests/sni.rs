@@ -39,29 +39,6 @@ use common::*;
 /// A bound on one `openssl` run, or on "soon" (a log line, a refusal).
 const SOON: Duration = Duration::from_secs(10);
 
-/// The test's own directory (certificates, configuration, logs), removed
-/// on drop.
-struct TestDir(PathBuf);
-
-impl TestDir {
-    fn new(test: &str) -> TestDir {
-        let path = std::env::temp_dir().join(format!("e2e-sni-{}-{test}", std::process::id()));
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).expect("create the test directory");
-        TestDir(path)
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The `openssl` program, or a failure that says how to install it.
 fn openssl() -> &'static str {
     static FOUND: OnceLock<bool> = OnceLock::new();

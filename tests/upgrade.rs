@@ -112,17 +112,10 @@ fn start_next(old: &ChildProcess, config: &ConfigFile, workers: usize) -> ChildP
     new
 }
 
-fn said(proxy: &ChildProcess) -> String {
-    proxy.log().join("\n")
-}
-
+/// Waits for a log line containing `needle`, failing the test if it does
+/// not come within [`SOON`].
 fn expect_log(proxy: &ChildProcess, needle: &str) -> String {
-    proxy.wait_for_log(needle, SOON).unwrap_or_else(|e| {
-        panic!(
-            "no log line {needle:?} within {SOON:?} ({e}); stderr:\n{}",
-            said(proxy)
-        )
-    })
+    expect_log_within(proxy, needle, SOON)
 }
 
 /// `old` exits 0 once its held connections are done (they are, when this

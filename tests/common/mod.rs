@@ -710,6 +710,22 @@ pub fn soft_nofile_of(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// The proxy's stderr, for failure messages.
+pub fn said(proxy: &ChildProcess) -> String {
+    proxy.log().join("\n")
+}
+
+/// Waits up to `within` for a log line of `proxy` containing `needle` and
+/// returns it; fails the test, showing the proxy's stderr, if none comes.
+pub fn expect_log_within(proxy: &ChildProcess, needle: &str, within: Duration) -> String {
+    proxy.wait_for_log(needle, within).unwrap_or_else(|e| {
+        panic!(
+            "no log line {needle:?} within {within:?} ({e}); stderr:\n{}",
+            said(proxy)
+        )
+    })
+}
+
 /// Polls `condition` every 10 ms until it holds or `limit` passes; returns
 /// whether it held.
 pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
@@ -801,21 +817,46 @@ fn sockaddr(addr: SocketAddr) -> Box<dyn SockaddrLike> {
 // Configuration files
 // ---------------------------------------------------------------------------
 
-/// A configuration file in a directory of its own (named for the test
-/// target and the test), removed on drop.
+/// A test's own directory (named for the test target, the process and the
+/// test, so parallel tests and runs never share one), removed on drop.
+pub struct TestDir(std::path::PathBuf);
+
+impl TestDir {
+    pub fn new(test: &str) -> TestDir {
+        let target = env!("CARGO_CRATE_NAME");
+        let path = std::env::temp_dir().join(format!("e2e-{target}-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create the test directory");
+        TestDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The path of `name` in it.
+    pub fn file(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A configuration file in a [`TestDir`] of its own, removed with it.
 pub struct ConfigFile {
-    dir: std::path::PathBuf,
+    dir: TestDir,
     path: std::path::PathBuf,
 }
 
 impl ConfigFile {
     pub fn new(test: &str, text: &str) -> ConfigFile {
-        let target = env!("CARGO_CRATE_NAME");
-        let dir = std::env::temp_dir().join(format!("e2e-{target}-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the config directory");
+        let dir = TestDir::new(test);
         let file = ConfigFile {
-            path: dir.join("lb.conf"),
+            path: dir.file("lb.conf"),
             dir,
         };
         file.write(text);
@@ -828,21 +869,15 @@ impl ConfigFile {
 
     /// The directory it is in, for files that go with it.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// Replaces the file's contents atomically: a temporary file, renamed
     /// over it, so that a reader (a SIGHUP, a new process) never reads half
     /// a file.
     pub fn write(&self, text: &str) {
-        let tmp = self.dir.join("lb.conf.tmp");
+        let tmp = self.dir.file("lb.conf.tmp");
         std::fs::write(&tmp, text).expect("write the new config");
         std::fs::rename(&tmp, &self.path).expect("rename the new config over the old one");
-    }
-}
-
-impl Drop for ConfigFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
