@@ -636,11 +636,11 @@ mod tests {
             ),
             (
                 &fe("  splice yes\n"),
-                "lb.conf:4:10: splice: 'yes' is not a choice; use auto, on or off",
+                "lb.conf:4:10: splice: unknown choice 'yes'; use auto, on or off",
             ),
             (
                 &fe("  splice of\n"),
-                "lb.conf:4:10: splice: 'of' is not a choice (did you mean 'on'?); use auto, on \
+                "lb.conf:4:10: splice: unknown choice 'of' (did you mean 'on'?); use auto, on \
                  or off",
             ),
             (

@@ -484,53 +484,64 @@ fn add_rules(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
 }
 
 fn set_not_tls(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
-    match NotTls::ALL.into_iter().find(|n| n.name() == v.text) {
-        Some(choice) => f.not_tls = Some((choice, r.line, v.column)),
-        None => {
-            let names = NotTls::ALL.map(NotTls::name);
-            let message = format!(
-                "not-tls: '{}'{}; use {} (the default group, or a reset)",
-                v.text,
-                did_you_mean(v.text, &names),
-                list(&names, "or")
-            );
-            r.error(v.column, message);
-        }
+    let why = " (the default group, or a reset)";
+    if let Some(choice) = one_of(
+        r,
+        v,
+        NotTls::ALL,
+        NotTls::name,
+        "not-tls: unknown choice",
+        why,
+    ) {
+        f.not_tls = Some((choice, r.line, v.column));
     }
 }
 
 /// `splice auto | on | off`.
 fn set_splice(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
-    match Splice::parse(v.text) {
-        Some(splice) => f.splice = splice,
-        None => {
-            let names = Splice::ALL.map(Splice::name);
-            let message = format!(
-                "splice: '{}' is not a choice{}; use {}",
-                v.text,
-                did_you_mean(v.text, &names),
-                list(&names, "or")
-            );
-            r.error(v.column, message);
-        }
+    if let Some(splice) = one_of(
+        r,
+        v,
+        Splice::ALL,
+        Splice::name,
+        "splice: unknown choice",
+        "",
+    ) {
+        f.splice = splice;
     }
 }
 
 fn set_balance(r: &mut Reader<'_>, f: &mut PoolDraft, v: Word<'_>) {
     f.balance_at = Some((r.line, v.column));
-    match Algorithm::parse(v.text) {
-        Some(algorithm) => f.balance = algorithm,
-        None => {
-            let names = Algorithm::ALL.map(Algorithm::name);
-            let message = format!(
-                "unknown balance algorithm '{}'{}; use {}",
-                v.text,
-                did_you_mean(v.text, &names),
-                list(&names, "or")
-            );
-            r.error(v.column, message);
-        }
+    let what = "unknown balance algorithm";
+    if let Some(algorithm) = one_of(r, v, Algorithm::ALL, Algorithm::name, what, "") {
+        f.balance = algorithm;
     }
+}
+
+/// `v` as the one of `all` that `name` calls so; otherwise an error at its
+/// column that lists them all, and the nearest one for a typo:
+/// `WHAT 'v' (did you mean ...?); use a, b or c WHY`.
+fn one_of<T: Copy, const N: usize>(
+    r: &mut Reader<'_>,
+    v: Word<'_>,
+    all: [T; N],
+    name: fn(T) -> &'static str,
+    what: &str,
+    why: &str,
+) -> Option<T> {
+    if let Some(found) = all.into_iter().find(|t| name(*t) == v.text) {
+        return Some(found);
+    }
+    let names = all.map(name);
+    let message = format!(
+        "{what} '{}'{}; use {}{why}",
+        v.text,
+        did_you_mean(v.text, &names),
+        list(&names, "or")
+    );
+    r.error(v.column, message);
+    None
 }
 
 /// `allow RANGE...` and `deny RANGE...`: at least one range.
