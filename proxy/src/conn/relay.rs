@@ -104,7 +104,7 @@ pub fn take_buffer() -> Box<[u8]> {
 }
 
 /// Gives a buffer back to this thread's pool, for the next read anywhere
-/// (dropped if the pool already holds [`POOL_LIMIT`]).
+/// (dropped if the pool already holds `POOL_LIMIT`).
 pub fn give_buffer(buffer: Box<[u8]>) {
     POOL.with(|p| {
         let mut pool = p.borrow_mut();

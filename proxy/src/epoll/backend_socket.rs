@@ -5,8 +5,8 @@
 //! the backend cannot take an aborted connection for a complete, empty one.
 //!
 //! Its own file so that both sides of it can import it one way: connect.rs
-//! makes one ([`Backend::new`]), connection.rs holds it until the relay
-//! ([`Backend::into_relay`]).
+//! makes one (`Backend::new`), connection.rs holds it until the relay
+//! (`Backend::into_relay`).
 
 use runtime::net::{Connecting, TcpStream};
 
