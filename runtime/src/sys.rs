@@ -639,10 +639,10 @@ pub(crate) fn send_with_fds(
         let space = unsafe { libc::CMSG_SPACE(data_len) } as usize;
         header.msg_control = control.as_mut_ptr().cast();
         header.msg_controllen = space;
-        // SAFETY: `header` points at `control`, which is aligned (u64) and at
-        // least `space` bytes long (CMSG_WORDS holds 253 descriptors and the
-        // header), so the first cmsghdr and its data fit; the copy writes
-        // `raw.len()` descriptors into the data CMSG_LEN(data_len) reserved.
+        // `header` points at `control`, aligned (u64) and at least `space`
+        // bytes long (CMSG_WORDS holds 253 descriptors and the header).
+        // SAFETY: so the first cmsghdr and its data fit, and the copy writes
+        // `raw.len()` descriptors into the CMSG_LEN(data_len) bytes reserved.
         unsafe {
             let cmsg = libc::CMSG_FIRSTHDR(&header);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
@@ -694,11 +694,10 @@ pub(crate) fn recv_with_fds(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Resul
         return Err(io::Error::last_os_error());
     }
     let mut fds = Vec::new();
-    // SAFETY: the kernel filled `control` with `msg_controllen` bytes of
-    // well-formed control messages; CMSG_FIRSTHDR and CMSG_NXTHDR stay
-    // within them, and an SCM_RIGHTS message's data is `cmsg_len -
-    // CMSG_LEN(0)` bytes of descriptors, each new to this process and owned
-    // by no one else: `owned` makes each the one owner of its descriptor.
+    // The kernel filled `control` with `msg_controllen` bytes of well-formed
+    // control messages, and CMSG_FIRSTHDR and CMSG_NXTHDR stay within them.
+    // SAFETY: an SCM_RIGHTS message's data is `cmsg_len - CMSG_LEN(0)` bytes
+    // of descriptors new to this process: `owned` makes each its one owner.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(&header);
         while !cmsg.is_null() {
