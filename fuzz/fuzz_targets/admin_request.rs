@@ -60,9 +60,16 @@ fn check_complete(data: &[u8]) {
     let Ok(Some(length)) = scanner.feed(data) else {
         return;
     };
-    assert!(length <= data.len(), "a head of {length} in {} bytes", data.len());
+    assert!(
+        length <= data.len(),
+        "a head of {length} in {} bytes",
+        data.len()
+    );
     let head = data.get(..length).unwrap_or_default();
-    assert!(head.ends_with(b"\r\n\r\n"), "a head ends with its blank line");
+    assert!(
+        head.ends_with(b"\r\n\r\n"),
+        "a head ends with its blank line"
+    );
     // A complete head may still be refused as a whole (its Host headers).
     let Ok(request) = scanner.request(head) else {
         return;

@@ -72,7 +72,10 @@ fn check_prefixes(data: &[u8], whole: &Verdict) {
                 owed = owed.max(needed);
             }
             Verdict::Hello(_) => {
-                assert!(cut >= owed, "a hello at {cut} bytes, though {owed} were needed");
+                assert!(
+                    cut >= owed,
+                    "a hello at {cut} bytes, though {owed} were needed"
+                );
                 assert_eq!(&verdict, whole, "at {cut} bytes, then more");
             }
             verdict => assert_eq!(&verdict, whole, "at {cut} bytes, then more"),
