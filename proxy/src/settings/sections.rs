@@ -36,7 +36,7 @@ use super::config::{
     AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT, Timeouts,
 };
 use super::reader::{Draft, Opt, Reader, Seen, Setter};
-use super::words::{Word, did_you_mean, list, suggest};
+use super::words::{Word, did_you_mean, list, not_one_of, suggest};
 
 /// The section headers.
 pub const SECTIONS: &[&str] = &["global", "frontend", "group"];
@@ -534,13 +534,10 @@ fn one_of<T: Copy, const N: usize>(
         return Some(found);
     }
     let names = all.map(name);
-    let message = format!(
-        "{what} '{}'{}; use {}{why}",
-        v.text,
-        did_you_mean(v.text, &names),
-        list(&names, "or")
+    r.error(
+        v.column,
+        format!("{what} {}{why}", not_one_of(v.text, &names)),
     );
-    r.error(v.column, message);
     None
 }
 
@@ -690,12 +687,7 @@ fn unknown_timeout(r: &mut Reader<'_>, kind: Word<'_>) {
         return r.error(kind.column, message);
     }
     let kinds = kind_names(TIMEOUTS);
-    let message = format!(
-        "unknown timeout '{}'{}; use {}",
-        kind.text,
-        did_you_mean(kind.text, &kinds),
-        list(&kinds, "or")
-    );
+    let message = format!("unknown timeout {}", not_one_of(kind.text, &kinds));
     r.error(kind.column, message);
 }
 

@@ -76,6 +76,16 @@ pub fn did_you_mean(word: &str, candidates: &[&str]) -> String {
     }
 }
 
+/// `'word' (did you mean 'best'?); use a, b or c`: what a message says of
+/// a word that names none of `names`.
+pub fn not_one_of(word: &str, names: &[&str]) -> String {
+    format!(
+        "'{word}'{}; use {}",
+        did_you_mean(word, names),
+        list(names, "or")
+    )
+}
+
 /// `a, b and c` (with `last` "and") or `a, b or c` (with "or").
 pub fn list(items: &[&str], last: &str) -> String {
     match items {
