@@ -200,6 +200,36 @@ fn client(addr: SocketAddr, id: usize, stop: &AtomicBool, outcomes: &Outcomes, u
     }
 }
 
+/// Opens the `HELD` connections (threads of scope `s`) and waits until all
+/// are open: transfers that are in flight while the listeners change hands.
+fn open_held<'s>(
+    s: &'s thread::Scope<'s, '_>,
+    addr: SocketAddr,
+    opened: &'s AtomicUsize,
+    finish: &'s AtomicBool,
+) -> Vec<thread::ScopedJoinHandle<'s, Result<(), String>>> {
+    let holders = (0..HELD)
+        .map(|i| s.spawn(move || held(addr, i, opened, finish)))
+        .collect();
+    assert!(
+        wait_until(SOON, || opened.load(Ordering::SeqCst) == HELD),
+        "held connections"
+    );
+    holders
+}
+
+/// Joins each client thread and records its outcome as `what i`.
+fn record_all(
+    outcomes: &Outcomes,
+    what: &str,
+    clients: Vec<thread::ScopedJoinHandle<'_, Result<(), String>>>,
+) {
+    for (i, client) in clients.into_iter().enumerate() {
+        let result = client.join().unwrap_or_else(|_| Err("panicked".into()));
+        outcomes.record(&format!("{what} {i}"), result);
+    }
+}
+
 /// A connection opened (and used) now, held open while `finish` is not
 /// set, used all along, then closed: it lives across a handover on the
 /// process that accepted it. Every chunk is checked as it comes back.
@@ -258,14 +288,7 @@ fn hand_over(
 ) -> ChildProcess {
     let (opened, finish) = (AtomicUsize::new(0), AtomicBool::new(false));
     let new = thread::scope(|s| {
-        let holders: Vec<_> = (0..HELD)
-            .map(|i| {
-                s.spawn({
-                    let (opened, finish) = (&opened, &finish);
-                    move || held(addr, i, opened, finish)
-                })
-            })
-            .collect();
+        let holders = open_held(s, addr, &opened, &finish);
         // Raised however the scope ends, so the holders finish.
         struct Finish<'a>(&'a AtomicBool);
         impl Drop for Finish<'_> {
@@ -274,19 +297,12 @@ fn hand_over(
             }
         }
         let guard = Finish(&finish);
-        assert!(
-            wait_until(SOON, || opened.load(Ordering::SeqCst) == HELD),
-            "held connections"
-        );
         let at = outcomes.done();
         let new = start_next(&old, config, workers);
         // The load goes on through the new process.
         outcomes.wait_for(at, 200);
         drop(guard);
-        for (i, holder) in holders.into_iter().enumerate() {
-            let result = holder.join().unwrap_or_else(|_| Err("panicked".into()));
-            outcomes.record(&format!("held {i}"), result);
-        }
+        record_all(outcomes, "held", holders);
         new
     });
     expect_drained_exit(&old);
@@ -588,18 +604,7 @@ fn clients_waiting_in_the_listen_queues_are_served_by_the_new_process() {
         AtomicUsize::new(0),
     );
     let new = thread::scope(|s| {
-        let holders: Vec<_> = (0..HELD)
-            .map(|i| {
-                s.spawn({
-                    let (opened, finish) = (&opened, &finish);
-                    move || held(addr, i, opened, finish)
-                })
-            })
-            .collect();
-        assert!(
-            wait_until(SOON, || opened.load(Ordering::SeqCst) == HELD),
-            "held connections"
-        );
+        let holders = open_held(s, addr, &opened, &finish);
         let queued: Vec<_> = (0..QUEUED)
             .map(|i| {
                 s.spawn({
@@ -615,15 +620,9 @@ fn clients_waiting_in_the_listen_queues_are_served_by_the_new_process() {
         // Room for everyone in the new process.
         config.write(&web);
         let new = start_next(&old, &config, 2);
-        for (i, client) in queued.into_iter().enumerate() {
-            let result = client.join().unwrap_or_else(|_| Err("panicked".into()));
-            outcomes.record(&format!("queued {i}"), result);
-        }
+        record_all(&outcomes, "queued", queued);
         finish.store(true, Ordering::SeqCst);
-        for (i, holder) in holders.into_iter().enumerate() {
-            let result = holder.join().unwrap_or_else(|_| Err("panicked".into()));
-            outcomes.record(&format!("held {i}"), result);
-        }
+        record_all(&outcomes, "held", holders);
         new
     });
     outcomes.assert_none_failed(&format!("old:\n{}\nnew:\n{}", said(&old), said(&new)));
