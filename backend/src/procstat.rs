@@ -1,6 +1,8 @@
 //! A process tree read from /proc: which processes it holds, and what it
-//! costs (CPU time and memory). The child helper kills a whole tree with
-//! it ([`crate::child`]); the benchmark sums a subject's cost over one.
+//! costs (CPU time and memory); and the whole machine's CPU time beside it.
+//! The child helper kills a whole tree with it ([`crate::child`]); the
+//! benchmark sums a subject's cost over one, and reads how busy the machine
+//! was around it.
 //!
 //! A proxy may be one process with threads (ours, HAProxy) or a master with
 //! worker processes (nginx), so every figure is summed over the *tree*: the
@@ -16,6 +18,14 @@
 //!   in KiB. Summing VmHWM over several processes gives an upper bound of the
 //!   tree's peak (their peaks need not be simultaneous); for one process it
 //!   is exact.
+//! - The machine: the first line of `/proc/stat` (`cpu  user nice system
+//!   idle iowait irq softirq steal guest guest_nice`, clock ticks summed
+//!   over every CPU). Busy is `user + nice + system + irq + softirq`; guest
+//!   time is already inside `user` and `nice`, and `iowait` is idle time.
+//!   `steal` is kept apart: it is time this VM wanted a CPU and the host
+//!   ran someone else, so it is not work done here, but a reader of a
+//!   shared machine needs to see it. Take a [`MachineTicks`] before and
+//!   after a run; [`MachineTicks::since`] is what the machine spent.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -171,6 +181,84 @@ pub fn descriptors(root: u32) -> io::Result<usize> {
     Ok(total)
 }
 
+/// The whole machine's CPU time at one moment, from `/proc/stat`'s first
+/// line, in clock ticks summed over every CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MachineTicks {
+    /// `user + nice + system + irq + softirq`.
+    pub busy: u64,
+    /// `steal` (0 where the kernel does not count it).
+    pub steal: u64,
+    /// How many CPUs the kernel counts (the `cpuN` lines).
+    pub cpus: usize,
+}
+
+/// The fields of the `cpu` line, counted after the word `cpu`, that make
+/// up busy time, and where steal is.
+const BUSY_FIELDS: [usize; 5] = [0, 1, 2, 5, 6];
+const STEAL_FIELD: usize = 7;
+
+impl MachineTicks {
+    /// The machine's CPU time now.
+    pub fn now() -> io::Result<MachineTicks> {
+        let stat = fs::read_to_string("/proc/stat")?;
+        parse_machine(&stat).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "/proc/stat: its first line is not `cpu` and at least 7 counters",
+            )
+        })
+    }
+
+    /// What the machine spent between `earlier` and `self`.
+    pub fn since(self, earlier: MachineTicks) -> MachineCpu {
+        let time = |ticks: u64| Duration::from_secs_f64(ticks as f64 / ticks_per_second() as f64);
+        MachineCpu {
+            busy: time(self.busy.saturating_sub(earlier.busy)),
+            steal: time(self.steal.saturating_sub(earlier.steal)),
+            cpus: self.cpus,
+        }
+    }
+}
+
+/// The machine's CPU time over some interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MachineCpu {
+    /// Busy CPU time, every CPU's summed (see [`MachineTicks::busy`]).
+    pub busy: Duration,
+    /// Stolen CPU time, summed the same way.
+    pub steal: Duration,
+    /// CPUs the kernel counts.
+    pub cpus: usize,
+}
+
+/// The machine's counters from the text of `/proc/stat`: its first line
+/// must be the `cpu` total, with at least user through softirq (steal came
+/// later, in Linux 2.6.11, and reads 0 where it is missing).
+fn parse_machine(stat: &str) -> Option<MachineTicks> {
+    let mut fields = stat.lines().next()?.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let counters: Vec<u64> = fields.map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    let busy = BUSY_FIELDS
+        .iter()
+        .map(|&i| counters.get(i).copied())
+        .sum::<Option<u64>>()?;
+    let cpus = stat
+        .lines()
+        .filter(|l| {
+            l.strip_prefix("cpu")
+                .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .count();
+    Some(MachineTicks {
+        busy,
+        steal: counters.get(STEAL_FIELD).copied().unwrap_or(0),
+        cpus,
+    })
+}
+
 /// CPU time this thread has used (CLOCK_THREAD_CPUTIME_ID): what the load
 /// client, which runs on the calling thread, spent.
 pub use crate::fixture::thread_cpu_time as thread_cpu;
@@ -195,6 +283,46 @@ mod tests {
         assert_eq!(status_kib(status, "VmHWM:"), Some(10240));
         assert_eq!(status_kib(status, "VmRSS:"), Some(8192));
         assert_eq!(status_kib(status, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn the_machine_line_gives_busy_and_steal_apart() {
+        let stat = "cpu  4705 356 584 3699176 23060 10 93 40 7 0\n\
+                    cpu0 2400 200 300 1849000 11000 5 50 20 7 0\n\
+                    cpu1 2305 156 284 1850176 12060 5 43 20 0 0\n\
+                    intr 1462898 0 9\nctxt 2319231\ncpufreq 3\n";
+        let ticks = parse_machine(stat).unwrap();
+        // user + nice + system + irq + softirq; idle, iowait and guest not.
+        assert_eq!(ticks.busy, 4705 + 356 + 584 + 10 + 93);
+        assert_eq!(ticks.steal, 40);
+        assert_eq!(ticks.cpus, 2, "cpufreq is not a CPU");
+        let old = parse_machine("cpu 10 0 5 900 1 2 3\ncpu0 10 0 5 900 1 2 3\n").unwrap();
+        assert_eq!((old.busy, old.steal, old.cpus), (20, 0, 1));
+        for bad in ["", "intr 1 2\n", "cpu 1 2 3\n", "cpu 1 2 x 4 5 6 7 8\n"] {
+            assert_eq!(parse_machine(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn machine_ticks_subtract_into_cpu_time() {
+        let hz = ticks_per_second();
+        let before = MachineTicks {
+            busy: 100,
+            steal: 5,
+            cpus: 2,
+        };
+        let after = MachineTicks {
+            busy: 100 + 3 * hz,
+            steal: 5 + hz,
+            cpus: 2,
+        };
+        let spent = after.since(before);
+        assert_eq!(spent.busy, Duration::from_secs(3));
+        assert_eq!(spent.steal, Duration::from_secs(1));
+        assert_eq!(spent.cpus, 2);
+        assert_eq!(before.since(after).busy, Duration::ZERO);
+        let now = MachineTicks::now().unwrap();
+        assert!(now.cpus >= 1);
     }
 
     #[test]
