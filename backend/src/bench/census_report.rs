@@ -247,6 +247,7 @@ mod tests {
             client_cpu: Duration::ZERO,
             wall: Duration::from_secs(1),
             segments: None,
+            machine: None,
             note: None,
         })
     }

@@ -29,6 +29,8 @@ struct Measure {
     higher_is_better: bool,
     /// A ratio to direct (a rate), or an absolute figure (a cost).
     relative: bool,
+    /// Decimals of an absolute figure: enough to tell apart what is compared.
+    decimals: usize,
     values: Values,
 }
 
@@ -42,18 +44,20 @@ impl Measure {
             bar,
             higher_is_better: true,
             relative: true,
+            decimals: 2,
             values,
         }
     }
 
-    /// A cost, shown as an absolute figure (lower is better).
-    fn cost(name: &str, bar: &'static str, values: Values) -> Measure {
+    /// A cost, shown as an absolute figure with `decimals` (lower is better).
+    fn cost(name: &str, bar: &'static str, decimals: usize, values: Values) -> Measure {
         Measure {
             name: name.to_string(),
             short: None,
             bar,
             higher_is_better: false,
             relative: false,
+            decimals,
             values,
         }
     }
@@ -135,6 +139,11 @@ fn c_rates(c: &WorkloadC, http: Option<&HttpKeepAlive>, streams: usize) -> Vec<M
     ]
 }
 
+/// Decimals of every CPU-per-GiB figure: issue 12 asks whether splice
+/// costs "at most half" of the copy path, and with one decimal 0.4 against
+/// 0.7 cannot say.
+const GIB_DECIMALS: usize = 2;
+
 /// Workload C's costs: CPU per connection, memory per idle connection.
 fn c_costs(c: &WorkloadC) -> Vec<Measure> {
     let idle = |f: fn(&IdleMemory) -> f64| {
@@ -147,31 +156,37 @@ fn c_costs(c: &WorkloadC) -> Vec<Measure> {
         Measure::cost(
             "C: proxy CPU per connection, µs",
             "35–39 µs",
+            1,
             per_subject(c, |r| cpu_per_connection(r.connect.done()?)),
         ),
         Measure::cost(
             "C: TCP segments per connection, machine-wide",
             "—",
+            1,
             per_subject(c, |r| segments_per_connection(r.connect.done()?)),
         ),
         Measure::cost(
             "C: proxy CPU per GiB relayed (both ways), bulk 1 stream, s",
             "—",
+            GIB_DECIMALS,
             per_subject(c, |r| cpu_per_gib(r.bulk_one.done()?)),
         ),
         Measure::cost(
             "C: proxy CPU per GiB relayed (both ways), bulk streams, s",
             "—",
+            GIB_DECIMALS,
             per_subject(c, |r| cpu_per_gib(r.bulk_many.done()?)),
         ),
         Measure::cost(
             "C: memory per idle connection, KiB",
             "HAProxy 3.3, nginx 9.5",
+            1,
             idle(IdleMemory::per_connection_kib),
         ),
         Measure::cost(
             "C: memory kept after they close, KiB per connection",
             "HAProxy 3.3 (kept after close)",
+            1,
             idle(IdleMemory::kept_kib),
         ),
     ]
@@ -209,6 +224,59 @@ fn client_cpu_table(out: &mut String, c: &WorkloadC, streams: usize) {
     out.push('\n');
 }
 
+/// The whole machine's CPU during each bulk row's run, for every subject,
+/// direct included: where direct already keeps the cores busy, no proxy
+/// can reach direct's rate (its relay needs CPU the machine has not got),
+/// and that bounds every ratio to direct. `cores` is the fallback count
+/// when /proc/stat gave none.
+fn machine_table(out: &mut String, c: &WorkloadC, streams: usize, cores: usize) {
+    let cpus = c
+        .rows
+        .iter()
+        .flat_map(|r| [&r.bulk_one, &r.bulk_many])
+        .find_map(|o| Some(o.done()?.machine?.cpus))
+        .unwrap_or(cores);
+    let _ = writeln!(
+        out,
+        "The whole machine's CPU during each bulk run (the first `cpu` line of /proc/stat \
+         before and after it, over its wall time): *busy* is user + nice + system + irq + \
+         softirq, in cores of the {cpus} the kernel counts: the client's, the backends', the \
+         subject's and anyone else's on the machine together. *Steal* (time this VM wanted a \
+         CPU and the host gave it to another) is not in busy, and shown on its own. Near \
+         {cpus}.00 busy for direct, the bytes alone already fill the machine, and a proxy, \
+         whose relay needs cores too, cannot come near direct's rate.\n"
+    );
+    let mut header = vec!["measure".to_string()];
+    header.extend(c.rows.iter().map(|r| r.subject.to_string()));
+    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = Table::new(&header_refs);
+    let of = format!("cores (of {cpus})");
+    type Figure = fn(&Measured<BulkReport>) -> Option<f64>;
+    let figures: [(&str, Figure, &str); 3] = [
+        ("machine busy", Measured::machine_busy_cores, &of),
+        ("machine steal", Measured::machine_steal_cores, &of),
+        (
+            "machine CPU per GiB relayed (both ways)",
+            machine_per_gib,
+            "s",
+        ),
+    ];
+    let many = format!("bulk {streams} streams");
+    for (what, figure, unit) in figures {
+        for (during, many) in [("bulk 1 stream", false), (many.as_str(), true)] {
+            let mut cells = vec![format!("C: {what} during {during}, {unit}")];
+            cells.extend(c.rows.iter().map(|r| {
+                let bulk = if many { &r.bulk_many } else { &r.bulk_one };
+                let value = bulk.done().and_then(figure);
+                value.map_or("—".to_string(), |v| format!("{v:.GIB_DECIMALS$}"))
+            }));
+            table.row(cells);
+        }
+    }
+    out.push_str(&table.render());
+    out.push('\n');
+}
+
 /// The proxy's CPU per connection in µs: its CPU time over the requests
 /// (one connection each).
 fn cpu_per_connection(m: &Measured<LoadReport>) -> Option<f64> {
@@ -219,9 +287,21 @@ fn cpu_per_connection(m: &Measured<LoadReport>) -> Option<f64> {
 /// The proxy's CPU seconds per GiB it relayed, counting both directions
 /// (the echo sends each byte back): what splice(2) is meant to cut.
 fn cpu_per_gib(m: &Measured<BulkReport>) -> Option<f64> {
-    let cost = m.cost?;
+    per_gib(m, m.cost?.cpu)
+}
+
+/// The whole machine's busy CPU seconds per GiB relayed (procstat.rs): the
+/// client's, the backends' and the proxy's together; direct's is what
+/// moving the bytes costs without a proxy.
+fn machine_per_gib(m: &Measured<BulkReport>) -> Option<f64> {
+    per_gib(m, m.machine?.busy)
+}
+
+/// `cpu` over the GiB a bulk run moved both ways, if its bytes came back
+/// intact (a broken run's CPU is no price of a GiB).
+fn per_gib(m: &Measured<BulkReport>, cpu: std::time::Duration) -> Option<f64> {
     let gib = 2.0 * m.value.bytes_each_way as f64 / (1u64 << 30) as f64;
-    (m.value.intact && gib > 0.0).then(|| cost.cpu.as_secs_f64() / gib)
+    (m.value.intact && gib > 0.0).then(|| cpu.as_secs_f64() / gib)
 }
 
 /// TCP segments the machine sent per connection (segments.rs): the load
@@ -237,11 +317,12 @@ pub(super) fn workload_c(out: &mut String, c: &WorkloadC, results: &Results) -> 
     let sizes = &results.sizes;
     intro(out, sizes);
     cost_table(out, c, results.http.as_ref(), sizes.bulk_streams);
-    runs_table(out, c, sizes.repetitions);
+    runs_table(out, c, sizes.repetitions, sizes.bulk_streams);
     if let Some(http) = &results.http {
         http_report::section(out, http, sizes, "###");
     }
     client_cpu_table(out, c, sizes.bulk_streams);
+    machine_table(out, c, sizes.bulk_streams, results.machine.cores);
     let mut measures = results.a.as_ref().map_or_else(Vec::new, a_measures);
     measures.extend(c_rates(c, results.http.as_ref(), sizes.bulk_streams));
     measures.extend(c_costs(c));
@@ -299,18 +380,21 @@ fn runs_said(repetitions: usize) -> String {
         return "*Runs*: one per subject and measurement, each on a fresh process.".to_string();
     }
     format!(
-        "*Runs*: the three rates (connections, keep-alive, HTTP) are each the median of \
-         {repetitions} runs per subject, interleaved: round 1 measures every subject once, in \
-         the table's order, then round 2, and so on, so that the machine's drift spreads over \
-         all of them; each run is a fresh process. A row shows its median run whole (the \
-         latency and CPU beside a rate are that run's), every ratio to direct divides by \
-         direct's median, and a failed run fails the row. Bulk and idle: one run each."
+        "*Runs*: the three rates (connections, keep-alive, HTTP) and the two bulk rows (by \
+         MiB/s) are each the median of {repetitions} runs per subject, interleaved: round 1 \
+         measures every subject once, in the table's order, then round 2, and so on, so that \
+         the machine's drift spreads over all of them; each run is a fresh process. A row shows \
+         its median run whole (the latency and CPU beside a rate, a bulk row's proxy, client \
+         and machine CPU, are that run's), every ratio to direct divides by direct's median, \
+         and a failed run fails the row, as does a bulk run whose bytes came back altered (the \
+         row is then that run). Idle: one run, in round 1."
     )
 }
 
-/// Every run of the connection and keep-alive rates (wrk's are in its own
-/// table), so that a reader sees how far apart they are.
-fn runs_table(out: &mut String, c: &WorkloadC, repetitions: usize) {
+/// Every run of the connection and keep-alive rates and of the bulk rows
+/// (wrk's are in its own table), so that a reader sees how far apart they
+/// are.
+fn runs_table(out: &mut String, c: &WorkloadC, repetitions: usize, streams: usize) {
     if repetitions < 2 {
         return;
     }
@@ -319,12 +403,21 @@ fn runs_table(out: &mut String, c: &WorkloadC, repetitions: usize) {
         "The {repetitions} runs of each rate, in round order (the table above shows the median \
          one); in brackets, half their range over the median:\n"
     );
-    let mut table = Table::new(&["subject", "connections/s", "keep-alive req/s"]);
+    let many = format!("bulk MiB/s, {streams} streams");
+    let mut table = Table::new(&[
+        "subject",
+        "connections/s",
+        "keep-alive req/s",
+        "bulk MiB/s, 1 stream",
+        &many,
+    ]);
     for row in &c.rows {
         table.row(vec![
             row.subject.to_string(),
             runs_cell(&row.connect_runs),
             runs_cell(&row.keep_alive_runs),
+            runs_cell(&row.bulk_one_runs),
+            runs_cell(&row.bulk_many_runs),
         ]);
     }
     out.push_str(&table.render());
@@ -457,7 +550,8 @@ fn ratios_table(
                 cells.push(show_ratio(r));
                 bars.push(r);
             } else {
-                cells.push(value.map_or("—".to_string(), |v| format!("{v:.1}")));
+                let decimals = measure.decimals;
+                cells.push(value.map_or("—".to_string(), |v| format!("{v:.decimals$}")));
             }
         }
         table.row(cells);
@@ -467,8 +561,8 @@ fn ratios_table(
     }
     let medians = if repetitions > 1 {
         format!(
-            "; for C's connections, keep-alive and HTTP, each subject's median of {repetitions} \
-             runs over direct's"
+            "; for C's connections, keep-alive, HTTP and bulk, each subject's median of \
+             {repetitions} runs over direct's"
         )
     } else {
         String::new()
@@ -595,6 +689,12 @@ fn overhead_table(out: &mut String, c: &WorkloadC) {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use crate::procstat::MachineCpu;
+
+    use super::super::results::Cost;
+
     use super::*;
 
     fn skipped<T>() -> Outcome<T> {
@@ -611,7 +711,36 @@ mod tests {
             idle: skipped(),
             connect_runs,
             keep_alive_runs: vec![Some(50_000.0), None, Some(40_000.0)],
+            bulk_one_runs: vec![Some(520.0), Some(480.0), Some(500.0)],
+            bulk_many_runs: vec![Some(700.0), None, Some(650.0)],
         }
+    }
+
+    /// A bulk run of 512 MiB each way (1 GiB relayed) in 2 s, intact or not.
+    fn bulk(intact: bool, proxy_ms: u64, busy_ms: u64) -> Outcome<BulkReport> {
+        Outcome::Done(Measured {
+            value: BulkReport {
+                streams: 1,
+                bytes_each_way: 512 << 20,
+                elapsed: Duration::from_secs(2),
+                intact,
+                client_cpu: Duration::ZERO,
+                first_error: None,
+            },
+            cost: (proxy_ms > 0).then_some(Cost {
+                cpu: Duration::from_millis(proxy_ms),
+                peak_kib: 0,
+            }),
+            client_cpu: Duration::ZERO,
+            wall: Duration::from_secs(2),
+            segments: None,
+            machine: Some(MachineCpu {
+                busy: Duration::from_millis(busy_ms),
+                steal: Duration::from_millis(40),
+                cpus: 2,
+            }),
+            note: None,
+        })
     }
 
     #[test]
@@ -620,18 +749,86 @@ mod tests {
             rows: vec![row(vec![Some(23_100.0), Some(24_000.0), Some(22_800.0)])],
         };
         let mut out = String::new();
-        runs_table(&mut out, &c, 3);
+        runs_table(&mut out, &c, 3, 4);
         assert!(out.starts_with("The 3 runs of each rate"), "{out}");
         assert!(
+            out.contains("| bulk MiB/s, 1 stream | bulk MiB/s, 4 streams |"),
+            "{out}"
+        );
+        assert!(
             out.contains(
-                "| epoll 1 | 23,100 / 24,000 / 22,800 (±2.6%) | 50,000 / failed / 40,000 |"
+                "| epoll 1 | 23,100 / 24,000 / 22,800 (±2.6%) | 50,000 / failed / 40,000 \
+                 | 520.0 / 480.0 / 500.0 (±4.0%) | 700.0 / failed / 650.0 |"
             ),
             "{out}"
         );
         let mut once = String::new();
-        runs_table(&mut once, &c, 1);
+        runs_table(&mut once, &c, 1, 4);
         assert_eq!(once, "");
-        assert!(runs_said(3).contains("median of 3 runs"));
+        let said = runs_said(5);
+        assert!(said.contains("median of 5 runs"), "{said}");
+        assert!(said.contains("the two bulk rows"), "{said}");
+        assert!(said.contains("Idle: one run"), "{said}");
         assert!(runs_said(1).contains("one per subject"));
+    }
+
+    #[test]
+    fn cpu_per_gib_has_two_decimals() {
+        let mut epoll = row(Vec::new());
+        epoll.bulk_one = bulk(true, 437, 3000);
+        let c = WorkloadC { rows: vec![epoll] };
+        let mut out = String::new();
+        ratios_table(&mut out, &c_costs(&c), &[Subject::Epoll(1)], 5);
+        assert!(
+            out.contains(
+                "| C: proxy CPU per GiB relayed (both ways), bulk 1 stream, s | — | 0.44 |"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("| C: proxy CPU per connection, µs | 35–39 µs | — |"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_machine_table_shows_every_subject_direct_included() {
+        let mut direct = row(Vec::new());
+        direct.subject = Subject::Direct;
+        direct.bulk_one = bulk(true, 0, 3900);
+        direct.bulk_many = bulk(true, 0, 3800);
+        let mut epoll = row(Vec::new());
+        epoll.bulk_one = bulk(false, 500, 3000);
+        epoll.bulk_many = bulk(true, 500, 2500);
+        let c = WorkloadC {
+            rows: vec![direct, epoll],
+        };
+        let mut out = String::new();
+        machine_table(&mut out, &c, 4, 8);
+        assert!(out.contains("cores of the 2 the kernel counts"), "{out}");
+        assert!(
+            out.contains("| measure | direct (no proxy) | epoll 1 |"),
+            "{out}"
+        );
+        for line in [
+            "| C: machine busy during bulk 1 stream, cores (of 2) | 1.95 | 1.50 |",
+            "| C: machine busy during bulk 4 streams, cores (of 2) | 1.90 | 1.25 |",
+            "| C: machine steal during bulk 1 stream, cores (of 2) | 0.02 | 0.02 |",
+            // 1 GiB relayed; an altered run has no price per GiB.
+            "| C: machine CPU per GiB relayed (both ways) during bulk 1 stream, s | 3.90 | — |",
+            "| C: machine CPU per GiB relayed (both ways) during bulk 4 streams, s | 3.80 | 2.50 |",
+        ] {
+            assert!(out.contains(line), "{line}\n{out}");
+        }
+        let mut none = String::new();
+        machine_table(
+            &mut none,
+            &WorkloadC {
+                rows: vec![row(Vec::new())],
+            },
+            4,
+            8,
+        );
+        assert!(none.contains("cores (of 8) | — |"), "{none}");
     }
 }

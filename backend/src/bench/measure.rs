@@ -2,8 +2,8 @@
 //!
 //! ```text
 //!   start the subject ──▶ CPU ticks of its tree ──▶ run the load ──▶ CPU ticks, VmHWM ──▶ SIGTERM
-//!   (fresh process)        (before)                  (client thread     (after)
-//!                                                     CPU measured too)
+//!   (fresh process)        and of the machine         (client thread     and the machine's
+//!                          (before)                   CPU measured too)  (after)
 //! ```
 //!
 //! The load client runs on the calling thread, so that thread's CPU time
@@ -11,6 +11,10 @@
 //! was the bottleneck. (The load client's own `client_cpu` counts the whole
 //! process, and here the fixture backends are threads of this process, so
 //! the harness reads the thread's clock instead.)
+//!
+//! The machine's CPU (/proc/stat) is read right around the load, for every
+//! subject, `direct` included: whether the cores were already busy without
+//! a proxy bounds what any proxy's ratio to direct can be.
 
 use std::io;
 use std::net::SocketAddr;
@@ -20,7 +24,7 @@ use std::time::{Duration, Instant};
 use crate::load::{
     BulkOptions, BulkReport, LoadOptions, LoadReport, Pattern, open_idle, run_bulk, run_closed_loop,
 };
-use crate::procstat::{self, CpuTicks, Memory, thread_cpu};
+use crate::procstat::{self, CpuTicks, MachineTicks, Memory, thread_cpu};
 
 use super::results::{Cost, IdleMemory, Measured, Outcome};
 use super::segments;
@@ -68,22 +72,21 @@ pub fn measure<T>(
     let cpu_before = pid.map(CpuTicks::of_tree);
     let client_before = thread_cpu();
     let segments_before = segments::sent();
+    let machine_before = MachineTicks::now();
     let started = Instant::now();
     let value = work(&running);
     let wall = started.elapsed();
+    let machine = match (machine_before, MachineTicks::now()) {
+        (Ok(before), Ok(after)) => Some(after.since(before)),
+        _ => None,
+    };
     let client_cpu = thread_cpu().saturating_sub(client_before);
     let segments = match (segments_before, segments::sent()) {
         (Ok(before), Ok(after)) => Some(after.saturating_sub(before)),
         _ => None,
     };
     let cost = match (pid, cpu_before) {
-        (Some(pid), Some(Ok(before))) => match (CpuTicks::of_tree(pid), Memory::of_tree(pid)) {
-            (Ok(after), Ok(memory)) => Some(Cost {
-                cpu: after.since(before),
-                peak_kib: memory.peak_kib,
-            }),
-            _ => None,
-        },
+        (Some(pid), Some(Ok(before))) => proxy_cost(pid, before),
         _ => None,
     };
     let note = running.stop();
@@ -94,6 +97,7 @@ pub fn measure<T>(
             client_cpu,
             wall,
             segments,
+            machine,
             note,
         }),
         Err(e) => Outcome::Failed(match note {
@@ -101,6 +105,17 @@ pub fn measure<T>(
             None => e.to_string(),
         }),
     }
+}
+
+/// What the proxy tree `pid` cost since its CPU read `before` (None if
+/// /proc would not say).
+fn proxy_cost(pid: u32, before: CpuTicks) -> Option<Cost> {
+    let after = CpuTicks::of_tree(pid).ok()?;
+    let memory = Memory::of_tree(pid).ok()?;
+    Some(Cost {
+        cpu: after.since(before),
+        peak_kib: memory.peak_kib,
+    })
 }
 
 /// Runs a closed-loop load against `target`.

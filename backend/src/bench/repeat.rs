@@ -18,7 +18,8 @@
 //! [`Measured`], not a mean of numbers from different runs. With an even
 //! count the lower of the two middle runs (the less flattering one).
 //! A run that failed fails the row: a median of the runs that worked
-//! would hide it.
+//! would hide it. So does a run that finished with a wrong answer (a bulk
+//! echo that came back altered, [`median_unless`]): the row is that run.
 
 use super::results::{Measured, Outcome};
 
@@ -109,6 +110,39 @@ pub fn median<T>(
     (outcome, rates)
 }
 
+/// [`median`], except that a run that finished `spoiled` (its answer was
+/// wrong, though it had one) is the row, whole, with a note saying which
+/// run it was: its numbers are then the reason the row is wrong, not a
+/// rate to pick among. A failed run still comes first, as in [`median`].
+pub fn median_unless<T>(
+    runs: Vec<Outcome<T>>,
+    rate: impl Fn(&T) -> f64,
+    spoiled: impl Fn(&T) -> bool,
+) -> (Outcome<T>, Vec<Option<f64>>) {
+    let failed = runs.iter().any(|r| matches!(r, Outcome::Failed(_)));
+    let first_spoiled = runs
+        .iter()
+        .position(|r| r.done().is_some_and(|m| spoiled(&m.value)));
+    let (Some(i), false) = (first_spoiled, failed) else {
+        return median(runs, rate);
+    };
+    let rates = runs
+        .iter()
+        .map(|run| run.done().map(|m| rate(&m.value)))
+        .collect();
+    let count = runs.len();
+    let mut runs = runs;
+    let mut kept = runs.swap_remove(i);
+    if let (Outcome::Done(m), true) = (&mut kept, count > 1) {
+        let which = format!("run {} of {count} is the row: its answer was wrong", i + 1);
+        m.note = Some(match m.note.take() {
+            Some(note) => format!("{which}; {note}"),
+            None => which,
+        });
+    }
+    (kept, rates)
+}
+
 /// The run with the median rate (the lower middle one of an even count).
 fn median_of<T>(mut done: Vec<(f64, Measured<T>)>) -> Outcome<T> {
     done.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -133,6 +167,7 @@ mod tests {
             client_cpu: Duration::from_millis(tag),
             wall: Duration::from_secs(3),
             segments: None,
+            machine: None,
             note: None,
         })
     }
@@ -183,6 +218,33 @@ mod tests {
         assert_eq!(kept(&outcome), Some((20.0, 4)));
         let (two, _) = median(vec![run(9.0, 1), run(8.0, 2)], |r| *r);
         assert_eq!(kept(&two), Some((8.0, 2)));
+    }
+
+    #[test]
+    fn a_spoiled_run_is_the_row_and_says_which() {
+        let odd = |r: &f64| r.fract() != 0.0;
+        let runs = vec![run(30.0, 1), run(10.5, 2), run(20.0, 3)];
+        let (outcome, rates) = median_unless(runs, |r| *r, odd);
+        assert_eq!(kept(&outcome), Some((10.5, 2)));
+        let note = outcome.done().and_then(|m| m.note.clone());
+        assert_eq!(
+            note.as_deref(),
+            Some("run 2 of 3 is the row: its answer was wrong")
+        );
+        assert_eq!(rates, [Some(30.0), Some(10.5), Some(20.0)]);
+        let fine = vec![run(30.0, 1), run(10.0, 2), run(20.0, 3)];
+        let (outcome, _) = median_unless(fine, |r| *r, odd);
+        assert_eq!(kept(&outcome), Some((20.0, 3)));
+        assert_eq!(outcome.done().and_then(|m| m.note.clone()), None);
+        let alone = median_unless(vec![run(1.5, 4)], |r| *r, odd).0;
+        assert_eq!(
+            alone.done().and_then(|m| m.note.clone()),
+            None,
+            "one run needs no number"
+        );
+        let failed = vec![run(1.5, 1), Outcome::Failed("reset".to_string())];
+        let (outcome, _) = median_unless(failed, |r| *r, odd);
+        assert!(matches!(outcome, Outcome::Failed(why) if why == "run 2 of 2: reset"));
     }
 
     #[test]

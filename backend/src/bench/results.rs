@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use crate::load::{BulkReport, LoadReport};
+use crate::procstat::MachineCpu;
 
 use super::machine::Machine;
 use super::peers::Installed;
@@ -42,6 +43,10 @@ pub struct Measured<T> {
     /// TCP segments the whole machine sent during it (segments.rs), if the
     /// kernel's counter could be read.
     pub segments: Option<u64>,
+    /// What the whole machine's CPUs spent during it (procstat.rs), if
+    /// /proc/stat could be read: the subject's, the client's, the backends'
+    /// and anyone else's on the machine together.
+    pub machine: Option<MachineCpu>,
     /// Something worth knowing that did not spoil the numbers (the proxy
     /// did not exit cleanly, say).
     pub note: Option<String>,
@@ -57,6 +62,23 @@ impl<T> Measured<T> {
             0.0
         }
     }
+
+    /// How many of the machine's CPUs were busy on average during the
+    /// measurement (2.0 = two cores busy the whole time).
+    pub fn machine_busy_cores(&self) -> Option<f64> {
+        self.machine.and_then(|m| cores(m.busy, self.wall))
+    }
+
+    /// The same for stolen time: CPUs this VM wanted and did not get.
+    pub fn machine_steal_cores(&self) -> Option<f64> {
+        self.machine.and_then(|m| cores(m.steal, self.wall))
+    }
+}
+
+/// CPU time spent over `wall`, in cores; None for a run of no length.
+fn cores(cpu: Duration, wall: Duration) -> Option<f64> {
+    let wall = wall.as_secs_f64();
+    (wall > 0.0).then(|| cpu.as_secs_f64() / wall)
 }
 
 /// How one measurement ended.
@@ -179,6 +201,10 @@ pub struct CostRow {
     pub connect_runs: Vec<Option<f64>>,
     /// The same for `keep_alive`.
     pub keep_alive_runs: Vec<Option<f64>>,
+    /// The MiB/s of every run of `bulk_one`, in round order.
+    pub bulk_one_runs: Vec<Option<f64>>,
+    /// The same for `bulk_many`.
+    pub bulk_many_runs: Vec<Option<f64>>,
 }
 
 /// Workload C: the cost of the proxy itself.
@@ -339,8 +365,34 @@ mod tests {
             client_cpu: Duration::from_millis(500),
             wall: Duration::from_secs(2),
             segments: None,
+            machine: None,
             note: None,
         };
         assert_eq!(measured.client_load(), 0.25);
+        assert_eq!(measured.machine_busy_cores(), None);
+    }
+
+    #[test]
+    fn machine_cores_are_cpu_over_wall_with_steal_apart() {
+        let measured = Measured {
+            value: (),
+            cost: None,
+            client_cpu: Duration::ZERO,
+            wall: Duration::from_secs(2),
+            segments: None,
+            machine: Some(MachineCpu {
+                busy: Duration::from_millis(3500),
+                steal: Duration::from_millis(100),
+                cpus: 2,
+            }),
+            note: None,
+        };
+        assert_eq!(measured.machine_busy_cores(), Some(1.75));
+        assert_eq!(measured.machine_steal_cores(), Some(0.05));
+        let instant = Measured {
+            wall: Duration::ZERO,
+            ..measured
+        };
+        assert_eq!(instant.machine_busy_cores(), None);
     }
 }

@@ -15,9 +15,9 @@
 //!
 //! How big each run is, [`Sizes`], lives in sizes.rs. Every subject runs
 //! as a fresh process per measurement ([`measure`]); the fixture backends
-//! run in this process, on threads of their own. C's rates are measured
-//! [`Sizes::repetitions`] times, interleaved, and each row keeps its
-//! median run (repeat.rs).
+//! run in this process, on threads of their own. C's rates and bulk rows
+//! are measured [`Sizes::repetitions`] times, interleaved, and each row
+//! keeps its median run (repeat.rs); idle memory is measured once.
 
 use std::io;
 use std::net::SocketAddr;
@@ -27,7 +27,7 @@ use crate::load::{BulkReport, LoadReport, Pattern};
 
 use super::measure::{Load, Stop, bulk, closed_loop, idle_memory, measure};
 use super::peers::{Peer, PeerKind};
-use super::repeat::{Round, interleaved, median};
+use super::repeat::{Round, interleaved, median, median_unless};
 use super::results::{CostRow, IdleMemory, LoadRow, Outcome, WorkloadA, WorkloadB, WorkloadC};
 use super::sizes::Sizes;
 use super::subject::{Setup, Subject};
@@ -307,28 +307,28 @@ struct CostPlan<'a> {
 }
 
 impl CostPlan<'_> {
-    /// Every subject's row. The rates [`Sizes::repetitions`] times,
-    /// interleaved (repeat.rs), each row keeping its median runs; bulk and
-    /// idle once, in round 1, right after that subject's first rates (so
-    /// one repetition measures in the order a row always did).
+    /// Every subject's row. The rates and bulk [`Sizes::repetitions`]
+    /// times, interleaved (repeat.rs), each row keeping its median runs;
+    /// idle once, in round 1, right after that subject's first bulk runs
+    /// (so one repetition measures in the order a row always did).
     fn rows(&self, subjects: &[Subject]) -> Vec<CostRow> {
-        let mut once = Vec::new();
+        let mut idle = Vec::new();
         let runs = interleaved(self.sizes.repetitions, subjects, |round, subject| {
             let rates = self.rates(round, subject);
             if round.is_first() {
-                once.push(self.once(subject));
+                idle.push(self.idle(subject));
             }
             rates
         });
         subjects
             .iter()
             .zip(runs)
-            .zip(once)
-            .map(|((&subject, runs), once)| row(subject, runs, once))
+            .zip(idle)
+            .map(|((&subject, runs), idle)| row(subject, runs, idle))
             .collect()
     }
 
-    /// One round's rates of `subject`, each on a fresh process.
+    /// One round's rates and bulk runs of `subject`, each on a fresh process.
     fn rates(&self, round: Round, subject: Subject) -> Rates {
         let connect = self.connection_rate(subject);
         progress(
@@ -346,9 +346,25 @@ impl CostPlan<'_> {
             &keep_alive,
             load_summary,
         );
+        let bulk_one = self.bulk(subject, 1);
+        progress(
+            &round.label("C bulk, 1 stream"),
+            subject,
+            &bulk_one,
+            bulk_summary,
+        );
+        let bulk_many = self.bulk(subject, self.sizes.bulk_streams);
+        progress(
+            &round.label("C bulk, streams"),
+            subject,
+            &bulk_many,
+            bulk_summary,
+        );
         Rates {
             connect,
             keep_alive,
+            bulk_one,
+            bulk_many,
         }
     }
 
@@ -370,28 +386,12 @@ impl CostPlan<'_> {
         connect
     }
 
-    /// What is measured once per subject: bulk and idle, each on a fresh
-    /// process.
-    fn once(&self, subject: Subject) -> Once {
-        let (setup, sizes, echoes) = (self.setup, self.sizes, self.echoes);
-        let bulk_one = measure(setup, subject, echoes, |running| {
-            bulk(running.addr(), sizes.bulk_bytes, 1, sizes.timeout)
-        });
-        progress("C bulk, 1 stream", subject, &bulk_one, bulk_summary);
-        let bulk_many = measure(setup, subject, echoes, |running| {
-            bulk(
-                running.addr(),
-                sizes.bulk_bytes,
-                sizes.bulk_streams,
-                sizes.timeout,
-            )
-        });
-        progress("C bulk, streams", subject, &bulk_many, bulk_summary);
-        Once {
-            bulk_one,
-            bulk_many,
-            idle: self.idle(subject),
-        }
+    /// One bulk run of `subject` over `streams` streams, on a fresh process.
+    fn bulk(&self, subject: Subject, streams: usize) -> Outcome<BulkReport> {
+        let sizes = self.sizes;
+        measure(self.setup, subject, self.echoes, |running| {
+            bulk(running.addr(), sizes.bulk_bytes, streams, sizes.timeout)
+        })
     }
 
     /// The idle connections' memory (none for `direct`: no proxy to weigh).
@@ -415,40 +415,49 @@ impl CostPlan<'_> {
     }
 }
 
-/// One round's rate measurements of a subject.
+/// One round's measurements of a subject that are repeated.
 struct Rates {
     connect: Outcome<LoadReport>,
     keep_alive: Outcome<LoadReport>,
-}
-
-/// A subject's measurements that are not repeated.
-struct Once {
     bulk_one: Outcome<BulkReport>,
     bulk_many: Outcome<BulkReport>,
-    idle: Outcome<IdleMemory>,
 }
 
-/// `subject`'s row: the median of its rate `runs` (said on stderr when
-/// there are several), and what was measured `once`.
-fn row(subject: Subject, runs: Vec<Rates>, once: Once) -> CostRow {
+/// `subject`'s row: the median of its `runs` (said on stderr when there
+/// are several; a bulk run whose bytes came back altered is its row's run
+/// whatever its rate), and its `idle` memory, measured once.
+fn row(subject: Subject, runs: Vec<Rates>, idle: Outcome<IdleMemory>) -> CostRow {
     let several = runs.len() > 1;
-    let (connects, keep_alives): (Vec<_>, Vec<_>) =
-        runs.into_iter().map(|r| (r.connect, r.keep_alive)).unzip();
+    let (mut connects, mut keep_alives) = (Vec::new(), Vec::new());
+    let (mut bulk_ones, mut bulk_manys) = (Vec::new(), Vec::new());
+    for run in runs {
+        connects.push(run.connect);
+        keep_alives.push(run.keep_alive);
+        bulk_ones.push(run.bulk_one);
+        bulk_manys.push(run.bulk_many);
+    }
     let (connect, connect_runs) = median(connects, LoadReport::req_per_sec);
     let (keep_alive, keep_alive_runs) = median(keep_alives, LoadReport::req_per_sec);
+    let altered = |r: &BulkReport| !r.intact;
+    let (bulk_one, bulk_one_runs) = median_unless(bulk_ones, BulkReport::mib_per_sec, altered);
+    let (bulk_many, bulk_many_runs) = median_unless(bulk_manys, BulkReport::mib_per_sec, altered);
     if several {
         progress("C connections, median", subject, &connect, load_summary);
         progress("C keep-alive, median", subject, &keep_alive, load_summary);
+        progress("C bulk 1, median", subject, &bulk_one, bulk_summary);
+        progress("C bulk streams, median", subject, &bulk_many, bulk_summary);
     }
     CostRow {
         subject,
         connect,
         keep_alive,
-        bulk_one: once.bulk_one,
-        bulk_many: once.bulk_many,
-        idle: once.idle,
+        bulk_one,
+        bulk_many,
+        idle,
         connect_runs,
         keep_alive_runs,
+        bulk_one_runs,
+        bulk_many_runs,
     }
 }
 
