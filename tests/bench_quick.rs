@@ -165,7 +165,17 @@ fn the_quick_benchmark_runs_and_its_numbers_add_up() {
                 assert!(!ours, "{} {name} failed: {why}", row.subject);
             }
         }
-        for outcome in [&row.bulk_one, &row.bulk_many] {
+        for (outcome, runs) in [
+            (&row.bulk_one, &row.bulk_one_runs),
+            (&row.bulk_many, &row.bulk_many_runs),
+        ] {
+            // Repeated like the rates; and the machine's CPU read around
+            // every bulk run, direct's too (/proc/stat is always there).
+            assert_eq!(runs.len(), results.sizes.repetitions, "{}", row.subject);
+            if let Outcome::Done(m) = outcome {
+                let busy = m.machine_busy_cores();
+                assert!(busy.is_some(), "{}: no machine CPU read", row.subject);
+            }
             match outcome {
                 Outcome::Done(m) if ours => assert!(
                     m.value.intact,
@@ -207,6 +217,10 @@ fn the_quick_benchmark_runs_and_its_numbers_add_up() {
         charts += 1;
     }
     assert!(charts >= 4, "{charts} charts linked:\n{text}");
+    assert!(
+        text.contains("| C: machine busy during bulk 1 stream, cores (of "),
+        "no machine row:\n{text}"
+    );
     // Issue 11: the runtime's cost over the hand-written loop, from this run.
     assert!(
         text.contains("**Overhead ratio**, epoll 1 over states"),

@@ -242,7 +242,9 @@ fn machine_table(out: &mut String, c: &WorkloadC, streams: usize, cores: usize) 
          before and after it, over its wall time): *busy* is user + nice + system + irq + \
          softirq, in cores of the {cpus} the kernel counts: the client's, the backends', the \
          subject's and anyone else's on the machine together. *Steal* (time this VM wanted a \
-         CPU and the host gave it to another) is not in busy, and shown on its own. Near \
+         CPU and the host gave it to another) is not in busy, and shown on its own. The kernel \
+         counts in clock ticks (1/100 s per CPU), so a run of under a second can read a few \
+         hundredths off, even above {cpus}.00. Near \
          {cpus}.00 busy for direct, the bytes alone already fill the machine, and a proxy, \
          whose relay needs cores too, cannot come near direct's rate.\n"
     );
@@ -400,8 +402,8 @@ fn runs_table(out: &mut String, c: &WorkloadC, repetitions: usize, streams: usiz
     }
     let _ = writeln!(
         out,
-        "The {repetitions} runs of each rate, in round order (the table above shows the median \
-         one); in brackets, half their range over the median:\n"
+        "The {repetitions} runs of each rate and bulk row, in round order (the table above \
+         shows the median one); in brackets, half their range over the median:\n"
     );
     let many = format!("bulk MiB/s, {streams} streams");
     let mut table = Table::new(&[
@@ -750,7 +752,10 @@ mod tests {
         };
         let mut out = String::new();
         runs_table(&mut out, &c, 3, 4);
-        assert!(out.starts_with("The 3 runs of each rate"), "{out}");
+        assert!(
+            out.starts_with("The 3 runs of each rate and bulk row"),
+            "{out}"
+        );
         assert!(
             out.contains("| bulk MiB/s, 1 stream | bulk MiB/s, 4 streams |"),
             "{out}"

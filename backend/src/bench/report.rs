@@ -429,9 +429,10 @@ fn repetitions_said(repetitions: usize) -> String {
         return " Every row is one run.".to_string();
     }
     format!(
-        " Workload C's rates (connections/s, keep-alive and wrk's HTTP requests/s) are each \
-         the median of {repetitions} runs per subject, interleaved (each round runs every \
-         subject once), each on a fresh process; every other row is one run."
+        " Workload C's rates (connections/s, keep-alive and wrk's HTTP requests/s) and its \
+         bulk rows (MiB/s) are each the median of {repetitions} runs per subject, interleaved \
+         (each round runs every subject once), each on a fresh process; every other row is one \
+         run."
     )
 }
 
@@ -441,7 +442,7 @@ fn noise_said(repetitions: usize) -> &'static str {
         "One run on a shared, noisy 2-core machine: differences of a few percent are noise."
     } else {
         "A shared, noisy 2-core machine, where one timed run can differ from the next by \
-         ±15% and more: hence workload C's medians, whose runs are listed beside them. \
+         ±15-25%: hence workload C's medians, whose runs are listed beside them. \
          Differences of a few percent are still noise, and more so in the rows of one run."
     }
 }

@@ -444,8 +444,8 @@ fn row(subject: Subject, runs: Vec<Rates>, idle: Outcome<IdleMemory>) -> CostRow
     if several {
         progress("C connections, median", subject, &connect, load_summary);
         progress("C keep-alive, median", subject, &keep_alive, load_summary);
-        progress("C bulk 1, median", subject, &bulk_one, bulk_summary);
-        progress("C bulk streams, median", subject, &bulk_many, bulk_summary);
+        progress("C bulk, 1 stream, median", subject, &bulk_one, bulk_summary);
+        progress("C bulk, streams, median", subject, &bulk_many, bulk_summary);
     }
     CostRow {
         subject,
