@@ -29,7 +29,8 @@
 //!   docs/BENCHMARKS.md.
 //! - [`child`]: a program as a child process, the workspace's one way to
 //!   run one (the demo's proxies, the benchmark's subjects, every
-//!   end-to-end test's processes); [`procstat`]: a process tree from /proc.
+//!   end-to-end test's processes); [`procstat`]: a process tree from /proc,
+//!   and the machine's CPU.
 //! - [`demo`]: the `demo` binary, the README's first command: fixture
 //!   backends, the proxy in every mode, the load client, one table.
 //! - [`cli`]: the `backend` command line; [`main_with_args`] below runs it:

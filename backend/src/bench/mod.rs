@@ -11,7 +11,8 @@
 //!        │     each row: start a subject (subject.rs, peers.rs, as a
 //!        │                             crate::child process)
 //!        │               measure it   (measure.rs: the load client from
-//!        │                             crate::load, CPU and memory from
+//!        │                             crate::load, CPU and memory (the
+//!        │                             subject's and the machine's) from
 //!        │                             /proc via crate::procstat, TCP
 //!        │                             segments via segments.rs)
 //!        │               stop it
@@ -30,8 +31,8 @@
 //! - [`segments`]: TCP segments sent, machine-wide, around a measurement.
 //! - [`sizes`]: how big each measurement is (full or quick).
 //! - [`workloads`]: the three workloads: which rows, measured how.
-//! - [`repeat`]: workload C's rates, measured several times interleaved,
-//!   and the median run of each subject.
+//! - [`repeat`]: workload C's rates and bulk rows, measured several times
+//!   interleaved, and the median run of each subject.
 //! - [`http`] and [`wrk`]: workload C's keep-alive as HTTP, through wrk.
 //! - [`census`] and [`strace`]: system calls per connection and request.
 //! - [`results`]: what a run found, as plain data.
