@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use crate::load::{BulkReport, LoadReport};
 
@@ -301,7 +302,7 @@ fn machine_per_gib(m: &Measured<BulkReport>) -> Option<f64> {
 
 /// `cpu` over the GiB a bulk run moved both ways, if its bytes came back
 /// intact (a broken run's CPU is no price of a GiB).
-fn per_gib(m: &Measured<BulkReport>, cpu: std::time::Duration) -> Option<f64> {
+fn per_gib(m: &Measured<BulkReport>, cpu: Duration) -> Option<f64> {
     let gib = 2.0 * m.value.bytes_each_way as f64 / (1u64 << 30) as f64;
     (m.value.intact && gib > 0.0).then(|| cpu.as_secs_f64() / gib)
 }
@@ -691,8 +692,6 @@ fn overhead_table(out: &mut String, c: &WorkloadC) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use crate::procstat::MachineCpu;
 
     use super::super::results::Cost;
