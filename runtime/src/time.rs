@@ -94,12 +94,9 @@ impl Future for Sleep {
             return Poll::Ready(());
         }
         if let Some((driver, key)) = &self.registered {
-            let mut timers = driver.timers.borrow_mut();
-            if timers.contains(key) {
-                timers.set_waker(key, cx.waker());
+            if driver.timers.borrow_mut().renew(key, cx.waker()) {
                 return Poll::Pending;
             }
-            drop(timers);
             // The driver removed the entry: the deadline passed.
             self.registered = None;
             self.fired = true;

@@ -47,15 +47,17 @@ impl TimerStore {
         key
     }
 
-    /// Is the timer still waiting? A timer that fired has been removed.
-    pub(crate) fn contains(&self, key: &TimerKey) -> bool {
-        self.timers.contains_key(key)
-    }
-
-    /// Replaces the waker of a pending timer (a future moved to another task).
-    pub(crate) fn set_waker(&mut self, key: &TimerKey, waker: &Waker) {
-        if let Some(stored) = self.timers.get_mut(key) {
-            waker::store(stored, waker);
+    /// If the timer is still waiting, makes `waker` the one it wakes (a
+    /// future may have moved to another task) and says so; false once it
+    /// fired (the driver removed it). One lookup for both questions: a
+    /// relay asks them each time it is woken.
+    pub(crate) fn renew(&mut self, key: &TimerKey, waker: &Waker) -> bool {
+        match self.timers.get_mut(key) {
+            Some(stored) => {
+                waker::store(stored, waker);
+                true
+            }
+            None => false,
         }
     }
 
@@ -150,9 +152,11 @@ mod tests {
         let log = Arc::new(Mutex::new(Vec::new()));
         let mut store = TimerStore::default();
         let t0 = Instant::now();
-        let key = store.insert(t0, Waker::from(Arc::new(Labelled(1, log.clone()))));
-        assert!(store.contains(&key));
+        let waker = Waker::from(Arc::new(Labelled(1, log.clone())));
+        let key = store.insert(t0, waker.clone());
+        assert!(store.renew(&key, &waker), "pending until removed");
         store.remove(&key);
+        assert!(!store.renew(&key, &waker), "gone once removed");
         let mut wakers = Vec::new();
         store.fire_due(t0 + Duration::from_secs(1), &mut wakers);
         assert!(wakers.is_empty());

@@ -15,8 +15,8 @@ use crate::load::LoadReport;
 
 use super::charts::{self, Chart};
 use super::markdown::{
-    Notes, Table, client_cell, cost_cells, embed, ms, not_run, percent, rate, ratio, show_ratio,
-    spread,
+    Notes, Table, client_cell, cost_cells, embed, ms, not_run, percent, rate, ratio, runs_cell,
+    show_ratio, spread,
 };
 use super::results::{LoadRow, Results, WorkloadA, WorkloadB};
 use super::seed::seed_row;
@@ -298,12 +298,34 @@ fn concurrency(
     );
     out.push_str(&notes.render());
     out.push('\n');
+    timed_runs(out, rows);
     if let Some(chart) = charts
         .iter()
         .find(|c| c.file == format!("a-c{clients}.svg"))
     {
         embed(out, chart);
     }
+}
+
+/// The repeated rows' every run, in round order (the table above shows
+/// the median one), so that a reader sees how far apart they are.
+fn timed_runs(out: &mut String, rows: &[LoadRow]) {
+    let repeated: Vec<&LoadRow> = rows.iter().filter(|r| !r.runs.is_empty()).collect();
+    let Some(first) = repeated.first() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "The {} runs of each repeated row, in round order (the table above shows the median \
+         one); in brackets, half their range over the median:\n",
+        first.runs.len()
+    );
+    let mut table = Table::new(&["subject", "req/s"]);
+    for row in repeated {
+        table.row(vec![row.subject.to_string(), runs_cell(&row.runs)]);
+    }
+    out.push_str(&table.render());
+    out.push('\n');
 }
 
 /// One row of a concurrency table.
@@ -430,9 +452,10 @@ fn repetitions_said(repetitions: usize) -> String {
     }
     format!(
         " Workload C's rates (connections/s, keep-alive and wrk's HTTP requests/s) and its \
-         bulk rows (MiB/s) are each the median of {repetitions} runs per subject, interleaved \
-         (each round runs every subject once), each on a fresh process; every other row is one \
-         run."
+         bulk rows (MiB/s), and workload A's timed rows of direct, epoll and the peers (the \
+         rows their ratios to direct are compared on), are each the median of {repetitions} \
+         runs per subject, interleaved (each round runs every such subject once), each on a \
+         fresh process; every other row is one run."
     )
 }
 
@@ -442,7 +465,7 @@ fn noise_said(repetitions: usize) -> &'static str {
         "One run on a shared, noisy 2-core machine: differences of a few percent are noise."
     } else {
         "A shared, noisy 2-core machine, where one timed run can differ from the next by \
-         ±15-25%: hence workload C's medians, whose runs are listed beside them. \
+         ±15-25%: hence the medians, whose runs are listed beside them. \
          Differences of a few percent are still noise, and more so in the rows of one run."
     }
 }
@@ -450,6 +473,7 @@ fn noise_said(repetitions: usize) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::results::Outcome;
 
     #[test]
     fn the_interpretation_is_carried_over_and_the_placeholder_is_not() {
@@ -465,5 +489,32 @@ mod tests {
         let last = format!("{INTERPRETATION}\nAt the end.\n");
         assert_eq!(carry_interpretation(&last).as_deref(), Some("At the end."));
         assert_eq!(carry_interpretation("# nothing here\n"), None);
+    }
+
+    fn timed_row(subject: Subject, runs: Vec<Option<f64>>) -> LoadRow {
+        LoadRow {
+            subject,
+            clients: 1000,
+            outcome: Outcome::Skipped("not run here".to_string()),
+            runs,
+        }
+    }
+
+    #[test]
+    fn only_repeated_rows_list_their_runs() {
+        let mut out = String::new();
+        timed_runs(&mut out, &[timed_row(Subject::Pool(8), Vec::new())]);
+        assert_eq!(out, "", "no table when no row was repeated");
+        let rows = [
+            timed_row(Subject::Pool(8), Vec::new()),
+            timed_row(Subject::Epoll(2), vec![Some(9000.0), Some(10_000.0), None]),
+        ];
+        timed_runs(&mut out, &rows);
+        assert!(out.starts_with("The 3 runs of each repeated row"), "{out}");
+        assert!(
+            out.contains("| epoll 2 | 9,000 / 10,000 / failed |"),
+            "{out}"
+        );
+        assert!(!out.contains("pool 8"), "{out}");
     }
 }

@@ -109,8 +109,11 @@ pub struct LoadRow {
     pub subject: Subject,
     /// Concurrent clients.
     pub clients: usize,
-    /// What happened.
+    /// What happened: with several runs, the median one.
     pub outcome: Outcome<LoadReport>,
+    /// Every run's rate in round order, when the row was measured more
+    /// than once (None where a run did not finish); empty for one run.
+    pub runs: Vec<Option<f64>>,
 }
 
 impl LoadRow {

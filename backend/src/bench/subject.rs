@@ -101,6 +101,16 @@ impl Subject {
         delay.mul_f64(clients.div_ceil(parallelism) as f64)
     }
 
+    /// Whether this subject's rows race the peers' on their ratio to
+    /// direct (direct itself, our epoll modes and the peers), and so are
+    /// worth measuring more than once where a single run would be noise.
+    pub fn is_compared(self) -> bool {
+        matches!(
+            self,
+            Subject::Direct | Subject::Epoll(_) | Subject::EpollCopy(_) | Subject::Peer(_)
+        )
+    }
+
     /// The proxy's command-line flags for this mode (empty if not ours).
     fn flags(self) -> Vec<String> {
         let flags: Vec<String> = match self {

@@ -127,6 +127,7 @@ fn load_row(setup: &Setup, subject: Subject, backends: &[SocketAddr], load: &Loa
         subject,
         clients: load.clients,
         outcome,
+        runs: Vec::new(),
     }
 }
 
@@ -175,7 +176,11 @@ pub fn workload_a(setup: &Setup, sizes: &Sizes) -> io::Result<WorkloadA> {
 
 /// Workload A at `clients` concurrent clients for a fixed time: one row
 /// per subject, skipped where each request would queue longer than
-/// [`Sizes::max_queue_wait`] behind the others.
+/// [`Sizes::max_queue_wait`] behind the others. The rows a ratio to direct
+/// is compared on ([`Subject::is_compared`]: direct, epoll, the peers) run
+/// [`Sizes::repetitions`] times, interleaved (repeat.rs), and keep their
+/// median run; the pool, single and states rows, which tell the seed's
+/// story rather than race the peers, run once, in round 1.
 fn timed_rows(
     setup: &Setup,
     sizes: &Sizes,
@@ -189,32 +194,54 @@ fn timed_rows(
         timeout: sizes.timeout,
         pattern: Pattern::NewConnection,
     };
-    let mut rows = Vec::new();
-    for &subject in subjects {
-        let wait = subject.queue_wait(clients, sizes.delay);
-        let row = if wait > sizes.max_queue_wait {
+    let what = format!("A C={clients}");
+    let runs = interleaved(sizes.repetitions, subjects, |round, subject| {
+        if !round.is_first() && !subject.is_compared() {
+            return None;
+        }
+        let outcome = timed_run(setup, sizes, subject, backends, &load);
+        progress(&round.label(&what), subject, &outcome, load_summary);
+        Some(outcome)
+    });
+    subjects
+        .iter()
+        .zip(runs)
+        .map(|(&subject, runs)| {
+            let runs: Vec<_> = runs.into_iter().flatten().collect();
+            let several = runs.len() > 1;
+            let (outcome, rates) = median(runs, LoadReport::req_per_sec);
+            if several {
+                progress(&format!("{what}, median"), subject, &outcome, load_summary);
+            }
             LoadRow {
                 subject,
                 clients,
-                outcome: Outcome::Skipped(format!(
-                    "each request would queue {:.1} s behind the others \
-                     ({clients} clients, {} at a time)",
-                    wait.as_secs_f64(),
-                    subject.parallelism(clients)
-                )),
+                outcome,
+                runs: if several { rates } else { Vec::new() },
             }
-        } else {
-            load_row(setup, subject, backends, &load)
-        };
-        progress(
-            &format!("A C={clients}"),
-            subject,
-            &row.outcome,
-            load_summary,
-        );
-        rows.push(row);
+        })
+        .collect()
+}
+
+/// One timed run of workload A, or why it was skipped: a pool too small
+/// for `load`'s clients would only measure its own queue.
+fn timed_run(
+    setup: &Setup,
+    sizes: &Sizes,
+    subject: Subject,
+    backends: &[SocketAddr],
+    load: &Load,
+) -> Outcome<LoadReport> {
+    let wait = subject.queue_wait(load.clients, sizes.delay);
+    if wait > sizes.max_queue_wait {
+        return Outcome::Skipped(format!(
+            "each request would queue {:.1} s behind the others ({} clients, {} at a time)",
+            wait.as_secs_f64(),
+            load.clients,
+            subject.parallelism(load.clients)
+        ));
     }
-    rows
+    load_row(setup, subject, backends, load).outcome
 }
 
 /// Workload B.
