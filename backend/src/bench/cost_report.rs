@@ -12,7 +12,7 @@ use crate::load::{BulkReport, LoadReport};
 use super::charts::{self, Chart};
 use super::http_report;
 use super::markdown::{
-    Notes, Table, client_cell, embed, ms, not_run, rate, ratio, runs_cell, show_ratio,
+    Notes, Table, client_cell, embed, ms, not_run, rate, ratio, runs_cell, runs_intro, show_ratio,
 };
 use super::results::{
     CostRow, HttpKeepAlive, IdleMemory, Measured, Outcome, Results, WorkloadA, WorkloadC,
@@ -401,11 +401,7 @@ fn runs_table(out: &mut String, c: &WorkloadC, repetitions: usize, streams: usiz
     if repetitions < 2 {
         return;
     }
-    let _ = writeln!(
-        out,
-        "The {repetitions} runs of each rate and bulk row, in round order (the table above \
-         shows the median one); in brackets, half their range over the median:\n"
-    );
+    let _ = writeln!(out, "{}", runs_intro(repetitions, "rate and bulk row"));
     let many = format!("bulk MiB/s, {streams} streams");
     let mut table = Table::new(&[
         "subject",

@@ -157,6 +157,15 @@ pub(super) fn client_cell<T>(m: &Measured<T>) -> String {
     percent(m.client_load())
 }
 
+/// The sentence above a table of [`runs_cell`]s: `count` runs of each
+/// `what`, and how to read a cell.
+pub(super) fn runs_intro(count: usize, what: &str) -> String {
+    format!(
+        "The {count} runs of each {what}, in round order (the table above shows the median \
+         one); in brackets, half their range over the median:\n"
+    )
+}
+
 /// A rate's repeated runs in round order, and how far apart they are:
 /// `23,100 / 24,000 / 22,800 (±2.6%)`, half the range over the median run;
 /// `failed` for a run that did not finish (and then no spread).

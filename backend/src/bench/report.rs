@@ -16,7 +16,7 @@ use crate::load::LoadReport;
 use super::charts::{self, Chart};
 use super::markdown::{
     Notes, Table, client_cell, cost_cells, embed, ms, not_run, percent, rate, ratio, runs_cell,
-    show_ratio, spread,
+    runs_intro, show_ratio, spread,
 };
 use super::results::{LoadRow, Results, WorkloadA, WorkloadB};
 use super::seed::seed_row;
@@ -314,12 +314,7 @@ fn timed_runs(out: &mut String, rows: &[LoadRow]) {
     let Some(first) = repeated.first() else {
         return;
     };
-    let _ = writeln!(
-        out,
-        "The {} runs of each repeated row, in round order (the table above shows the median \
-         one); in brackets, half their range over the median:\n",
-        first.runs.len()
-    );
+    let _ = writeln!(out, "{}", runs_intro(first.runs.len(), "repeated row"));
     let mut table = Table::new(&["subject", "req/s"]);
     for row in repeated {
         table.row(vec![row.subject.to_string(), runs_cell(&row.runs)]);
