@@ -341,8 +341,32 @@ fn foreign_section(word: &str) -> Option<&'static str> {
     }
 }
 
+/// What the settings' tests parse with (here and in routing.rs): a file
+/// that must read, or the errors of one that must not.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Config, parse};
+
+    /// The config `text` reads as; panics with its errors if it does not.
+    pub(crate) fn ok(text: &str) -> Config {
+        match parse("lb.conf", text) {
+            Ok(config) => config,
+            Err(errors) => panic!("expected a config, got {errors:#?}"),
+        }
+    }
+
+    /// Every error of `text`, displayed; panics if it reads.
+    pub(crate) fn errors(text: &str) -> Vec<String> {
+        match parse("lb.conf", text) {
+            Ok(config) => panic!("expected errors, got {config:#?}"),
+            Err(errors) => errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::testing::{errors, ok};
     use super::*;
     use crate::conn::proxy_protocol::Version;
     use crate::ops::access_log::record::Format;
@@ -351,21 +375,6 @@ mod tests {
     use crate::policy::health::Check;
     use crate::settings::config::{AccessLogTarget, BackendServer, Global, Timeouts};
     use std::time::Duration;
-
-    fn ok(text: &str) -> Config {
-        match parse("lb.conf", text) {
-            Ok(config) => config,
-            Err(errors) => panic!("expected a config, got {errors:#?}"),
-        }
-    }
-
-    /// Every error of `text`, displayed.
-    fn errors(text: &str) -> Vec<String> {
-        match parse("lb.conf", text) {
-            Ok(config) => panic!("expected errors, got {config:#?}"),
-            Err(errors) => errors.iter().map(ToString::to_string).collect(),
-        }
-    }
 
     /// The one error of `text`, displayed.
     fn error(text: &str) -> String {

@@ -211,22 +211,8 @@ fn known<'g>(
 mod tests {
     use crate::policy::balance::Algorithm;
     use crate::policy::route::NotTls;
-    use crate::settings::config::{Config, Frontend};
-    use crate::settings::file::parse;
-
-    fn ok(text: &str) -> Config {
-        match parse("lb.conf", text) {
-            Ok(config) => config,
-            Err(errors) => panic!("expected a config, got {errors:#?}"),
-        }
-    }
-
-    fn errors(text: &str) -> Vec<String> {
-        match parse("lb.conf", text) {
-            Ok(config) => panic!("expected errors, got {config:#?}"),
-            Err(errors) => errors.iter().map(ToString::to_string).collect(),
-        }
-    }
+    use crate::settings::config::Frontend;
+    use crate::settings::file::testing::{errors, ok};
 
     /// Two groups, then a frontend around `lines` (from line 9).
     fn routed(lines: &str) -> String {
