@@ -4,8 +4,8 @@
 # backends; keep-alive HTTP through wrk; the system calls each proxy makes
 # (strace); into docs/BENCHMARKS.md and its charts docs/bench/*.svg.
 #
-#     scripts/bench.sh              the full run (about 23 minutes on 2 cores: workload C
-#                                   and wrk run 5 rounds, about 3 minutes each)
+#     scripts/bench.sh              the full run (about 27 minutes on 2 cores: workload C
+#                                   and wrk run 5 rounds, and workload A's compared rows 5 too)
 #     scripts/bench.sh --quick      tiny sizes, under a minute, into target/bench-quick/
 #     scripts/bench.sh --no-install do not install what is missing (also: BENCH_NO_INSTALL=1)
 #     scripts/bench.sh --help       every option of the harness (--out DIR, --no-peers,
