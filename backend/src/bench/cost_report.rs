@@ -14,6 +14,7 @@ use super::http_report;
 use super::markdown::{
     Notes, Table, client_cell, embed, ms, not_run, rate, ratio, runs_cell, runs_intro, show_ratio,
 };
+use super::rank;
 use super::results::{
     CostRow, HttpKeepAlive, IdleMemory, Measured, Outcome, Results, WorkloadA, WorkloadC,
 };
@@ -33,6 +34,9 @@ struct Measure {
     /// Decimals of an absolute figure: enough to tell apart what is compared.
     decimals: usize,
     values: Values,
+    /// Every run's value, for the subjects whose runs all finished (a
+    /// measure taken once has none): what the rank test compares.
+    runs: Runs,
 }
 
 impl Measure {
@@ -47,7 +51,13 @@ impl Measure {
             relative: true,
             decimals: 2,
             values,
+            runs: Runs::new(),
         }
+    }
+
+    /// The same measure with every run of each subject beside its median.
+    fn with_runs(self, runs: Runs) -> Measure {
+        Measure { runs, ..self }
     }
 
     /// A cost, shown as an absolute figure with `decimals` (lower is better).
@@ -60,12 +70,23 @@ impl Measure {
             relative: false,
             decimals,
             values,
+            runs: Runs::new(),
         }
     }
 }
 
 /// A value per subject.
 type Values = BTreeMap<Subject, f64>;
+
+/// Every run's value per subject.
+type Runs = BTreeMap<Subject, Vec<f64>>;
+
+/// A row's runs, if it was measured more than once and every run finished
+/// (a failed run already fails the row; the test is for rates that exist).
+fn finished(runs: &[Option<f64>]) -> Option<Vec<f64>> {
+    let all: Vec<f64> = runs.iter().copied().collect::<Option<_>>()?;
+    (all.len() > 1).then_some(all)
+}
 
 /// Workload A's rates at each concurrency, for the ratio tables.
 fn a_measures(a: &WorkloadA) -> Vec<Measure> {
@@ -81,11 +102,15 @@ fn a_measures(a: &WorkloadA) -> Vec<Measure> {
                 .iter()
                 .filter_map(|r| Some((r.subject, r.report()?.req_per_sec())))
                 .collect();
+            let runs = rows
+                .iter()
+                .filter_map(|r| Some((r.subject, finished(&r.runs)?)))
+                .collect();
             let name = format!(
                 "A: req/s, {clients} clients, {} ms backend",
                 a.delay.as_millis()
             );
-            Measure::rate(name, None, bar, values)
+            Measure::rate(name, None, bar, values).with_runs(runs)
         })
         .collect()
 }
@@ -98,6 +123,14 @@ fn per_subject(c: &WorkloadC, f: impl Fn(&CostRow) -> Option<f64>) -> Values {
         .collect()
 }
 
+/// The runs of each of workload C's rows that `f` names.
+fn runs_per_subject(c: &WorkloadC, f: impl Fn(&CostRow) -> &[Option<f64>]) -> Runs {
+    c.rows
+        .iter()
+        .filter_map(|row| Some((row.subject, finished(f(row))?)))
+        .collect()
+}
+
 /// Workload C's rates, the wrk rows' among them.
 fn c_rates(c: &WorkloadC, http: Option<&HttpKeepAlive>, streams: usize) -> Vec<Measure> {
     let wrk: Values = http.map_or_else(Values::new, |http| {
@@ -106,37 +139,48 @@ fn c_rates(c: &WorkloadC, http: Option<&HttpKeepAlive>, streams: usize) -> Vec<M
             .filter_map(|r| Some((r.subject, r.outcome.done()?.value.req_per_sec)))
             .collect()
     });
+    let wrk_runs: Runs = http.map_or_else(Runs::new, |http| {
+        http.rows
+            .iter()
+            .filter_map(|r| Some((r.subject, finished(&r.runs)?)))
+            .collect()
+    });
     vec![
         Measure::rate(
             "C: connections/s (a new connection per request, no delay)".to_string(),
             Some("connections/s"),
             "0.46–0.57",
             per_subject(c, |r| Some(r.connect.done()?.value.req_per_sec())),
-        ),
+        )
+        .with_runs(runs_per_subject(c, |r| &r.connect_runs)),
         Measure::rate(
             "C: keep-alive requests/s (echo backend)".to_string(),
             Some("keep-alive req/s"),
             "— (issue 4 measured HTTP with wrk: the next row)",
             per_subject(c, |r| Some(r.keep_alive.done()?.value.req_per_sec())),
-        ),
+        )
+        .with_runs(runs_per_subject(c, |r| &r.keep_alive_runs)),
         Measure::rate(
             "C: keep-alive HTTP requests/s (wrk, nginx static file)".to_string(),
             Some("HTTP keep-alive (wrk)"),
             "0.78–0.80",
             wrk,
-        ),
+        )
+        .with_runs(wrk_runs),
         Measure::rate(
             "C: bulk MiB/s, one stream".to_string(),
             Some("bulk, 1 stream"),
             "HAProxy 0.73, nginx 0.67",
             per_subject(c, |r| Some(r.bulk_one.done()?.value.mib_per_sec())),
-        ),
+        )
+        .with_runs(runs_per_subject(c, |r| &r.bulk_one_runs)),
         Measure::rate(
             format!("C: bulk MiB/s, {streams} streams"),
             Some(&format!("bulk, {streams} streams")),
             "—",
             per_subject(c, |r| Some(r.bulk_many.done()?.value.mib_per_sec())),
-        ),
+        )
+        .with_runs(runs_per_subject(c, |r| &r.bulk_many_runs)),
     ]
 }
 
@@ -158,8 +202,16 @@ fn c_costs(c: &WorkloadC) -> Vec<Measure> {
             "C: proxy CPU per connection, µs",
             "35–39 µs",
             1,
-            per_subject(c, |r| cpu_per_connection(r.connect.done()?)),
-        ),
+            per_subject(c, |r| r.connect.done()?.cpu_per_request_us()),
+        )
+        .with_runs(runs_per_subject(c, |r| &r.connect_cpu_runs)),
+        Measure::cost(
+            "C: proxy CPU per keep-alive request, µs",
+            "—",
+            1,
+            per_subject(c, |r| r.keep_alive.done()?.cpu_per_request_us()),
+        )
+        .with_runs(runs_per_subject(c, |r| &r.keep_alive_cpu_runs)),
         Measure::cost(
             "C: TCP segments per connection, machine-wide",
             "—",
@@ -278,13 +330,6 @@ fn machine_table(out: &mut String, c: &WorkloadC, streams: usize, cores: usize) 
     }
     out.push_str(&table.render());
     out.push('\n');
-}
-
-/// The proxy's CPU per connection in µs: its CPU time over the requests
-/// (one connection each).
-fn cpu_per_connection(m: &Measured<LoadReport>) -> Option<f64> {
-    let cost = m.cost?;
-    (m.value.requests > 0).then(|| cost.cpu.as_secs_f64() * 1e6 / m.value.requests as f64)
 }
 
 /// The proxy's CPU seconds per GiB it relayed, counting both directions
@@ -487,7 +532,7 @@ fn cost_cells(row: &CostRow, http: Option<&HttpKeepAlive>) -> Vec<String> {
         ),
         connect.map_or("—".to_string(), |m| ms(m.value.percentile(99.0))),
         connect
-            .and_then(cpu_per_connection)
+            .and_then(Measured::cpu_per_request_us)
             .map_or("—".to_string(), |us| format!("{us:.1}")),
         connect
             .and_then(segments_per_connection)
@@ -592,11 +637,13 @@ fn versus_table(out: &mut String, measures: &[Measure], subjects: &[Subject]) {
     if pairs.is_empty() {
         return;
     }
+    let repeated = measures.iter().map(|m| m.runs.len()).max().unwrap_or(0) > 0;
     let _ = writeln!(
         out,
         "### Ours against theirs, thread for thread\n\n\
          Our epoll proxy with N workers divided by the peer with N threads or workers. For a \
-         rate, above 1 means we are faster; for a cost, below 1 means we spend less.\n"
+         rate, above 1 means we are faster; for a cost, below 1 means we spend less.{}\n",
+        if repeated { RANK_NOTE } else { "" }
     );
     let mut header = vec!["measure".to_string(), "we win when".to_string()];
     header.extend(pairs.iter().map(|(o, t)| format!("{o} / {t}")));
@@ -609,16 +656,38 @@ fn versus_table(out: &mut String, measures: &[Measure], subjects: &[Subject]) {
             "< 1"
         };
         let mut cells = vec![measure.name.clone(), when.to_string()];
-        for (ours, theirs) in &pairs {
-            cells.push(show_ratio(ratio(
-                measure.values.get(ours).copied(),
-                measure.values.get(theirs).copied(),
-            )));
-        }
+        cells.extend(
+            pairs
+                .iter()
+                .map(|&(ours, theirs)| versus_cell(measure, ours, theirs)),
+        );
         table.row(cells);
     }
     out.push_str(&table.render());
     out.push('\n');
+}
+
+/// What the word beside a repeated rate's ratio means.
+const RANK_NOTE: &str = " Beside a rate measured in several runs, what those runs say (rank.rs): \
+     *ahead* or *behind* when, of every way to shuffle the two subjects' runs between them, \
+     fewer than 5% would leave one as far ahead as it is (the exact one-sided rank-sum test); \
+     *level* when the runs cannot tell the two apart, whatever their medians' ratio.";
+
+/// One cell of the table: `ours` over `theirs`, and the rank test's
+/// verdict on their runs where the measure has them.
+fn versus_cell(measure: &Measure, ours: Subject, theirs: Subject) -> String {
+    let shown = show_ratio(ratio(
+        measure.values.get(&ours).copied(),
+        measure.values.get(&theirs).copied(),
+    ));
+    let verdict = match (measure.runs.get(&ours), measure.runs.get(&theirs)) {
+        (Some(o), Some(t)) => rank::verdict(o, t, measure.higher_is_better),
+        _ => None,
+    };
+    match verdict {
+        Some(verdict) => format!("{shown} ({})", verdict.word()),
+        None => shown,
+    }
 }
 
 /// The goal for the runtime: at most this much more proxy CPU per
@@ -641,7 +710,7 @@ fn overhead_table(out: &mut String, c: &WorkloadC) {
          run. Above 1, the runtime costs that much more; the goal is at most \
          {OVERHEAD_GOAL:.2} in proxy CPU per connection.\n"
     );
-    let cpu = |o: &Outcome<LoadReport>| o.done().and_then(cpu_per_connection);
+    let cpu = |o: &Outcome<LoadReport>| o.done().and_then(Measured::cpu_per_request_us);
     let per_second = |o: &Outcome<LoadReport>| o.done().map(|m| m.value.req_per_sec());
     let rows = [
         (
@@ -710,6 +779,8 @@ mod tests {
             keep_alive_runs: vec![Some(50_000.0), None, Some(40_000.0)],
             bulk_one_runs: vec![Some(520.0), Some(480.0), Some(500.0)],
             bulk_many_runs: vec![Some(700.0), None, Some(650.0)],
+            connect_cpu_runs: Vec::new(),
+            keep_alive_cpu_runs: Vec::new(),
         }
     }
 
@@ -770,6 +841,64 @@ mod tests {
         assert!(said.contains("the two bulk rows"), "{said}");
         assert!(said.contains("Idle: one run"), "{said}");
         assert!(runs_said(1).contains("one per subject"));
+    }
+
+    #[test]
+    fn ours_against_theirs_says_what_the_runs_can_tell() {
+        use super::super::peers::{Peer, PeerKind};
+        let nginx = Subject::Peer(Peer {
+            kind: PeerKind::Nginx,
+            threads: 2,
+        });
+        let mut ours = row(vec![
+            Some(11.0),
+            Some(12.0),
+            Some(13.0),
+            Some(14.0),
+            Some(15.0),
+        ]);
+        ours.subject = Subject::Epoll(2);
+        // Keep-alive: the medians 0.90 apart, the runs overlapping.
+        ours.keep_alive_runs = vec![Some(9.0), Some(4.0), Some(10.0), Some(12.0), Some(8.0)];
+        let mut theirs = row(vec![Some(1.0), Some(2.0), Some(3.0), Some(4.0), Some(5.0)]);
+        theirs.subject = nginx;
+        theirs.keep_alive_runs = vec![Some(11.0), Some(7.0), Some(10.0), Some(5.0), Some(13.0)];
+        // CPU per connection: every run of ours below every run of theirs.
+        ours.connect_cpu_runs = [100.0, 104.0, 102.0, 101.0, 103.0].map(Some).to_vec();
+        theirs.connect_cpu_runs = [120.0, 118.0, 125.0, 119.0, 121.0].map(Some).to_vec();
+        let c = WorkloadC {
+            rows: vec![ours, theirs],
+        };
+        let mut costs = c_costs(&c);
+        costs[0].values = [(Subject::Epoll(2), 102.0), (nginx, 120.0)].into();
+        let mut out = String::new();
+        versus_table(&mut out, &costs, &[Subject::Epoll(2), nginx]);
+        assert!(
+            out.contains("| C: proxy CPU per connection, µs | < 1 | 0.85 (ahead) |"),
+            "{out}"
+        );
+        let mut measures = c_rates(&c, None, 4);
+        // The rows are skipped, so give the medians the runs would have.
+        measures[0].values = [(Subject::Epoll(2), 13.0), (nginx, 3.0)].into();
+        measures[1].values = [(Subject::Epoll(2), 9.0), (nginx, 10.0)].into();
+        let mut out = String::new();
+        versus_table(&mut out, &measures, &[Subject::Epoll(2), nginx]);
+        assert!(out.contains("*level* when the runs cannot tell"), "{out}");
+        assert!(
+            out.contains(
+                "| C: connections/s (a new connection per request, no delay) | > 1 | 4.33 (ahead) |"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("| C: keep-alive requests/s (echo backend) | > 1 | 0.90 (level) |"),
+            "{out}"
+        );
+        // A bulk row with a failed run has no verdict, only its ratio.
+        assert!(
+            out.contains("| C: bulk MiB/s, 4 streams | > 1 | — |"),
+            "{out}"
+        );
     }
 
     #[test]

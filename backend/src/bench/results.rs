@@ -75,6 +75,16 @@ impl<T> Measured<T> {
     }
 }
 
+impl Measured<LoadReport> {
+    /// The proxy's CPU per request in µs: its CPU time over the requests
+    /// (a connection each, in a connection-rate run). None for direct.
+    pub fn cpu_per_request_us(&self) -> Option<f64> {
+        let cost = self.cost?;
+        let requests = self.value.requests;
+        (requests > 0).then(|| cost.cpu.as_secs_f64() * 1e6 / requests as f64)
+    }
+}
+
 /// CPU time spent over `wall`, in cores; None for a run of no length.
 fn cores(cpu: Duration, wall: Duration) -> Option<f64> {
     let wall = wall.as_secs_f64();
@@ -208,6 +218,11 @@ pub struct CostRow {
     pub bulk_one_runs: Vec<Option<f64>>,
     /// The same for `bulk_many`.
     pub bulk_many_runs: Vec<Option<f64>>,
+    /// The proxy's CPU µs per connection in every run of `connect`, in
+    /// round order (None: no such figure, or the run did not finish).
+    pub connect_cpu_runs: Vec<Option<f64>>,
+    /// The proxy's CPU µs per request in every run of `keep_alive`.
+    pub keep_alive_cpu_runs: Vec<Option<f64>>,
 }
 
 /// Workload C: the cost of the proxy itself.

@@ -463,6 +463,11 @@ fn row(subject: Subject, runs: Vec<Rates>, idle: Outcome<IdleMemory>) -> CostRow
         bulk_ones.push(run.bulk_one);
         bulk_manys.push(run.bulk_many);
     }
+    let cpu_runs = |runs: &[Outcome<LoadReport>]| -> Vec<Option<f64>> {
+        let cpu = |run: &Outcome<LoadReport>| run.done()?.cpu_per_request_us();
+        runs.iter().map(cpu).collect()
+    };
+    let (connect_cpu_runs, keep_alive_cpu_runs) = (cpu_runs(&connects), cpu_runs(&keep_alives));
     let (connect, connect_runs) = median(connects, LoadReport::req_per_sec);
     let (keep_alive, keep_alive_runs) = median(keep_alives, LoadReport::req_per_sec);
     let altered = |r: &BulkReport| !r.intact;
@@ -485,6 +490,8 @@ fn row(subject: Subject, runs: Vec<Rates>, idle: Outcome<IdleMemory>) -> CostRow
         keep_alive_runs,
         bulk_one_runs,
         bulk_many_runs,
+        connect_cpu_runs,
+        keep_alive_cpu_runs,
     }
 }
 
