@@ -446,7 +446,14 @@ fn runs_table(out: &mut String, c: &WorkloadC, repetitions: usize, streams: usiz
     if repetitions < 2 {
         return;
     }
-    let _ = writeln!(out, "{}", runs_intro(repetitions, "rate and bulk row"));
+    let _ = writeln!(
+        out,
+        "{}",
+        runs_intro(
+            repetitions,
+            "rate and bulk row (and the proxy's CPU in each connection and keep-alive run)",
+        )
+    );
     let many = format!("bulk MiB/s, {streams} streams");
     let mut table = Table::new(&[
         "subject",
@@ -454,7 +461,17 @@ fn runs_table(out: &mut String, c: &WorkloadC, repetitions: usize, streams: usiz
         "keep-alive req/s",
         "bulk MiB/s, 1 stream",
         &many,
+        "proxy CPU µs/conn",
+        "proxy CPU µs/keep-alive request",
     ]);
+    // Direct has no proxy, so no CPU figure in any run: a dash, not "failed".
+    let cpu = |runs: &[Option<f64>]| {
+        if runs.iter().all(Option::is_none) {
+            "—".to_string()
+        } else {
+            runs_cell(runs)
+        }
+    };
     for row in &c.rows {
         table.row(vec![
             row.subject.to_string(),
@@ -462,6 +479,8 @@ fn runs_table(out: &mut String, c: &WorkloadC, repetitions: usize, streams: usiz
             runs_cell(&row.keep_alive_runs),
             runs_cell(&row.bulk_one_runs),
             runs_cell(&row.bulk_many_runs),
+            cpu(&row.connect_cpu_runs),
+            cpu(&row.keep_alive_cpu_runs),
         ]);
     }
     out.push_str(&table.render());
@@ -813,9 +832,10 @@ mod tests {
 
     #[test]
     fn the_runs_are_listed_only_when_there_are_several() {
-        let c = WorkloadC {
-            rows: vec![row(vec![Some(23_100.0), Some(24_000.0), Some(22_800.0)])],
-        };
+        let mut epoll = row(vec![Some(23_100.0), Some(24_000.0), Some(22_800.0)]);
+        epoll.connect_cpu_runs = vec![Some(104.0), Some(101.0), Some(103.0)];
+        epoll.keep_alive_cpu_runs = vec![None; 3];
+        let c = WorkloadC { rows: vec![epoll] };
         let mut out = String::new();
         runs_table(&mut out, &c, 3, 4);
         assert!(
@@ -829,7 +849,8 @@ mod tests {
         assert!(
             out.contains(
                 "| epoll 1 | 23,100 / 24,000 / 22,800 (±2.6%) | 50,000 / failed / 40,000 \
-                 | 520.0 / 480.0 / 500.0 (±4.0%) | 700.0 / failed / 650.0 |"
+                 | 520.0 / 480.0 / 500.0 (±4.0%) | 700.0 / failed / 650.0 \
+                 | 104.0 / 101.0 / 103.0 (±1.5%) | — |"
             ),
             "{out}"
         );
