@@ -434,8 +434,8 @@ fn runs_said(repetitions: usize) -> String {
          the machine's drift spreads over all of them; each run is a fresh process. A row shows \
          its median run whole (the latency and CPU beside a rate, a bulk row's proxy, client \
          and machine CPU, are that run's), every ratio to direct divides by direct's median, \
-         and a failed run fails the row, as does a bulk run whose bytes came back altered (the \
-         row is then that run). Idle: one run, in round 1."
+         and a failed run fails the row, as does a bulk run whose bytes did not all come back \
+         intact (the row is then that run). Idle: one run, in round 1."
     )
 }
 
@@ -513,26 +513,32 @@ fn cost_table(out: &mut String, c: &WorkloadC, http: Option<&HttpKeepAlive>, str
     out.push('\n');
 }
 
-/// Why a measurement of `row` is missing, its errors, bytes that came back
-/// altered.
+/// Why a measurement of `row` is missing, its errors, bulk bytes that did
+/// not come back whole.
 fn cost_notes(notes: &mut Notes, row: &CostRow, streams: usize) {
     let label = row.subject.to_string();
     notes.load(&format!("{label}, connections"), &row.connect);
     notes.load(&format!("{label}, keep-alive"), &row.keep_alive);
-    notes.outcome(&format!("{label}, bulk 1 stream"), &row.bulk_one);
-    notes.outcome(&format!("{label}, bulk {streams} streams"), &row.bulk_many);
+    let one = format!("{label}, bulk 1 stream");
+    let many = format!("{label}, bulk {streams} streams");
+    notes.outcome(&one, &row.bulk_one);
+    notes.outcome(&many, &row.bulk_many);
     notes.outcome(&format!("{label}, idle"), &row.idle);
-    for (what, bulk) in [
-        ("one stream", &row.bulk_one),
-        ("several streams", &row.bulk_many),
-    ] {
-        if let Some(m) = bulk.done() {
-            if !m.value.intact {
-                notes.0.push(format!(
-                    "{label}, bulk {what}: **the bytes came back altered**"
-                ));
-            }
+    for (what, bulk) in [(one, &row.bulk_one), (many, &row.bulk_many)] {
+        if let Some(note) = bulk.done().and_then(|m| not_whole(&m.value)) {
+            notes.0.push(format!("{what}: {note}"));
         }
+    }
+}
+
+/// What went wrong with a bulk run's bytes, if anything: a stream that
+/// failed (a reset, say) did not bring every byte back; with no error,
+/// the bytes came back but differed.
+fn not_whole(report: &BulkReport) -> Option<String> {
+    match (&report.first_error, report.intact) {
+        (_, true) => None,
+        (Some(why), false) => Some(format!("**the bytes did not all come back**: {why}")),
+        (None, false) => Some("**the bytes came back altered**".to_string()),
     }
 }
 
@@ -919,6 +925,33 @@ mod tests {
         assert!(
             out.contains("| C: bulk MiB/s, 4 streams | > 1 | — |"),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn a_bulk_run_says_whether_its_bytes_were_cut_off_or_changed() {
+        let Outcome::Done(mut m) = bulk(true, 500, 3000) else {
+            unreachable!("bulk() makes a finished run")
+        };
+        assert_eq!(not_whole(&m.value), None);
+        m.value.intact = false;
+        assert_eq!(
+            not_whole(&m.value).as_deref(),
+            Some("**the bytes came back altered**")
+        );
+        m.value.first_error = Some("stream 1: Connection reset by peer".to_string());
+        let mut epoll = row(Vec::new());
+        epoll.bulk_many = Outcome::Done(m);
+        let mut notes = Notes::default();
+        cost_notes(&mut notes, &epoll, 4);
+        assert!(
+            notes.0.contains(
+                &"epoll 1, bulk 4 streams: **the bytes did not all come back**: stream 1: \
+                  Connection reset by peer"
+                    .to_string()
+            ),
+            "{:?}",
+            notes.0
         );
     }
 
