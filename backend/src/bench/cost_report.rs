@@ -88,6 +88,17 @@ fn finished(runs: &[Option<f64>]) -> Option<Vec<f64>> {
     (all.len() > 1).then_some(all)
 }
 
+/// The [`finished`] runs of each row, by subject: `of` says whose they are
+/// and which of the row's runs (any table's rows: A's, C's, wrk's).
+fn runs_of<R>(rows: &[R], of: impl Fn(&R) -> (Subject, &[Option<f64>])) -> Runs {
+    rows.iter()
+        .filter_map(|row| {
+            let (subject, runs) = of(row);
+            Some((subject, finished(runs)?))
+        })
+        .collect()
+}
+
 /// Workload A's rates at each concurrency, for the ratio tables.
 fn a_measures(a: &WorkloadA) -> Vec<Measure> {
     a.by_clients
@@ -102,10 +113,7 @@ fn a_measures(a: &WorkloadA) -> Vec<Measure> {
                 .iter()
                 .filter_map(|r| Some((r.subject, r.report()?.req_per_sec())))
                 .collect();
-            let runs = rows
-                .iter()
-                .filter_map(|r| Some((r.subject, finished(&r.runs)?)))
-                .collect();
+            let runs = runs_of(rows, |r| (r.subject, &r.runs));
             let name = format!(
                 "A: req/s, {clients} clients, {} ms backend",
                 a.delay.as_millis()
@@ -125,10 +133,7 @@ fn per_subject(c: &WorkloadC, f: impl Fn(&CostRow) -> Option<f64>) -> Values {
 
 /// The runs of each of workload C's rows that `f` names.
 fn runs_per_subject(c: &WorkloadC, f: impl Fn(&CostRow) -> &[Option<f64>]) -> Runs {
-    c.rows
-        .iter()
-        .filter_map(|row| Some((row.subject, finished(f(row))?)))
-        .collect()
+    runs_of(&c.rows, |row| (row.subject, f(row)))
 }
 
 /// Workload C's rates, the wrk rows' among them.
@@ -139,11 +144,8 @@ fn c_rates(c: &WorkloadC, http: Option<&HttpKeepAlive>, streams: usize) -> Vec<M
             .filter_map(|r| Some((r.subject, r.outcome.done()?.value.req_per_sec)))
             .collect()
     });
-    let wrk_runs: Runs = http.map_or_else(Runs::new, |http| {
-        http.rows
-            .iter()
-            .filter_map(|r| Some((r.subject, finished(&r.runs)?)))
-            .collect()
+    let wrk_runs = http.map_or_else(Runs::new, |http| {
+        runs_of(&http.rows, |r| (r.subject, &r.runs))
     });
     vec![
         Measure::rate(
