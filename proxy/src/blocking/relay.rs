@@ -32,8 +32,9 @@
 //! The relay never blocks on one socket. It puts both sockets in
 //! non-blocking mode and asks `poll(2)` one question about both: "which of
 //! the operations I could make progress with now are possible?" Each
-//! direction has its own 64 KiB buffer ([`BUFFER_SIZE`]) with a `start` and
-//! an `end`:
+//! direction has its own 64 KiB buffer (`conn/buffers.rs`), whose bytes
+//! `start..end` the relay machine (`conn/machine.rs`, the contract every
+//! mode drives) says are read and not yet written:
 //!
 //! ```text
 //!             up:   client ──read──▶ [start .. end] ──write──▶ backend
@@ -41,6 +42,7 @@
 //!
 //!   wait for POLLIN  on a direction's source      while its buffer is empty and no EOF was seen
 //!   wait for POLLOUT on a direction's destination while its buffer holds bytes
+//!                    (what Machine::wants says, turned into poll's flags)
 //! ```
 //!
 //! So the FIN above is read as soon as it arrives, whatever the backend is
@@ -55,7 +57,7 @@
 //!   connection: the other side is **reset** (`SO_LINGER` 0, then close),
 //!   not closed with a FIN that would make a truncated stream look
 //!   complete. Only a relay that ended with both FINs passed on closes
-//!   cleanly; every other end ([`RelayEnd`]) resets both sockets.
+//!   cleanly; every other ending (`Ending::is_clean`) resets both sockets.
 //! - No byte in either direction for `idle_timeout` ends it; once one side
 //!   has sent its FIN, the other may stay silent only for `fin_timeout` (or
 //!   `idle_timeout` if that is shorter), so half-closed connections in
@@ -67,12 +69,13 @@
 //!   until the relay has something to ask of it, so that a hang-up it
 //!   cannot act on yet does not make `poll` return at once, over and over.
 //!
-//! The async relay of the epoll mode ([`relay`](crate::conn::relay)) keeps the
-//! same contract with futures instead of `poll(2)`.
+//! This file is the relay machine's blocking driver: how it waits is
+//! `poll(2)`, and what it adds is the hang-up rule above. The async relay
+//! of the epoll mode ([`relay`](crate::conn::relay)) drives the same
+//! machine with futures, and the states mode with level-triggered epoll.
 
 #![forbid(unsafe_code)]
 
-use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
@@ -83,11 +86,11 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{setsockopt, sockopt};
 use runtime::net::{ListenOptions, bind_std, connect_std};
 
+use crate::conn::buffers;
+use crate::conn::machine::{Event, Machine, Op, Outcome};
 use crate::conn::side::Side;
+use crate::conn::timeouts::Timeouts;
 use crate::settings::cli::Settings;
-
-/// Bytes buffered per direction of a relayed connection.
-pub const BUFFER_SIZE: usize = 64 * 1024;
 
 /// Opens the listening socket for a blocking mode: the configured backlog,
 /// `SO_REUSEADDR`, and blocking `accept`.
@@ -118,7 +121,7 @@ pub fn listen(settings: &Settings) -> io::Result<TcpListener> {
 /// reset, so it sees ECONNRESET rather than an empty stream that ends
 /// cleanly and looks like a complete (empty) answer.
 pub fn serve(client: TcpStream, peer: SocketAddr, backend: SocketAddr, settings: &Settings) {
-    let upstream = match connect_std(backend, settings.connect_timeout) {
+    let upstream = match connect_std(backend, settings.timeouts.connect) {
         Ok(stream) => stream,
         Err(e) => {
             crate::warn!("{peer}: backend {backend} unreachable: {e}; resetting the client");
@@ -133,8 +136,13 @@ pub fn serve(client: TcpStream, peer: SocketAddr, backend: SocketAddr, settings:
     if let Err(e) = upstream.set_nodelay(true) {
         crate::debug!("{peer}: TCP_NODELAY: {e}");
     }
-    match relay(client, upstream, settings) {
-        Ok(stats) => crate::debug!("{peer} <-> {backend}: {stats}"),
+    match relay(client, upstream, &settings.timeouts) {
+        Ok(outcome) => crate::debug!(
+            "{peer} <-> {backend}: {}, {} bytes up, {} down",
+            outcome.ending.label(),
+            outcome.upstream,
+            outcome.downstream
+        ),
         Err(e) => crate::warn!("{peer} <-> {backend}: relay failed: {e}"),
     }
 }
@@ -154,58 +162,6 @@ pub fn reset(stream: TcpStream) {
     drop(stream);
 }
 
-/// How a relay ended.
-#[derive(Debug)]
-pub enum RelayEnd {
-    /// Both directions reached EOF and passed their FIN on; every byte was
-    /// delivered. Both sockets were closed cleanly.
-    Closed,
-    /// A read, write or shutdown on `side` failed. Both sockets were reset.
-    Failed {
-        /// Where the error happened.
-        side: Side,
-        /// What it was (typically ECONNRESET or EPIPE).
-        error: io::Error,
-    },
-    /// No byte moved either way for `idle_timeout`. Both sockets were reset.
-    IdleTimeout,
-    /// One side had sent its FIN and the other stayed silent for
-    /// `fin_timeout`. Both sockets were reset.
-    FinTimeout,
-}
-
-impl fmt::Display for RelayEnd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RelayEnd::Closed => f.write_str("closed"),
-            RelayEnd::Failed { side, error } => write!(f, "{side} failed: {error}; reset"),
-            RelayEnd::IdleTimeout => f.write_str("idle timeout; reset"),
-            RelayEnd::FinTimeout => f.write_str("half-closed too long (fin timeout); reset"),
-        }
-    }
-}
-
-/// What a relay did.
-#[derive(Debug)]
-pub struct RelayStats {
-    /// Bytes written to the backend.
-    pub client_to_backend: u64,
-    /// Bytes written to the client.
-    pub backend_to_client: u64,
-    /// How it ended.
-    pub end: RelayEnd,
-}
-
-impl fmt::Display for RelayStats {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} bytes up, {} down, {}",
-            self.client_to_backend, self.backend_to_client, self.end
-        )
-    }
-}
-
 /// Relays bytes both ways between `client` and `backend` until both
 /// directions are done, a side fails, or a timeout expires (module docs).
 /// Both sockets must be non-blocking: as `accept_std` and `connect_std`
@@ -213,233 +169,88 @@ impl fmt::Display for RelayStats {
 ///
 /// Returns `Err` only if the relay itself could not run (`poll` failing);
 /// both sockets are then reset. Everything a peer can cause is an `Ok` with
-/// its [`RelayEnd`].
-pub fn relay(client: TcpStream, backend: TcpStream, settings: &Settings) -> io::Result<RelayStats> {
-    let mut relay = Relay::new(&client, &backend, settings);
-    let end = relay.run();
-    let (client_to_backend, backend_to_client) = (relay.up.delivered, relay.down.delivered);
-    match end {
-        Ok(RelayEnd::Closed) => {} // both FINs passed on: dropping closes cleanly
-        _ => {
-            reset(client);
-            reset(backend);
-        }
+/// the machine's [`Outcome`].
+pub fn relay(client: TcpStream, backend: TcpStream, timeouts: &Timeouts) -> io::Result<Outcome> {
+    let mut relay = Relay::new(&client, &backend, timeouts);
+    let ran = relay.run();
+    let outcome = relay.machine.outcome();
+    for buffer in relay.buffers {
+        buffers::give(buffer);
     }
-    Ok(RelayStats {
-        client_to_backend,
-        backend_to_client,
-        end: end?,
-    })
+    // Only both FINs passed on close cleanly (machine.rs); a relay that
+    // could not run is cut, and cut streams end with resets.
+    if ran.is_err() || !outcome.ending.is_clean() {
+        reset(client);
+        reset(backend);
+    }
+    ran.map(|()| outcome)
 }
 
-/// One direction of a relay: a buffer between a source and a destination.
-struct Pipe {
-    buf: Box<[u8]>,
-    /// Bytes `start..end` of `buf` were read and not yet written.
-    start: usize,
-    end: usize,
-    /// The source sent its FIN (a read returned 0).
-    eof: bool,
-    /// That FIN was passed on: `shutdown(Write)` on the destination.
-    shut: bool,
-    /// Bytes written to the destination.
-    delivered: u64,
-}
-
-/// Whether a read or write moved anything (bytes or an EOF).
-type Moved = bool;
-
-impl Pipe {
-    fn new() -> Pipe {
-        Pipe {
-            buf: vec![0; BUFFER_SIZE].into_boxed_slice(),
-            start: 0,
-            end: 0,
-            eof: false,
-            shut: false,
-            delivered: 0,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.start == self.end
-    }
-
-    fn wants_read(&self) -> bool {
-        self.is_empty() && !self.eof
-    }
-
-    fn wants_write(&self) -> bool {
-        !self.is_empty()
-    }
-
-    /// The source's FIN arrived and everything before it was written.
-    fn ready_to_shut(&self) -> bool {
-        self.eof && self.is_empty() && !self.shut
-    }
-
-    /// One read from `source` into the (empty) buffer.
-    fn fill(&mut self, mut source: &TcpStream) -> io::Result<Moved> {
-        match retry_interrupted(|| source.read(&mut self.buf)) {
-            Ok(0) => {
-                self.eof = true;
-                Ok(true)
-            }
-            Ok(n) => {
-                (self.start, self.end) = (0, n);
-                Ok(true)
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// One write of the buffered bytes to `destination`; a partial write
-    /// leaves the rest for the next POLLOUT.
-    fn drain(&mut self, mut destination: &TcpStream) -> io::Result<Moved> {
-        match retry_interrupted(|| destination.write(&self.buf[self.start..self.end])) {
-            Ok(0) => Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                self.start += n;
-                self.delivered += n as u64;
-                Ok(true)
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-fn retry_interrupted<T>(mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
-    loop {
-        match op() {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            other => return other,
-        }
-    }
-}
-
-/// How a step of the relay ended it early.
-type Stop = RelayEnd;
-
-fn failed(side: Side, error: io::Error) -> Stop {
-    RelayEnd::Failed { side, error }
-}
-
-/// The state of one relayed connection.
+/// The state of one relayed connection: the machine, and what this driver
+/// holds to drive it.
 struct Relay<'a> {
-    client: &'a TcpStream,
-    backend: &'a TcpStream,
-    /// Client to backend.
-    up: Pipe,
-    /// Backend to client.
-    down: Pipe,
+    /// The client's socket, then the backend's (indexed by `Side`).
+    sockets: [&'a TcpStream; 2],
+    machine: Machine,
+    /// Per direction (by source), its buffer, held for the relay's life.
+    buffers: [Box<[u8]>; 2],
     /// Per side: a hang-up was reported that nothing could be done about
     /// yet. Such a socket is polled only while the relay asks something of
     /// it (a hang-up stays reported, and polling for it would spin).
     hung_up: [bool; 2],
-    idle_timeout: Duration,
-    fin_timeout: Duration,
+    timeouts: &'a Timeouts,
 }
 
 impl<'a> Relay<'a> {
-    fn new(client: &'a TcpStream, backend: &'a TcpStream, settings: &Settings) -> Relay<'a> {
+    fn new(client: &'a TcpStream, backend: &'a TcpStream, timeouts: &'a Timeouts) -> Relay<'a> {
         Relay {
-            client,
-            backend,
-            up: Pipe::new(),
-            down: Pipe::new(),
+            sockets: [client, backend],
+            machine: Machine::relaying(Instant::now()),
+            buffers: [buffers::take(), buffers::take()],
             hung_up: [false; 2],
-            idle_timeout: settings.idle_timeout,
-            fin_timeout: settings.fin_timeout,
+            timeouts,
         }
     }
 
-    fn run(&mut self) -> io::Result<RelayEnd> {
-        let mut last_progress = Instant::now();
+    fn run(&mut self) -> io::Result<()> {
         loop {
-            if let Err(stop) = self.pass_fins_on() {
-                return Ok(stop);
+            let now = Instant::now();
+            self.pass_fins_on(now);
+            if self.machine.is_closed() {
+                return Ok(());
             }
-            if self.up.shut && self.down.shut {
-                return Ok(RelayEnd::Closed);
-            }
-            let (limit, expired) = self.timeout();
-            let Some(left) = limit.checked_sub(last_progress.elapsed()) else {
-                return Ok(expired);
+            let left = match self.machine.deadline(self.timeouts) {
+                Some(due) if due <= now => {
+                    self.machine.on_deadline(now, self.timeouts);
+                    continue;
+                }
+                Some(due) => due - now,
+                None => Duration::MAX,
             };
             let ready = self.wait(left)?;
-            match self.act(ready) {
-                Ok(true) => last_progress = Instant::now(),
-                Ok(false) => {}
-                Err(stop) => return Ok(stop),
+            self.act(ready, Instant::now());
+        }
+    }
+
+    /// The machine's `Shutdown`s: a direction whose source sent FIN and
+    /// whose bytes are all written passes the FIN on. (The second needs no
+    /// call: the machine is then complete, and the close sends it.)
+    fn pass_fins_on(&mut self, now: Instant) {
+        for from in Side::BOTH {
+            if self.machine.op(from) == Some(Op::Shutdown) {
+                let shut = self.sockets[from.other().index()].shutdown(Shutdown::Write);
+                self.machine.on(Event::shut(from, shut), now);
             }
         }
     }
 
-    /// A direction whose source sent FIN and whose buffer is flushed passes
-    /// the FIN on: `shutdown(Write)` toward its destination. The second one
-    /// needs no call: the relay is then over, and closing the socket (its
-    /// receive queue is empty: its own FIN was read) sends the same FIN.
-    fn pass_fins_on(&mut self) -> Result<(), Stop> {
-        if self.up.ready_to_shut() {
-            if !self.down.shut {
-                self.backend
-                    .shutdown(Shutdown::Write)
-                    .map_err(|e| failed(Side::Backend, e))?;
-            }
-            self.up.shut = true;
-        }
-        if self.down.ready_to_shut() {
-            if !self.up.shut {
-                self.client
-                    .shutdown(Shutdown::Write)
-                    .map_err(|e| failed(Side::Client, e))?;
-            }
-            self.down.shut = true;
-        }
-        Ok(())
-    }
-
-    /// The silence allowed now, and what it means when it runs out.
-    fn timeout(&self) -> (Duration, RelayEnd) {
-        if self.up.eof || self.down.eof {
-            let limit = self.fin_timeout.min(self.idle_timeout);
-            (limit, RelayEnd::FinTimeout)
-        } else {
-            (self.idle_timeout, RelayEnd::IdleTimeout)
-        }
-    }
-
-    fn socket(&self, side: Side) -> &'a TcpStream {
-        match side {
-            Side::Client => self.client,
-            Side::Backend => self.backend,
-        }
-    }
-
-    /// The direction that reads from `side`.
-    fn pipe_from(&mut self, side: Side) -> &mut Pipe {
-        match side {
-            Side::Client => &mut self.up,
-            Side::Backend => &mut self.down,
-        }
-    }
-
-    /// The direction that writes to `side`.
-    fn pipe_to(&mut self, side: Side) -> &mut Pipe {
-        match side {
-            Side::Client => &mut self.down,
-            Side::Backend => &mut self.up,
-        }
-    }
-
-    fn interest(&mut self, side: Side) -> PollFlags {
+    fn interest(&self, side: Side) -> PollFlags {
+        let wants = self.machine.wants(side);
         let mut flags = PollFlags::empty();
-        if self.pipe_from(side).wants_read() {
+        if wants.read {
             flags |= PollFlags::POLLIN;
         }
-        if self.pipe_to(side).wants_write() {
+        if wants.write {
             flags |= PollFlags::POLLOUT;
         }
         flags
@@ -453,8 +264,8 @@ impl<'a> Relay<'a> {
         let watched = [Side::Client, Side::Backend]
             .map(|side| !flags[side.index()].is_empty() || !self.hung_up[side.index()]);
         let mut fds = [
-            PollFd::new(self.client.as_fd(), flags[0]),
-            PollFd::new(self.backend.as_fd(), flags[1]),
+            PollFd::new(self.sockets[0].as_fd(), flags[0]),
+            PollFd::new(self.sockets[1].as_fd(), flags[1]),
         ];
         let (first, count) = match watched {
             [true, true] => (0, 2),
@@ -479,77 +290,89 @@ impl<'a> Relay<'a> {
         Ok(ready)
     }
 
-    /// Does what `poll` said is possible. `Ok(true)` if anything moved.
-    fn act(&mut self, ready: [PollFlags; 2]) -> Result<Moved, Stop> {
-        let mut moved = false;
+    /// Does what `poll` said is possible.
+    fn act(&mut self, ready: [PollFlags; 2], now: Instant) {
         for side in Side::BOTH {
             let events = ready[side.index()];
-            if !events.is_empty() {
-                moved |= self.on_ready(side, events)?;
+            if !events.is_empty() && !self.machine.is_closed() {
+                self.on_ready(side, events, now);
             }
         }
-        Ok(moved)
     }
 
-    fn on_ready(&mut self, side: Side, events: PollFlags) -> Result<Moved, Stop> {
+    fn on_ready(&mut self, side: Side, events: PollFlags, now: Instant) {
         if events.contains(PollFlags::POLLNVAL) {
-            return Err(failed(side, io::Error::other("poll: socket not open")));
+            self.machine.on(Event::Broke(side), now);
+            return;
         }
         // A hang-up or an error makes the pending read or write return at
         // once, with the EOF or the error: that is how we learn which.
         let trouble = PollFlags::POLLHUP | PollFlags::POLLERR;
-        let mut acted = false;
-        let mut moved = false;
-        if self.pipe_from(side).wants_read() && events.intersects(PollFlags::POLLIN | trouble) {
-            acted = true;
-            moved |= self.read_from(side)?;
+        let readable = events.intersects(PollFlags::POLLIN | trouble);
+        let writable = events.intersects(PollFlags::POLLOUT | trouble);
+        let wants = self.machine.wants(side);
+        if wants.read && readable {
+            self.pump(side, true, false, now);
         }
-        if self.pipe_to(side).wants_write() && events.intersects(PollFlags::POLLOUT | trouble) {
-            acted = true;
-            moved |= self.write_to(side)?;
+        if wants.write && writable {
+            self.pump(side.other(), false, true, now);
         }
+        let acted = (wants.read && readable) || (wants.write && writable);
         if !acted && events.intersects(trouble) {
-            self.nothing_pending(side, events)?;
+            self.nothing_pending(side, events, now);
         }
-        Ok(moved)
+    }
+
+    /// Runs the direction from `from`: a read if `readable`, and after a
+    /// read, while the bytes are hot, a write at once (usually the
+    /// destination has room, and that saves a poll); a write if `writable`.
+    fn pump(&mut self, from: Side, mut readable: bool, mut writable: bool, now: Instant) {
+        loop {
+            let event = match self.machine.op(from) {
+                Some(Op::Read) if readable => {
+                    (readable, writable) = (false, true);
+                    let mut source = self.sockets[from.index()];
+                    let got = retry_interrupted(|| source.read(&mut self.buffers[from.index()]));
+                    Event::read(from, got, false)
+                }
+                Some(Op::Write { start, end, .. }) if writable => {
+                    writable = false;
+                    let mut destination = self.sockets[from.other().index()];
+                    let pending = &self.buffers[from.index()][start as usize..end as usize];
+                    Event::wrote(from, retry_interrupted(|| destination.write(pending)))
+                }
+                _ => return,
+            };
+            match event {
+                Some(event) => self.machine.on(event, now),
+                None => return,
+            }
+        }
     }
 
     /// A hang-up or error on a socket the relay asks nothing of right now.
-    fn nothing_pending(&mut self, side: Side, events: PollFlags) -> Result<(), Stop> {
+    fn nothing_pending(&mut self, side: Side, events: PollFlags, now: Instant) {
         if events.contains(PollFlags::POLLERR) {
-            match self.socket(side).take_error() {
-                Ok(Some(error)) | Err(error) => return Err(failed(side, error)),
+            match self.sockets[side.index()].take_error() {
+                Ok(Some(_)) | Err(_) => return self.machine.on(Event::Broke(side), now),
                 Ok(None) => {} // already consumed: treat like a hang-up
             }
         }
         // Both directions of that socket are shut at the kernel level; what
         // is left (reading the data before its FIN) is done when the buffer
-        // has room. Until then, poll it only if there is something to ask.
+        // has room. Until then, poll it only if there is something to ask;
+        // and once its FIN was read, the machine takes it for a reset.
         self.hung_up[side.index()] = true;
-        Ok(())
+        self.machine.on(Event::HungUp(side), now);
     }
+}
 
-    /// Reads from `side` and, while the data is hot, tries to write it on
-    /// at once: usually the destination has room, and that saves a poll.
-    fn read_from(&mut self, side: Side) -> Result<Moved, Stop> {
-        let source = self.socket(side);
-        let (other, destination) = match side {
-            Side::Client => (Side::Backend, self.backend),
-            Side::Backend => (Side::Client, self.client),
-        };
-        let pipe = self.pipe_from(side);
-        let moved = pipe.fill(source).map_err(|e| failed(side, e))?;
-        if pipe.wants_write() {
-            pipe.drain(destination).map_err(|e| failed(other, e))?;
+fn retry_interrupted<T>(mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match op() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
         }
-        Ok(moved)
-    }
-
-    fn write_to(&mut self, side: Side) -> Result<Moved, Stop> {
-        let destination = self.socket(side);
-        self.pipe_to(side)
-            .drain(destination)
-            .map_err(|e| failed(side, e))
     }
 }
 
@@ -565,6 +388,7 @@ pub fn poll_timeout(left: Duration) -> PollTimeout {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::machine::Ending;
     use std::io::ErrorKind;
     use std::sync::mpsc;
     use std::thread::{self, JoinHandle};
@@ -577,12 +401,11 @@ mod tests {
         (near, far)
     }
 
-    fn settings(idle: Duration, fin: Duration) -> Settings {
-        Settings {
-            idle_timeout: idle,
-            fin_timeout: fin,
-            ..Settings::default()
-        }
+    fn timeouts(idle: Duration, fin: Duration) -> Timeouts {
+        let mut t = Timeouts::default();
+        t.set_idle(idle);
+        t.set_fin(fin);
+        t
     }
 
     /// A relay running on its own thread, with the test holding the far
@@ -590,10 +413,10 @@ mod tests {
     struct Harness {
         client: TcpStream,
         backend: TcpStream,
-        relay: JoinHandle<io::Result<RelayStats>>,
+        relay: JoinHandle<io::Result<Outcome>>,
     }
 
-    fn start(settings: Settings) -> Harness {
+    fn start(timeouts: Timeouts) -> Harness {
         let (client, proxy_client) = socket_pair();
         let (proxy_backend, backend) = socket_pair();
         for s in [&proxy_client, &proxy_backend] {
@@ -604,7 +427,7 @@ mod tests {
             s.set_read_timeout(Some(Duration::from_secs(10)))
                 .expect("timeout");
         }
-        let relay = thread::spawn(move || relay(proxy_client, proxy_backend, &settings));
+        let relay = thread::spawn(move || relay(proxy_client, proxy_backend, &timeouts));
         Harness {
             client,
             backend,
@@ -613,11 +436,11 @@ mod tests {
     }
 
     fn start_default() -> Harness {
-        start(settings(Duration::from_secs(10), Duration::from_secs(10)))
+        start(timeouts(Duration::from_secs(10), Duration::from_secs(10)))
     }
 
     impl Harness {
-        fn finish(self) -> RelayStats {
+        fn finish(self) -> Outcome {
             drop((self.client, self.backend));
             self.relay
                 .join()
@@ -661,12 +484,9 @@ mod tests {
         for writer in writers {
             writer.join().expect("writer");
         }
-        let stats = h.finish();
-        assert!(matches!(stats.end, RelayEnd::Closed), "{stats}");
-        assert_eq!(
-            (stats.client_to_backend, stats.backend_to_client),
-            (4 << 20, 4 << 20)
-        );
+        let outcome = h.finish();
+        assert_eq!(outcome.ending, Ending::Complete);
+        assert_eq!((outcome.upstream, outcome.downstream), (4 << 20, 4 << 20));
     }
 
     /// The backend answers only after the client's EOF (like `sort`).
@@ -692,8 +512,7 @@ mod tests {
         let answer = read_all(&h.client).expect("answer");
         assert!(answer.iter().rev().eq(request.iter()), "answer mangled");
         backend.join().expect("backend");
-        let stats = h.finish();
-        assert!(matches!(stats.end, RelayEnd::Closed), "{stats}");
+        assert_eq!(h.finish().ending, Ending::Complete);
     }
 
     /// The seed's relay (v1-v4), for comparison: read the client, write the
@@ -742,8 +561,7 @@ mod tests {
         let mut banner = [0u8; 11];
         (&h.client).read_exact(&mut banner).expect("banner relayed");
         assert_eq!(&banner, b"220 ready\r\n");
-        let stats = h.finish();
-        assert_eq!(stats.backend_to_client, 11);
+        assert_eq!(h.finish().downstream, 11);
     }
 
     #[test]
@@ -755,17 +573,8 @@ mod tests {
         reset(h.backend);
         let e = read_all(&h.client).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
-        let stats = h.relay.join().expect("relay panicked").expect("relay");
-        assert!(
-            matches!(
-                stats.end,
-                RelayEnd::Failed {
-                    side: Side::Backend,
-                    ..
-                }
-            ),
-            "{stats}"
-        );
+        let outcome = h.relay.join().expect("relay panicked").expect("relay");
+        assert_eq!(outcome.ending, Ending::BackendReset);
     }
 
     #[test]
@@ -774,22 +583,13 @@ mod tests {
         reset(h.client);
         let e = read_all(&h.backend).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
-        let stats = h.relay.join().expect("relay panicked").expect("relay");
-        assert!(
-            matches!(
-                stats.end,
-                RelayEnd::Failed {
-                    side: Side::Client,
-                    ..
-                }
-            ),
-            "{stats}"
-        );
+        let outcome = h.relay.join().expect("relay panicked").expect("relay");
+        assert_eq!(outcome.ending, Ending::ClientReset);
     }
 
     #[test]
     fn a_silent_connection_is_reset_after_the_idle_timeout() {
-        let h = start(settings(
+        let h = start(timeouts(
             Duration::from_millis(200),
             Duration::from_secs(10),
         ));
@@ -799,15 +599,15 @@ mod tests {
         let waited = begun.elapsed();
         assert!(waited >= Duration::from_millis(190), "{waited:?}");
         assert!(waited < Duration::from_secs(3), "{waited:?}");
-        let stats = h.relay.join().expect("relay panicked").expect("relay");
-        assert!(matches!(stats.end, RelayEnd::IdleTimeout), "{stats}");
+        let outcome = h.relay.join().expect("relay panicked").expect("relay");
+        assert_eq!(outcome.ending, Ending::IdleTimeout);
     }
 
     #[test]
     fn traffic_keeps_a_connection_alive_past_the_idle_timeout() {
         // 8 x 100 ms of traffic outlasts a 600 ms idle timeout: each byte
         // resets the clock. (600 ms leaves room for a loaded machine.)
-        let h = start(settings(
+        let h = start(timeouts(
             Duration::from_millis(600),
             Duration::from_secs(10),
         ));
@@ -817,13 +617,12 @@ mod tests {
             let mut one = [0u8; 1];
             (&h.backend).read_exact(&mut one).expect("relayed");
         }
-        let stats = h.finish();
-        assert!(matches!(stats.end, RelayEnd::Closed), "{stats}");
+        assert_eq!(h.finish().ending, Ending::Complete);
     }
 
     #[test]
     fn a_half_closed_connection_is_bounded_by_the_fin_timeout() {
-        let h = start(settings(
+        let h = start(timeouts(
             Duration::from_secs(10),
             Duration::from_millis(200),
         ));
@@ -832,8 +631,8 @@ mod tests {
         assert!(read_all(&h.backend).expect("eof").is_empty());
         let e = read_all(&h.client).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
-        let stats = h.relay.join().expect("relay panicked").expect("relay");
-        assert!(matches!(stats.end, RelayEnd::FinTimeout), "{stats}");
+        let outcome = h.relay.join().expect("relay panicked").expect("relay");
+        assert_eq!(outcome.ending, Ending::FinTimeout);
     }
 
     #[test]

@@ -3,14 +3,16 @@
 //! through a buffer of ours.
 //!
 //! ```text
-//!   copy (relay.rs):     client ──read──> [64 KiB buffer] ──write──> backend
-//!   splice (this file):  client ──splice──> [pipe, 256 KiB] ──splice──> backend
+//!   copy:    client ──read──> [64 KiB buffer] ──write──> backend
+//!   splice:  client ──splice──> [pipe, 256 KiB] ──splice──> backend
 //! ```
 //!
-//! This file holds the splice side of a direction (`poll_splice`: into
-//! the pipe, out of it, until the source would block), the pipes it moves
-//! through, and when a connection may use them; `relay.rs` keeps the
-//! contract around it (the FIN passed on, resets, timeouts, the counts).
+//! This file holds the pipes a direction moves through, the pool they come
+//! from, and when a connection may use them. The async driver (`relay.rs`,
+//! its `Carrier`) makes the splice calls where the relay machine asks for a
+//! read or a write: to the machine a pipe is a buffer, so the contract (the
+//! FIN passed on once the pipe is empty, resets, timeouts, the counts) is
+//! the machine's, whichever path the bytes take.
 //!
 //! Which path a direction uses is the frontend's `splice` option:
 //!
@@ -41,7 +43,7 @@
 //!
 //! An error that means "these descriptors cannot splice" ([`cannot_splice`]:
 //! EINVAL and the like) moves the whole connection back to the copy path,
-//! for good: the relay reports it ([`crate::conn::relay::Outcome`]) to be
+//! for good: the relay reports it ([`crate::conn::machine::Outcome`]) to be
 //! counted and logged. Bytes already in the pipe are not lost: the copy path
 //! reads them out of the pipe first, in order.
 //!
@@ -56,9 +58,7 @@
 use std::cell::RefCell;
 use std::io;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use runtime::net::TcpStream;
 use runtime::pipe::Pipe;
 
 use crate::policy::limit::{Limit, Permit};
@@ -185,76 +185,6 @@ impl<'a> SpliceState<'a> {
             Err(no) => {
                 self.no_pipes |= no == NoPipe::Failed;
                 None
-            }
-        }
-    }
-}
-
-/// Why a splicing direction stopped, other than by blocking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stopped {
-    /// The source reached end of file, and the pipe is empty.
-    Eof,
-    /// Go on by copy: no pipe to be had, or these sockets cannot splice
-    /// (bytes left in `pipe` are the copy path's to read out first).
-    Copy,
-    /// Splicing from the source failed (a reset).
-    SourceBroke,
-    /// Splicing into the destination failed (a reset, a peer gone).
-    DestinationBroke,
-}
-
-/// One direction's splice loop (module docs): source → `pipe` →
-/// destination until it blocks (Pending) or [`Stopped`]. Each splice out
-/// is added to `out`: bytes delivered. Into the pipe only when it is empty
-/// (runtime `TcpStream::poll_splice_to`); given back when it is empty and
-/// the source is dry.
-pub(crate) fn poll_splice(
-    pipe: &mut Option<Held>,
-    from: &TcpStream,
-    to: &TcpStream,
-    sp: &mut SpliceState<'_>,
-    out: &mut u64,
-    cx: &mut Context<'_>,
-) -> Poll<Stopped> {
-    loop {
-        let Some(held) = pipe.as_mut() else {
-            // It gave its own back while it waited.
-            match sp.take_pipe() {
-                Some(held) => *pipe = Some(held),
-                None => return Poll::Ready(Stopped::Copy),
-            }
-            continue;
-        };
-        let filled = !held.pipe.is_empty();
-        let moved = if filled {
-            to.poll_splice_from(cx, &mut held.pipe)
-        } else {
-            from.poll_splice_to(cx, &mut held.pipe)
-        };
-        let broke = if filled {
-            Stopped::DestinationBroke
-        } else {
-            Stopped::SourceBroke
-        };
-        match moved {
-            // Splicing out of a pipe that holds bytes moves some.
-            Poll::Ready(Ok(0)) if filled => return Poll::Ready(broke),
-            Poll::Ready(Ok(0)) => return Poll::Ready(Stopped::Eof),
-            Poll::Ready(Ok(n)) if filled => *out += n as u64,
-            Poll::Ready(Ok(_)) => {}
-            Poll::Ready(Err(e)) if cannot_splice(&e) => {
-                sp.fall_back(&e);
-                return Poll::Ready(Stopped::Copy);
-            }
-            Poll::Ready(Err(_)) => return Poll::Ready(broke),
-            Poll::Pending if filled => return Poll::Pending,
-            Poll::Pending => {
-                // Empty, and the source dry: back to the pool meanwhile.
-                if let Some(held) = pipe.take() {
-                    give(held);
-                }
-                return Poll::Pending;
             }
         }
     }

@@ -42,8 +42,9 @@ use runtime::net::TcpStream;
 use super::backend_socket::Backend;
 use super::frontend::Shared;
 use super::worker_context::{Fired, WorkerContext};
+use crate::conn::machine::{Ending, Outcome};
 use crate::conn::proxy_protocol::{self, Addresses};
-use crate::conn::relay::{self, Ending};
+use crate::conn::relay;
 use crate::conn::splice::Splicing;
 use crate::ops::access_log::record::Record;
 use crate::ops::access_log::termination::{Cause, Phase, Termination};
@@ -465,8 +466,8 @@ impl Local {
             mode: self.shared.frontend.splice,
             pipes: &self.worker.pipes,
         };
-        let limits = self.shared.relay_limits;
-        let mut outcome = relay::relay_until(client, backend, limits, splicing, kill).await;
+        let timeouts = &self.shared.frontend.timeouts;
+        let mut outcome = relay::relay_until(client, backend, timeouts, splicing, kill).await;
         outcome.upstream += early_payload;
         self.with_balancer(index, |b, i| b.connection_closed(i));
         // Counted while this connection still holds its place, as HAProxy's
@@ -483,7 +484,7 @@ impl Local {
     }
 
     /// Adds a finished relay to the frontend's and the backend's counters.
-    fn count_outcome(&self, index: usize, outcome: &relay::Outcome) {
+    fn count_outcome(&self, index: usize, outcome: &Outcome) {
         let c = &self.counters;
         counters::add(&c.bytes_in, outcome.upstream);
         counters::add(&c.bytes_out, outcome.downstream);

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use runtime::net::{ListenOptions, bind_std};
 
-use crate::conn::relay::Limits;
 use crate::ops::metrics::counters::FrontendCounters;
 use crate::policy::health::HealthBoard;
 use crate::policy::limit::Limit;
@@ -30,8 +29,6 @@ pub struct Shared {
     pub backend_limits: Vec<Arc<Limit>>,
     /// `maxconn-per-source`, if set.
     pub sources: Option<Arc<SourceLimits>>,
-    /// The relay's timeouts, from the frontend's.
-    pub relay_limits: Limits,
     /// Its counters, one set per worker (`ops/metrics/counters.rs`: each
     /// written by one thread only).
     pub counters: Vec<Arc<FrontendCounters>>,
@@ -46,7 +43,6 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
         .iter()
         .map(|b| (b.addr, b.check))
         .collect();
-    let t = &frontend.timeouts;
     let limit = match old {
         Some(old) => {
             old.limit.set_max(frontend.maxconn);
@@ -89,11 +85,6 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
                 ))
             })
             .collect(),
-        relay_limits: Limits {
-            idle_timeout: t.idle(),
-            client_fin_timeout: t.client_fin,
-            server_fin_timeout: t.server_fin,
-        },
         frontend: frontend.clone(),
     })
 }

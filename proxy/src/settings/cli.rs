@@ -21,11 +21,12 @@ use crate::log::Level;
 use super::flags::{self, Flag, Read, UsageError};
 use super::words::{list, parse_duration};
 use crate::conn::splice::Splice;
+use crate::conn::timeouts::Timeouts;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::settings::config::{
-    AccessLogTarget, BackendServer, Config, DEFAULT_RETRIES, Frontend, Global, Timeouts,
+    AccessLogTarget, BackendServer, Config, DEFAULT_RETRIES, Frontend, Global,
 };
 
 /// Which of the seed's milestones runs.
@@ -118,15 +119,13 @@ pub struct Settings {
     /// Length of the kernel's queue of connections not yet accepted
     /// (capped by net.core.somaxconn).
     pub backlog: u32,
-    /// How long a connect to a backend may take.
-    pub connect_timeout: Duration,
-    /// A connection with no bytes in either direction for this long is
-    /// closed (HAProxy's `timeout client`/`server`, nginx's `proxy_timeout`).
-    pub idle_timeout: Duration,
-    /// After one side half-closed, how long the other direction may stay
-    /// silent before the connection is closed (HAProxy's `client-fin` and
-    /// `server-fin`): CLOSE_WAIT sockets cannot pile up.
-    pub fin_timeout: Duration,
+    /// The connection's timeouts: `--connect-timeout`; `--idle-timeout`,
+    /// a connection with no bytes in either direction for this long is
+    /// closed (HAProxy's `timeout client` and `server` both, nginx's
+    /// `proxy_timeout`); `--fin-timeout`, after one side half-closed, how
+    /// long the other may stay silent (HAProxy's `client-fin` and
+    /// `server-fin` both), so that CLOSE_WAIT sockets cannot pile up.
+    pub timeouts: Timeouts,
     /// How much to log.
     pub log_level: Level,
     /// Epoll mode: the algorithm choosing a backend (`--balance`).
@@ -172,9 +171,7 @@ impl Default for Settings {
             workers: runtime::threads::available_cores(),
             picker: PickerKind::Mutex,
             backlog: runtime::net::DEFAULT_BACKLOG,
-            connect_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(600),
-            fin_timeout: Duration::from_secs(30),
+            timeouts: Timeouts::default(),
             log_level: Level::Info,
             balance: Algorithm::RoundRobin,
             retries: DEFAULT_RETRIES,
@@ -202,16 +199,7 @@ impl Settings {
             .iter()
             .map(|&addr| BackendServer::new(addr))
             .collect();
-        let timeouts = Timeouts {
-            connect: self.connect_timeout,
-            client: self.idle_timeout,
-            server: self.idle_timeout,
-            client_fin: self.fin_timeout,
-            server_fin: self.fin_timeout,
-            tunnel: None,
-            queue: None,
-            client_hs: Duration::from_secs(5),
-        };
+        let timeouts = self.timeouts;
         Config {
             global: Global {
                 maxconn: None,
@@ -394,7 +382,7 @@ const FLAGS: &[Flag<Args>] = &[
         needs: "a duration",
         help: "give up connecting to a backend after DUR   [default: 5s]",
         set: |a, v| {
-            a.settings.connect_timeout = parse_timeout(v)?;
+            a.settings.timeouts.connect = parse_timeout(v)?;
             Ok(())
         },
     },
@@ -404,7 +392,7 @@ const FLAGS: &[Flag<Args>] = &[
         needs: "a duration",
         help: "close a connection silent both ways for DUR [default: 10m]",
         set: |a, v| {
-            a.settings.idle_timeout = parse_timeout(v)?;
+            a.settings.timeouts.set_idle(parse_timeout(v)?);
             Ok(())
         },
     },
@@ -415,7 +403,7 @@ const FLAGS: &[Flag<Args>] = &[
         help: "after one side closed, close if the other is silent for DUR\n\
                \x20                                                            [default: 30s]",
         set: |a, v| {
-            a.settings.fin_timeout = parse_timeout(v)?;
+            a.settings.timeouts.set_fin(parse_timeout(v)?);
             Ok(())
         },
     },
@@ -832,9 +820,16 @@ mod tests {
             (s.mode, s.threads, s.workers, s.picker, s.backlog),
             (Mode::Pool, 8, 3, PickerKind::Atomic, 128)
         );
-        assert_eq!(s.connect_timeout, Duration::from_millis(500));
-        assert_eq!(s.idle_timeout, Duration::from_secs(60));
-        assert_eq!(s.fin_timeout, Duration::from_secs(2));
+        let t = s.timeouts;
+        assert_eq!(t.connect, Duration::from_millis(500));
+        assert_eq!(
+            (t.client, t.server),
+            (Duration::from_secs(60), Duration::from_secs(60))
+        );
+        assert_eq!(
+            (t.client_fin, t.server_fin),
+            (Duration::from_secs(2), Duration::from_secs(2))
+        );
         assert_eq!(s.log_level, Level::Debug);
     }
 

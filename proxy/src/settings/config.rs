@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use crate::conn::proxy_protocol::Version;
 use crate::conn::splice::Splice;
+use crate::conn::timeouts::Timeouts;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
@@ -86,64 +87,6 @@ impl AccessLogTarget {
             "stderr" => AccessLogTarget::Stderr,
             path => AccessLogTarget::File(PathBuf::from(path)),
         }
-    }
-}
-
-/// A frontend's timeouts (`timeout KIND DURATION`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    /// `timeout connect`: give up connecting to a backend (default 5s).
-    pub connect: Duration,
-    /// `timeout client`: the client side silent this long (default 10m).
-    pub client: Duration,
-    /// `timeout server`: the backend side silent this long (default 10m).
-    pub server: Duration,
-    /// `timeout client-fin`: the client side silent this long once one
-    /// direction is shut, e.g. after the backend's FIN (default 30s).
-    pub client_fin: Duration,
-    /// `timeout server-fin`: the backend side silent this long once one
-    /// direction is shut, e.g. after the client's FIN (default 30s).
-    pub server_fin: Duration,
-    /// `timeout tunnel`: once connected, replaces `client` and `server`
-    /// (HAProxy's meaning; default: unset, so those two apply).
-    pub tunnel: Option<Duration>,
-    /// `timeout queue`: how long a client may wait for a backend below its
-    /// `maxconn` (default: unset, meaning `timeout connect`, as HAProxy).
-    pub queue: Option<Duration>,
-    /// `timeout client-hs`: how long a client may take to send its PROXY
-    /// header (`accept-proxy`), and then its TLS ClientHello (a frontend
-    /// with `use-group` rules), each (default 5s: a real client sends both
-    /// with its first packets, and a longer wait only holds places for
-    /// clients that say nothing).
-    pub client_hs: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            connect: Duration::from_secs(5),
-            client: Duration::from_secs(600),
-            server: Duration::from_secs(600),
-            client_fin: Duration::from_secs(30),
-            server_fin: Duration::from_secs(30),
-            tunnel: None,
-            queue: None,
-            client_hs: Duration::from_secs(5),
-        }
-    }
-}
-
-impl Timeouts {
-    /// The idle limit of an established connection: `tunnel` if set, else
-    /// the shorter of `client` and `server` (a silent tunnel is silent on
-    /// both sides, so the first of the two to expire ends it).
-    pub fn idle(&self) -> Duration {
-        self.tunnel.unwrap_or(self.client.min(self.server))
-    }
-
-    /// How long a client may wait for a backend slot.
-    pub fn queue(&self) -> Duration {
-        self.queue.unwrap_or(self.connect)
     }
 }
 

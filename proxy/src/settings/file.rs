@@ -369,11 +369,12 @@ mod tests {
     use super::testing::{errors, ok};
     use super::*;
     use crate::conn::proxy_protocol::Version;
+    use crate::conn::timeouts::Timeouts;
     use crate::ops::access_log::record::Format;
     use crate::policy::balance::Algorithm;
     use crate::policy::cidr::Cidr;
     use crate::policy::health::Check;
-    use crate::settings::config::{AccessLogTarget, BackendServer, Global, Timeouts};
+    use crate::settings::config::{AccessLogTarget, BackendServer, Global};
     use std::time::Duration;
 
     /// The one error of `text`, displayed.

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use crate::conn::proxy_protocol::Version;
 use crate::conn::splice::Splice;
+use crate::conn::timeouts::Timeouts;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
@@ -32,9 +33,7 @@ use crate::policy::cidr::Cidr;
 use crate::policy::health::Check;
 use crate::policy::route::{NotTls, Pattern};
 
-use super::config::{
-    AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT, Timeouts,
-};
+use super::config::{AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT};
 use super::reader::{Draft, Opt, Reader, Seen, Setter};
 use super::words::{Word, did_you_mean, list, not_one_of, suggest};
 

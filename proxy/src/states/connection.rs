@@ -1,21 +1,26 @@
-//! One connection of the states mode: its two sockets, its [`State`] and
-//! two [`Flow`]s, and the system calls that move it from one state to the
-//! next. Every call's result goes through the machine's transition tables
-//! (machine.rs); after each report from epoll the connection moves as far
-//! as it can, then brings its sockets' interest in line with where it ended
-//! up (interest.rs).
+//! One connection of the states mode: its two sockets, its relay
+//! [`Machine`] (conn/machine.rs, the contract every mode drives), and the
+//! system calls that move it. The machine says what to do next; this file
+//! does it when epoll has said the socket can, tells the machine what the
+//! call returned, and brings its sockets' interest in line with where the
+//! machine ended up (interest.rs).
 //!
 //! ```text
 //!   epoll report ─▶ on_event: what the socket can do now (readable, writable, FIN seen, hung up)
-//!                   connecting? the connect's outcome ─▶ Connected | ConnectFailed
-//!                ─▶ advance: per direction, read or write, until nothing moves (or a budget)
-//!                   read 0 / short read after EPOLLRDHUP ─▶ the FIN, passed on: Fin(side)
-//!                   an error ─▶ Broke(side)
-//!                ─▶ sync: the interest set follows the new state
+//!                   connecting? the connect's outcome ─▶ Event::Connected | ConnectFailed
+//!                ─▶ advance: per direction, machine.op(from) if the socket allows it,
+//!                   until nothing moves (or a budget)  ─▶ Event::Got / Eof / Wrote / ShutDown / Broke
+//!                ─▶ sync: the interest set follows machine.wants(side)
 //! ```
 //!
+//! What this driver adds to the machine is how it waits: level-triggered
+//! epoll reports a socket as long as it is readable or writable, so each
+//! socket keeps what it is known to allow ([`Socket`]): set by a report,
+//! cleared by a call that came back short or would block. A read is made
+//! only when the socket may have bytes, a write only when it may take them.
+//!
 //! What a peer does to one connection stays with it: every failure ends
-//! in a state of this connection, never in an error for the loop.
+//! in an ending of this connection, never in an error for the loop.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -29,46 +34,18 @@ use nix::sys::socket::{
 };
 
 use super::interest::{self, Registered};
-use super::machine::{End, Event, Flow, Io, State, Timeouts};
 use crate::blocking::relay::reset;
-use crate::conn::relay::{Ending, give_buffer, take_buffer};
+use crate::conn::alarm::Alarm;
+use crate::conn::buffers;
+use crate::conn::machine::{Event, Machine, Op, Phase};
 use crate::conn::side::Side;
+use crate::conn::timeouts::Timeouts;
 
 /// Rounds of reads and writes one report may run before the loop moves on
 /// to the others: a bulk transfer would otherwise keep the one thread to
 /// itself. Level-triggered, a socket left readable or writable is simply
 /// reported again by the next `epoll_wait`.
 const ROUNDS: usize = 16;
-
-/// One direction's bytes in flight: a buffer from the per-thread pool
-/// (conn/relay.rs) held only while bytes wait for the destination.
-#[derive(Debug)]
-struct Direction {
-    flow: Flow,
-    buffer: Option<Box<[u8]>>,
-    start: usize,
-    end: usize,
-    bytes: u64,
-}
-
-impl Direction {
-    fn new() -> Direction {
-        Direction {
-            flow: Flow::Reading,
-            buffer: None,
-            start: 0,
-            end: 0,
-            bytes: 0,
-        }
-    }
-
-    fn release(&mut self) {
-        if let Some(buffer) = self.buffer.take() {
-            give_buffer(buffer);
-        }
-        (self.start, self.end) = (0, 0);
-    }
-}
 
 /// What one socket is known to allow, from its reports and its last calls.
 #[derive(Debug, Default, Clone, Copy)]
@@ -91,17 +68,16 @@ pub struct Connection {
     /// Tells this connection from an earlier one in the same slot.
     pub serial: u64,
     /// The deadline entry that counts (deadlines.rs), if one is armed.
-    pub armed: Option<Instant>,
-    /// When bytes last moved, or the state last changed its limit.
-    last_activity: Instant,
+    pub alarm: Alarm,
     slot: usize,
     client: TcpStream,
     backend: TcpStream,
     peer: SocketAddr,
     backend_addr: SocketAddr,
-    state: State,
-    up: Direction,
-    down: Direction,
+    machine: Machine,
+    /// Per direction (by source): the buffer its bytes wait in, from the
+    /// thread's pool, held only while bytes are in flight.
+    buffers: [Option<Box<[u8]>>; 2],
     sockets: [Socket; 2],
 }
 
@@ -171,21 +147,19 @@ impl Connection {
         };
         let mut connection = Connection {
             serial,
-            armed: None,
-            last_activity: cx.now,
+            alarm: Alarm::default(),
             slot,
             client,
             backend,
             peer,
             backend_addr,
-            state: State::Accepted,
-            up: Direction::new(),
-            down: Direction::new(),
+            machine: Machine::accepted(cx.now),
+            buffers: [None, None],
             sockets: [Socket::default(); 2],
         };
         match connected {
             true => connection.connected(cx),
-            false => connection.state = connection.state.on(Event::ConnectStarted),
+            false => connection.machine.on(Event::ConnectStarted, cx.now),
         }
         connection.sync(cx);
         Some(connection)
@@ -206,13 +180,17 @@ impl Connection {
             true => self.stream(side).take_error().unwrap_or_else(Some),
             false => None,
         };
-        if self.state == State::Connecting {
+        if self.machine.phase() == Phase::Connecting {
+            // Only the backend's report means something yet.
             if side == Side::Backend {
                 self.on_connect_report(events.intersects(trouble), error, cx);
             }
         } else if error.is_some() {
-            self.transition(Event::Broke(side));
+            self.machine.on(Event::Broke(side), cx.now);
         } else {
+            if self.sockets[side.index()].hung_up {
+                self.machine.on(Event::HungUp(side), cx.now);
+            }
             self.advance(cx.now);
         }
         self.sync(cx);
@@ -230,7 +208,7 @@ impl Connection {
             self.peer,
             self.backend_addr
         );
-        self.transition(Event::ConnectFailed);
+        self.machine.on(Event::ConnectFailed, cx.now);
     }
 
     /// Connecting ──▶ Relaying: the idle clock starts, and the client is
@@ -242,21 +220,23 @@ impl Connection {
         if let Err(e) = self.backend.set_nodelay(true) {
             crate::debug!("{}: TCP_NODELAY: {e}", self.peer);
         }
-        self.transition(Event::Connected);
-        self.last_activity = cx.now;
+        self.machine.on(Event::Connected, cx.now);
         for socket in &mut self.sockets {
             socket.writable = true;
         }
     }
 
-    /// The deadline of the current state: when it times out if nothing moves.
+    /// When the connection times out if nothing moves.
     pub fn deadline(&self, timeouts: &Timeouts) -> Option<Instant> {
-        Some(self.last_activity + self.state.limit(timeouts)?)
+        self.machine.deadline(timeouts)
     }
 
-    /// The deadline came: the connect, idle or fin timeout.
-    pub fn time_out(&mut self) {
-        if self.state == State::Connecting {
+    /// Its armed deadline came: the machine times it out if it is due (the
+    /// connect, idle or fin timeout), or says nothing if bytes moved since.
+    pub fn on_deadline(&mut self, now: Instant, timeouts: &Timeouts) {
+        let connecting = self.machine.phase() == Phase::Connecting;
+        self.machine.on_deadline(now, timeouts);
+        if connecting && self.is_closed() {
             crate::warn!(
                 "{}: backend {} unreachable: no answer within the connect timeout; resetting the \
                  client",
@@ -264,17 +244,16 @@ impl Connection {
                 self.backend_addr
             );
         }
-        self.transition(Event::TimedOut);
     }
 
     /// The graceful stop is over: cut.
-    pub fn stop(&mut self) {
-        self.transition(Event::Stopped);
+    pub fn stop(&mut self, now: Instant) {
+        self.machine.on(Event::Stop, now);
     }
 
     /// Whether the connection is over (its sockets to be closed by [`Connection::close`]).
     pub fn is_closed(&self) -> bool {
-        matches!(self.state, State::Closed(_))
+        self.machine.is_closed()
     }
 
     /// Closes both sockets: with FINs after a complete relay (the second
@@ -282,24 +261,22 @@ impl Connection {
     /// cut-off stream looks complete. The close also takes each socket out
     /// of the epoll set: no `EPOLL_CTL_DEL`.
     pub fn close(mut self) {
-        self.up.release();
-        self.down.release();
+        for side in Side::BOTH {
+            self.release(side);
+        }
+        let outcome = self.machine.outcome();
         crate::debug!(
             "{} <-> {}: {}, {} bytes up, {} down",
             self.peer,
             self.backend_addr,
-            self.state.label(),
-            self.up.bytes,
-            self.down.bytes
+            outcome.ending.label(),
+            outcome.upstream,
+            outcome.downstream
         );
-        if self.state != State::Closed(End::Relay(Ending::Complete)) {
+        if !outcome.ending.is_clean() {
             reset(self.client);
             reset(self.backend);
         }
-    }
-
-    fn transition(&mut self, event: Event) {
-        self.state = self.state.on(event);
     }
 
     fn stream(&self, side: Side) -> &TcpStream {
@@ -309,181 +286,118 @@ impl Connection {
         }
     }
 
-    /// The direction whose source is `side`.
-    fn from(&self, side: Side) -> &Direction {
-        match side {
-            Side::Client => &self.up,
-            Side::Backend => &self.down,
-        }
-    }
-
-    /// Moves bytes both ways until nothing more moves now, the connection
-    /// closes, or the budget of [`ROUNDS`] is spent.
+    /// Runs the machine's operations both ways until nothing more moves
+    /// now, the connection closes, or the budget of [`ROUNDS`] is spent.
     fn advance(&mut self, now: Instant) {
         for _ in 0..ROUNDS {
-            if !self.state.is_relaying() {
+            let moved = self.step(Side::Client, now) | self.step(Side::Backend, now);
+            if !moved || self.is_closed() {
                 return;
             }
-            let moved = self.pump(Side::Client, now) | self.pump(Side::Backend, now);
-            if !moved {
-                break;
-            }
-        }
-        // A side whose FIN was read is read no more, so a reset it sends
-        // later would go unheard but for EPOLLHUP: with our write side
-        // toward it still open, a hang-up there can only be a reset.
-        for side in Side::BOTH {
-            let hung_up = self.sockets[side.index()].hung_up;
-            if hung_up && self.state.is_relaying() && self.from(side).flow == Flow::Done {
-                self.transition(Event::Broke(side));
-            }
         }
     }
 
-    /// One step of the direction from `source`: a read if it is `Reading`
-    /// and its source may have bytes, a write if it holds bytes and its
-    /// destination may take them. Whether anything moved.
-    fn pump(&mut self, source: Side, now: Instant) -> bool {
+    /// The machine's next operation for the direction from `source`, if its
+    /// socket allows it now. Whether anything happened.
+    fn step(&mut self, source: Side, now: Instant) -> bool {
         let destination = source.other();
-        let flow = self.from(source).flow;
-        let socket = |side: Side| self.sockets[side.index()];
-        match flow {
-            Flow::Reading if socket(source).readable => self.read(source, now),
-            Flow::Writing | Flow::Draining if socket(destination).writable => {
-                self.write(source, now)
+        let event = match self.machine.op(source) {
+            Some(Op::Read) if self.sockets[source.index()].readable => self.read(source),
+            Some(Op::Write {
+                start,
+                end,
+                fin_follows,
+            }) if self.sockets[destination.index()].writable => {
+                self.write(source, start as usize..end as usize, fin_follows)
             }
-            _ => false,
+            Some(Op::Shutdown) => {
+                let shut = self.stream(destination).shutdown(Shutdown::Write);
+                Some(Event::shut(source, shut))
+            }
+            _ => None,
+        };
+        let Some(event) = event else {
+            return false;
+        };
+        self.machine.on(event, now);
+        // Nothing in flight (all written, or the FIN read): the buffer goes
+        // back to the pool until the next read.
+        if self.machine.direction(source).held() == 0 {
+            self.release(source);
+        }
+        true
+    }
+
+    /// Gives the buffer of the direction from `source` back to the pool.
+    fn release(&mut self, source: Side) {
+        if let Some(buffer) = self.buffers[source.index()].take() {
+            buffers::give(buffer);
         }
     }
 
-    /// Reads from `source` into its direction's buffer.
-    fn read(&mut self, source: Side, now: Instant) -> bool {
-        let (stream, direction) = match source {
-            Side::Client => (&self.client, &mut self.up),
-            Side::Backend => (&self.backend, &mut self.down),
-        };
-        let socket = &mut self.sockets[source.index()];
-        let buffer = direction.buffer.get_or_insert_with(take_buffer);
+    /// Reads from `source` into its direction's buffer; `None` if it would
+    /// block (the buffer goes back to the pool meanwhile).
+    fn read(&mut self, source: Side) -> Option<Event> {
+        let i = source.index();
+        let buffer = self.buffers[i].get_or_insert_with(buffers::take);
         let capacity = buffer.len();
-        match (&*stream).read(buffer) {
-            Ok(0) => {
-                direction.release();
-                direction.flow = direction.flow.on(Io::Eof);
-                self.pass_fin(source, now);
-                true
-            }
-            Ok(n) => {
-                (direction.start, direction.end) = (0, n);
-                // Short: the queue is empty now; wait for the next report.
-                socket.readable = n == capacity;
-                let fin_behind = socket.fin_seen && n < capacity;
-                direction.flow = direction.flow.on(Io::Got { fin_behind });
-                self.last_activity = now;
-                true
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                socket.readable = false;
-                direction.release();
-                false
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
-            Err(_) => {
-                direction.release();
-                self.transition(Event::Broke(source));
-                false
-            }
+        let stream = match source {
+            Side::Client => &self.client,
+            Side::Backend => &self.backend,
+        };
+        let result = (&*stream).read(buffer);
+        let socket = &mut self.sockets[i];
+        // Short: the queue is empty now; wait for the next report.
+        socket.readable = matches!(result, Ok(n) if n == capacity);
+        // A short read after EPOLLRDHUP took everything before the FIN
+        // (Linux copies all it has queued up to the buffer's size).
+        let fin_follows = socket.fin_seen && !socket.readable;
+        let event = Event::read(source, result, fin_follows);
+        if event.is_none() {
+            self.release(source);
         }
+        event
     }
 
-    /// Writes what the direction from `source` holds to the other side.
-    fn write(&mut self, source: Side, now: Instant) -> bool {
+    /// Writes bytes `range` of the direction from `source` to the other
+    /// side; `None` if it would block.
+    fn write(
+        &mut self,
+        source: Side,
+        range: std::ops::Range<usize>,
+        fin_follows: bool,
+    ) -> Option<Event> {
         let destination = source.other();
-        let (stream, direction) = match source {
-            Side::Client => (&self.backend, &mut self.up),
-            Side::Backend => (&self.client, &mut self.down),
-        };
-        let socket = &mut self.sockets[destination.index()];
-        let pending = direction
-            .buffer
+        let pending = self.buffers[source.index()]
             .as_deref()
-            .and_then(|b| b.get(direction.start..direction.end))
+            .and_then(|b| b.get(range))
             .unwrap_or_default();
-        let held = pending.len();
-        let written = match direction.flow {
-            // The FIN follows these bytes at once (`pass_fin`, or the close
-            // of a complete relay): with MSG_MORE it rides on their segment,
-            // as the async relay does (conn/relay.rs, "A FIN that came with
-            // the bytes leaves with them").
-            Flow::Draining => {
-                // nix 0.32 names no MSG_MORE; the bit is libc's.
-                let flags = MsgFlags::from_bits_retain(libc::MSG_MORE) | MsgFlags::MSG_NOSIGNAL;
-                sock::send(stream.as_raw_fd(), pending, flags).map_err(io::Error::from)
-            }
-            _ => (&*stream).write(pending),
+        let stream = self.stream(destination);
+        let written = if fin_follows {
+            // The FIN follows these bytes at once (the machine's Shutdown,
+            // or the close of a complete relay): with MSG_MORE it rides on
+            // their segment. nix 0.32 names no MSG_MORE; the bit is libc's.
+            let flags = MsgFlags::from_bits_retain(libc::MSG_MORE) | MsgFlags::MSG_NOSIGNAL;
+            sock::send(stream.as_raw_fd(), pending, flags).map_err(io::Error::from)
+        } else {
+            (&*stream).write(pending)
         };
-        match written {
-            Ok(n) if n > 0 => {
-                direction.start += n;
-                direction.bytes += n as u64;
-                self.last_activity = now;
-                // Short: the send buffer is full; wait for EPOLLOUT.
-                socket.writable = n == held;
-                if direction.start == direction.end {
-                    direction.release();
-                    direction.flow = direction.flow.on(Io::Flushed);
-                    if direction.flow == Flow::Done {
-                        self.pass_fin(source, now);
-                    }
-                }
-                true
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                socket.writable = false;
-                false
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
-            _ => {
-                self.transition(Event::Broke(destination));
-                false
-            }
-        }
+        // Short: the send buffer is full; wait for EPOLLOUT.
+        self.sockets[destination.index()].writable = matches!(written, Ok(n) if n == pending.len());
+        Event::wrote(source, written)
     }
 
-    /// The direction from `source` is done: its FIN goes on with a
-    /// `shutdown(Write)`, unless it is the last, whose FIN the close sends.
-    /// The half-close starts the fin timeout: silence before it was the
-    /// idle timeout's to judge.
-    fn pass_fin(&mut self, source: Side, now: Instant) {
-        if !self.state.is_last(source) {
-            let destination = source.other();
-            match self.stream(destination).shutdown(Shutdown::Write) {
-                // ENOTCONN: the destination is gone already; its own
-                // direction says how.
-                Err(e) if e.kind() != io::ErrorKind::NotConnected => {
-                    self.transition(Event::Broke(destination));
-                    return;
-                }
-                _ => {}
-            }
-        }
-        self.transition(Event::Fin(source));
-        self.last_activity = now;
-    }
-
-    /// Brings both sockets' place in the epoll set in line with the state
-    /// (interest.rs). A failed `epoll_ctl` (out of memory) ends this
-    /// connection alone: it could no longer hear its sockets.
+    /// Brings both sockets' place in the epoll set in line with what the
+    /// machine waits for (interest.rs). A failed `epoll_ctl` (out of
+    /// memory) ends this connection alone: it could no longer hear its
+    /// sockets.
     fn sync(&mut self, cx: &Cx<'_>) {
         if self.is_closed() {
             return;
         }
         for side in Side::BOTH {
-            let (from, to) = match side {
-                Side::Client => (self.up.flow, self.down.flow),
-                Side::Backend => (self.down.flow, self.up.flow),
-            };
             let socket = self.sockets[side.index()];
-            let wanted = interest::wanted(self.state, side, from, to);
+            let wanted = interest::wanted(self.machine.wants(side));
             let target = interest::target(socket.registered, wanted, socket.hung_up);
             let token = token(self.slot, side);
             match interest::sync(
@@ -496,7 +410,7 @@ impl Connection {
                 Ok(now) => self.sockets[side.index()].registered = now,
                 Err(e) => {
                     crate::warn!("{}: epoll_ctl: {e}; resetting the connection", self.peer);
-                    self.transition(Event::Broke(side));
+                    self.machine.on(Event::Broke(side), cx.now);
                     return;
                 }
             }
@@ -519,11 +433,8 @@ mod tests {
             std::mem::size_of::<Option<Connection>>(),
         );
         println!(
-            "states mode: Connection {connection} bytes ({slot} in its slot); State {} B, Flow {} \
-             B, a direction {} B",
-            std::mem::size_of::<State>(),
-            std::mem::size_of::<Flow>(),
-            std::mem::size_of::<Direction>()
+            "states mode: Connection {connection} bytes ({slot} in its slot); its Machine {} B",
+            std::mem::size_of::<Machine>(),
         );
         assert!(connection < 512, "{connection}");
     }

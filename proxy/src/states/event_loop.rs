@@ -41,9 +41,8 @@ use runtime::net::{ListenOptions, accept_std, bind_std};
 
 use super::connection::{Connection, Cx, untoken};
 use super::deadlines::{Deadlines, wait_timeout};
-use super::machine::Timeouts;
 use crate::conn::accept::AcceptErrors;
-use crate::conn::relay::Limits;
+use crate::conn::timeouts::Timeouts;
 use crate::ops::shutdown::{self, say};
 use crate::policy::balance::{Algorithm, Balancer, Server};
 use crate::settings::cli::Settings;
@@ -155,7 +154,6 @@ impl EventLoop {
         let signals = SignalFd::with_flags(&shutdown::handled_set(), flags)?;
         epoll.add(&signals, EpollEvent::new(EpollFlags::EPOLLIN, SIGNALS))?;
         let servers = settings.backends.iter().map(|&a| Server::new(a)).collect();
-        let fin = settings.fin_timeout;
         crate::info!(
             "listening on {} (states: one thread, level-triggered epoll, {} backends round-robin)",
             listener.local_addr()?,
@@ -169,14 +167,7 @@ impl EventLoop {
             deadlines: Deadlines::new(),
             balancer: Balancer::new(servers, Algorithm::RoundRobin),
             backends: settings.backends.clone(),
-            timeouts: Timeouts {
-                connect: settings.connect_timeout,
-                relay: Limits {
-                    idle_timeout: settings.idle_timeout,
-                    client_fin_timeout: fin,
-                    server_fin_timeout: fin,
-                },
-            },
+            timeouts: settings.timeouts,
             grace: settings.grace.unwrap_or(shutdown::DEFAULT_GRACE),
             accept_errors: AcceptErrors::new(),
             accept_paused_until: None,
@@ -246,8 +237,8 @@ impl EventLoop {
     }
 
     /// After a connection moved: closed, it leaves its slot; open, its
-    /// deadline is armed anew if it came closer (a later one waits for the
-    /// armed entry to come due: deadlines.rs).
+    /// deadline is armed anew by the alarm's rule (conn/alarm.rs: only if it
+    /// came closer; a later one waits for the armed entry to come due).
     fn settle(&mut self, slot: usize) {
         let Some(connection) = self.connections.get(slot) else {
             return;
@@ -258,12 +249,9 @@ impl EventLoop {
             }
             return;
         }
-        let Some(deadline) = connection.deadline(&self.timeouts) else {
-            return;
-        };
-        if connection.armed.is_none_or(|armed| deadline < armed) {
-            connection.armed = Some(deadline);
-            self.deadlines.push(deadline, (slot, connection.serial));
+        let due = connection.deadline(&self.timeouts);
+        if let Some(at) = connection.alarm.arm(due) {
+            self.deadlines.push(at, (slot, connection.serial));
         }
     }
 
@@ -338,14 +326,11 @@ impl EventLoop {
             let Some(connection) = self.connections.get(slot) else {
                 continue;
             };
-            if connection.serial != serial || connection.armed != Some(when) {
+            if connection.serial != serial || connection.alarm.armed() != Some(when) {
                 continue; // stale: closed, or armed again since
             }
-            connection.armed = None;
-            match connection.deadline(&timeouts) {
-                Some(deadline) if deadline > now => {}
-                _ => connection.time_out(),
-            }
+            connection.alarm.fired();
+            connection.on_deadline(now, &timeouts);
             self.settle(slot);
         }
     }
@@ -390,7 +375,7 @@ impl EventLoop {
     fn cut(&mut self) {
         for slot in 0..self.connections.slots.len() {
             if let Some(mut connection) = self.connections.remove(slot) {
-                connection.stop();
+                connection.stop(Instant::now());
                 connection.close();
             }
         }

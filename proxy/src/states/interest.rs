@@ -1,6 +1,6 @@
-//! Interest follows the state: which epoll events each socket asks for in
-//! each state of the machine, and the `epoll_ctl` calls that keep the
-//! kernel's set in step.
+//! Interest follows the machine: which epoll events each socket asks for,
+//! from what the relay machine waits for on it (`Machine::wants`), and the
+//! `epoll_ctl` calls that keep the kernel's set in step.
 //!
 //! Level-triggered epoll reports a socket *as long as* the condition holds,
 //! on every `epoll_wait`. So a socket must be in the read interest set only
@@ -9,12 +9,11 @@
 //! reported at once, every time, and the loop spins at 100% CPU without
 //! moving a byte: the seed-era trap. The rules:
 //!
-//! | the socket's state | asks for |
-//! |---|---|
-//! | the direction *from* it is `Reading` | `EPOLLIN | EPOLLRDHUP` |
-//! | the direction *to* it holds bytes (`Writing`, `Draining`) | `EPOLLOUT` |
-//! | the backend, while `Connecting` | `EPOLLOUT` (the connect's outcome) |
-//! | the client, while `Connecting` | nothing: not in the set yet |
+//! | the machine wants of the socket | because | asks for |
+//! |---|---|---|
+//! | `read` | the direction *from* it is `Reading` | `EPOLLIN | EPOLLRDHUP` |
+//! | `write` | the direction *to* it holds bytes (`Writing`, `Draining`), or it is the backend while `Connecting` (the connect's outcome) | `EPOLLOUT` |
+//! | nothing | the client while `Connecting`, a socket whose FIN was read | nothing |
 //!
 //! A socket asking for nothing stays in the set with no events: epoll still
 //! reports `EPOLLERR` and `EPOLLHUP` (they cannot be masked), which is how a
@@ -32,8 +31,7 @@ use std::os::fd::AsFd;
 
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags};
 
-use super::machine::{Flow, State};
-use crate::conn::side::Side;
+use crate::conn::machine::Wants;
 
 /// Where one socket stands in the epoll set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,23 +43,16 @@ pub enum Registered {
     Asking(EpollFlags),
 }
 
-/// The events `side`'s socket asks for in `state`; `from` is the direction
-/// whose source it is, `to` the one whose destination it is.
-pub fn wanted(state: State, side: Side, from: Flow, to: Flow) -> EpollFlags {
-    match state {
-        State::Connecting if side == Side::Backend => EpollFlags::EPOLLOUT,
-        state if state.is_relaying() => {
-            let mut flags = EpollFlags::empty();
-            if from == Flow::Reading {
-                flags |= EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP;
-            }
-            if to.holds_bytes() {
-                flags |= EpollFlags::EPOLLOUT;
-            }
-            flags
-        }
-        _ => EpollFlags::empty(),
+/// The events a socket asks for when the machine `wants` this of it.
+pub fn wanted(wants: Wants) -> EpollFlags {
+    let mut flags = EpollFlags::empty();
+    if wants.read {
+        flags |= EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP;
     }
+    if wants.write {
+        flags |= EpollFlags::EPOLLOUT;
+    }
+    flags
 }
 
 /// Where a socket standing at `now` should stand, asking for `wanted`: in
@@ -106,45 +97,37 @@ mod tests {
     const WRITE: EpollFlags = EpollFlags::EPOLLOUT;
 
     #[test]
-    fn a_connecting_backend_waits_to_be_writable_and_its_client_is_not_asked() {
-        let (reading, done) = (Flow::Reading, Flow::Done);
-        assert_eq!(
-            wanted(State::Connecting, Side::Backend, reading, reading),
-            WRITE
-        );
-        assert!(wanted(State::Connecting, Side::Client, reading, reading).is_empty());
-        assert!(wanted(State::Accepted, Side::Backend, reading, done).is_empty());
+    fn each_want_is_its_events_and_nothing_is_asked_unwanted() {
+        let want = |read, write| wanted(Wants { read, write });
+        assert_eq!(want(true, false), READ);
+        assert_eq!(want(false, true), WRITE);
+        assert_eq!(want(true, true), READ | WRITE);
+        // Backpressure, a connecting client, a side whose FIN was read.
+        assert!(want(false, false).is_empty());
     }
 
+    /// What the machine wants, phase by phase, is what this mode asks.
     #[test]
-    fn read_interest_only_while_reading_write_interest_only_while_holding_bytes() {
-        let relaying = State::Relaying;
-        assert_eq!(
-            wanted(relaying, Side::Client, Flow::Reading, Flow::Reading),
-            READ
+    fn the_machine_asks_for_the_connect_report_then_for_bytes() {
+        use crate::conn::machine::{Event, Machine};
+        use crate::conn::side::Side;
+        let t0 = std::time::Instant::now();
+        let mut m = Machine::accepted(t0);
+        m.on(Event::ConnectStarted, t0);
+        assert_eq!(wanted(m.wants(Side::Backend)), WRITE);
+        assert!(wanted(m.wants(Side::Client)).is_empty(), "not read yet");
+        m.on(Event::Connected, t0);
+        assert_eq!(wanted(m.wants(Side::Client)), READ);
+        m.on(
+            Event::Got {
+                from: Side::Client,
+                n: 3,
+                fin_follows: false,
+            },
+            t0,
         );
-        // Backpressure: the direction from this socket holds bytes the other
-        // side has not taken; reading on would only fill a second buffer.
-        assert!(wanted(relaying, Side::Client, Flow::Writing, Flow::Reading).is_empty());
-        assert_eq!(
-            wanted(relaying, Side::Client, Flow::Writing, Flow::Writing),
-            WRITE
-        );
-        assert_eq!(
-            wanted(relaying, Side::Backend, Flow::Reading, Flow::Draining),
-            READ | WRITE
-        );
-        // Its FIN was read: never again in the read set.
-        assert!(wanted(State::ClientClosed, Side::Client, Flow::Done, Flow::Reading).is_empty());
-        assert!(
-            wanted(
-                State::Closed(super::super::machine::End::Unreachable),
-                Side::Client,
-                Flow::Reading,
-                Flow::Reading
-            )
-            .is_empty()
-        );
+        assert!(wanted(m.wants(Side::Client)).is_empty(), "backpressure");
+        assert_eq!(wanted(m.wants(Side::Backend)), READ | WRITE);
     }
 
     #[test]

@@ -189,7 +189,7 @@ pub fn termination(code: &str) -> Option<Termination> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proxy::conn::relay::Ending;
+    use proxy::conn::machine::Ending;
     use proxy::conn::side::Side;
     use proxy::ops::access_log::record::Record;
     use std::net::{Ipv4Addr, Ipv6Addr};

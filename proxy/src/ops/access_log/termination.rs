@@ -60,7 +60,7 @@
 use std::fmt::{self, Write as _};
 use std::io;
 
-use crate::conn::relay::Ending;
+use crate::conn::machine::Ending;
 use crate::conn::side::Side;
 
 /// What ended a connection: the first character of the termination state.
@@ -231,7 +231,7 @@ impl Termination {
         [self.cause.char(), self.phase.char()]
     }
 
-    /// How a relay's ending is logged. `half_closed_by` is the side that
+    /// How a relay machine's ending is logged. `half_closed_by` is the side that
     /// sent its FIN first, if one did; only [`Ending::FinTimeout`] needs it
     /// (the other side is the one that stayed silent), and when it is
     /// unknown the client is blamed, as for the idle timeout.
@@ -246,6 +246,11 @@ impl Termination {
                 Some(Side::Client) => Termination::SERVER_SILENT_AFTER_CLIENT_FIN,
                 Some(Side::Backend) | None => Termination::CLIENT_SILENT_AFTER_SERVER_FIN,
             },
+            // A machine that connects itself (the states mode) ends here
+            // when its connect fails; the epoll mode's connect step logs
+            // its own, after its retries.
+            Ending::Unreachable => Termination::CONNECT_REFUSED,
+            Ending::ConnectTimeout => Termination::CONNECT_TIMEOUT,
         }
     }
 
@@ -330,6 +335,8 @@ mod tests {
             (ClientReset, Some(Side::Backend), "CD"),
             (BackendReset, Some(Side::Client), "SD"),
             (IdleTimeout, Some(Side::Client), "cD"),
+            (Unreachable, None, "SC"),
+            (ConnectTimeout, None, "sC"),
         ];
         for (ending, side, code) in cases {
             assert_eq!(
