@@ -12,10 +12,15 @@
 //! - [`json`]: the workspace's one JSON reader, for the JSON access log and
 //!   the load client's reports;
 //! - [`prometheus`]: the text exposition format 0.0.4, as `/metrics` writes it.
+//!
+//! And one tool that reads nothing the proxy writes but drives its relay
+//! machine: [`sim`], the seeded simulator of the relay's contract, with
+//! its command line (`relay-sim`) and the fuzz target `relay_machine`.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
 pub mod json;
 pub mod prometheus;
+pub mod sim;
 pub mod tcplog;
