@@ -23,7 +23,7 @@
 //!  ├──────────────────────────────────────────┬────────────────────────────┤
 //!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
 //!  │         connection connect checker dump  │            picker relay     │
-//!  │         handover                         │ states/    machine interest │
+//!  │         handover                         │ states/    interest         │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
 //!  │ settings/  cli flags config file sections reader words check          │  what was asked
@@ -32,25 +32,30 @@
 //!  │       exposition process)  admin  shutdown  upgrade/ (wire socket     │  sees and does
 //!  │       offer take reexec notify)                                       │
 //!  ├──────────────────────────────────────┬────────────────────────────────┤
-//!  │ policy/  acl cidr source_limit limit │ conn/  relay proxy_protocol    │  decisions, and the
-//!  │          health balance maglev       │        accept side             │  pieces of a connection
-//!  │          descriptors                 │                                │
+//!  │ policy/  acl cidr source_limit limit │ conn/  machine timeouts alarm  │  decisions, and the
+//!  │          health balance maglev       │        snapshot buffers relay  │  pieces of a connection
+//!  │          descriptors                 │        splice proxy_protocol   │
+//!  │                                      │        client_hello accept     │
+//!  │                                      │        side                    │
 //!  ├──────────────────────────────────────┴────────────────────────────────┤
 //!  │ log/  the daemon's lines, utc dates, json strings                     │  ground
 //!  └───────────────────────────────────────────────────────────────────────┘
 //! ```
 //!
 //! Read it in this order:
-//! 1. [`conn::relay`]: the heart of any proxy, both directions at once,
-//!    and its contract (half-close passed on, a reset as a reset, timeouts).
-//! 2. [`blocking`]: milestones 1 to 4, the same relay on blocking sockets
-//!    and `poll(2)`, and [`blocking::picker`], the race of milestone 3.
+//! 1. [`conn::machine`]: the heart of any proxy, both directions at once,
+//!    and its contract (half-close passed on, a reset as a reset, timeouts),
+//!    as one state machine with no I/O; then [`conn::relay`], the async
+//!    driver of it (docs/RELAY.md sets the three drivers side by side).
+//! 2. [`blocking`]: milestones 1 to 4, the same machine driven on
+//!    blocking sockets and `poll(2)`, and [`blocking::picker`], the race of
+//!    milestone 3.
 //! 3. [`epoll`]: milestone 5 grown into a load balancer: the control thread,
 //!    one event loop per worker, and [`epoll::connection`], one connection's
 //!    life from its PROXY header to its access-log line.
-//! 4. [`states`]: milestone 5 again, by hand: one level-triggered loop and
-//!    an explicit state machine per connection, the same contract, to read
-//!    beside [`epoll::connection`] (docs/STATES.md).
+//! 4. [`states`]: milestone 5 again, by hand: one level-triggered loop
+//!    driving the same machine per connection, to read beside
+//!    [`epoll::connection`] (docs/STATES.md).
 //! 5. [`policy`]: what those connections ask: may this client come in,
 //!    which backend, is there room, is it up.
 //! 6. [`ops`]: what the operator sees: the access log, the metrics, the

@@ -88,6 +88,9 @@ pub fn census(setup: &Setup, sizes: &Sizes, out: &Path) -> io::Result<Census> {
         dir: &dir,
     };
     let mut subjects = vec![Subject::Epoll(1), Subject::States];
+    if setup.baseline.is_some() {
+        subjects.push(Subject::Baseline(1));
+    }
     subjects.extend(peers_at(setup, &[1]));
     for subject in subjects {
         census

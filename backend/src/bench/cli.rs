@@ -1,7 +1,7 @@
 //! The `bench` command line.
 //!
 //! ```text
-//! bench --proxy target/release/proxy [--quick] [--out DIR] [--no-peers] [--only a,b,c,wrk,census]
+//! bench --proxy target/release/proxy [--baseline PATH] [--quick] [--out DIR] [--no-peers] [--only a,b,c,wrk,census]
 //! ```
 //!
 //! One table of flags, read by the proxy's own flag reader
@@ -16,6 +16,8 @@ use proxy::settings::flags::{self, Flag, Read, UsageError};
 pub struct Config {
     /// Our proxy binary.
     pub proxy: PathBuf,
+    /// An earlier build of it, measured beside it in the same rounds.
+    pub baseline: Option<PathBuf>,
     /// Tiny sizes, for checking the harness.
     pub quick: bool,
     /// Where BENCHMARKS.md and bench/*.svg go.
@@ -111,6 +113,7 @@ PARTS (--only)
 #[derive(Debug)]
 struct Args {
     proxy: Option<PathBuf>,
+    baseline: Option<PathBuf>,
     quick: bool,
     out: Option<PathBuf>,
     peers: bool,
@@ -121,6 +124,7 @@ impl Default for Args {
     fn default() -> Self {
         Args {
             proxy: None,
+            baseline: None,
             quick: false,
             out: None,
             peers: true,
@@ -138,6 +142,17 @@ const FLAGS: &[Flag<Args>] = &[
         help: "the proxy binary to measure (required)",
         set: |a, v| {
             a.proxy = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    Flag {
+        name: "--baseline",
+        arg: "PATH",
+        needs: "the path of a proxy binary",
+        help: "an earlier build to measure beside --proxy in workload C and the\n\
+               \x20                            census, in the same interleaved rounds (\"baseline\" rows)",
+        set: |a, v| {
+            a.baseline = Some(PathBuf::from(v));
             Ok(())
         },
     },
@@ -237,6 +252,7 @@ pub fn parse(args: &[String]) -> Result<Command, UsageError> {
         .unwrap_or_else(|| format!("bench {}", args.join(" ")));
     Ok(Command::Run(Config {
         proxy,
+        baseline: read.baseline,
         quick,
         out,
         peers: read.peers,
@@ -287,6 +303,9 @@ mod tests {
     fn options_parse() {
         let c = config("--proxy target/release/proxy --no-peers --only a,C");
         assert_eq!(c.proxy, PathBuf::from("target/release/proxy"));
+        assert_eq!(c.baseline, None);
+        let c = config("--proxy p --baseline old/proxy");
+        assert_eq!(c.baseline, Some(PathBuf::from("old/proxy")));
         assert!(!c.peers);
         assert_eq!(
             c.parts,

@@ -233,7 +233,7 @@ fn free_addrs(count: usize) -> io::Result<Vec<SocketAddr>> {
     Err(io::Error::other(format!("no {count} different free ports")))
 }
 
-/// The backends' configuration: one worker, [`FILE`] under `dir/www` on
+/// The backends' configuration: one worker, `FILE` under `dir/www` on
 /// every address of `listen`, every file nginx writes under `dir`.
 /// `configure` (`nginx -V`) says which temporary directories it needs.
 pub fn http_config(listen: &[SocketAddr], dir: &Path, configure: &str) -> String {

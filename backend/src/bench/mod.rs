@@ -97,6 +97,7 @@ pub fn run(config: &Config) -> io::Result<Results> {
     let installed = find_peers(config);
     let setup = Setup {
         proxy: config.proxy.clone(),
+        baseline: config.baseline.clone(),
         installed: installed.clone(),
         nofile,
     };

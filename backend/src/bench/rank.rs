@@ -58,7 +58,7 @@ impl Verdict {
 
 /// The verdict on `ours` against `theirs` (every run's value of a rate,
 /// or of a cost when `higher_is_better` is false). None when either has
-/// fewer than [`FEWEST_RUNS`] runs or both more than [`MOST_RUNS`].
+/// fewer than `FEWEST_RUNS` runs or both more than `MOST_RUNS`.
 pub fn verdict(ours: &[f64], theirs: &[f64], higher_is_better: bool) -> Option<Verdict> {
     let (better, worse) = if higher_is_better {
         (ours, theirs)

@@ -40,6 +40,9 @@ pub enum Subject {
     EpollCopy(usize),
     /// Ours, `--mode states` (milestone 5 by hand: one thread, no runtime).
     States,
+    /// The `--baseline` binary (an earlier build of ours), `--mode epoll
+    /// --workers N`: a change's cost, measured in the same rounds.
+    Baseline(usize),
     /// HAProxy or nginx.
     Peer(Peer),
 }
@@ -53,6 +56,7 @@ impl fmt::Display for Subject {
             Subject::Epoll(workers) => write!(f, "epoll {workers}"),
             Subject::EpollCopy(workers) => write!(f, "epoll {workers}, splice off"),
             Subject::States => f.write_str("states"),
+            Subject::Baseline(workers) => write!(f, "epoll {workers}, baseline"),
             Subject::Peer(peer) => peer.fmt(f),
         }
     }
@@ -68,6 +72,7 @@ impl Subject {
                 | Subject::Epoll(_)
                 | Subject::EpollCopy(_)
                 | Subject::States
+                | Subject::Baseline(_)
         )
     }
 
@@ -107,7 +112,11 @@ impl Subject {
     pub fn is_compared(self) -> bool {
         matches!(
             self,
-            Subject::Direct | Subject::Epoll(_) | Subject::EpollCopy(_) | Subject::Peer(_)
+            Subject::Direct
+                | Subject::Epoll(_)
+                | Subject::EpollCopy(_)
+                | Subject::Baseline(_)
+                | Subject::Peer(_)
         )
     }
 
@@ -137,6 +146,7 @@ impl Subject {
                 "--access-log".into(),
                 "off".into(),
             ],
+            Subject::Baseline(workers) => Subject::Epoll(workers).flags(),
             Subject::EpollCopy(workers) => {
                 let mut flags = Subject::Epoll(workers).flags();
                 flags.extend(["--splice".into(), "off".into()]);
@@ -160,6 +170,8 @@ impl Subject {
 pub struct Setup {
     /// Our proxy binary.
     pub proxy: PathBuf,
+    /// An earlier build of it (`--baseline`), if one is measured beside it.
+    pub baseline: Option<PathBuf>,
     /// The peers that can run.
     pub installed: Installed,
     /// The descriptor limit children inherit.
@@ -243,7 +255,12 @@ fn start_ours(setup: &Setup, subject: Subject, backends: &[SocketAddr]) -> io::R
     for backend in backends {
         args.extend(["--backend".to_string(), backend.to_string()]);
     }
-    let process = child::proxy(&setup.proxy, &args)
+    let binary = match (subject, &setup.baseline) {
+        (Subject::Baseline(_), Some(baseline)) => baseline,
+        (Subject::Baseline(_), None) => return Err(io::Error::other("no --baseline binary")),
+        _ => &setup.proxy,
+    };
+    let process = child::proxy(binary, &args)
         .stderr(Capture::Tail(TAIL_LINES))
         .ready(Ready::Accepting(listen), START_TIMEOUT)
         .start()?;

@@ -61,11 +61,15 @@ impl Sizes {
     /// `auto`) and without (`off`: what splicing saves, and what it must
     /// not cost the other rows), the hand-written loop (what the runtime
     /// costs is epoll 1 over it), the installed peers, and HAProxy again
-    /// with `option splice-auto`.
+    /// with `option splice-auto`; with `--baseline`, the earlier build at
+    /// every epoll worker count.
     pub(super) fn cost_subjects(&self, setup: &Setup) -> Vec<Subject> {
         let mut subjects = vec![Subject::Direct];
         for &w in &self.epoll_workers {
             subjects.extend([Subject::Epoll(w), Subject::EpollCopy(w)]);
+            if setup.baseline.is_some() {
+                subjects.push(Subject::Baseline(w));
+            }
         }
         subjects.push(Subject::States);
         subjects.extend(self.peers(setup));

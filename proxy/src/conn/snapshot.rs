@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use super::machine::{Direction, Ending, Flow, Machine, Phase};
 use super::side::Side;
 
-/// The format written by [`write`].
+/// The format written by [`write()`].
 pub const VERSION: u8 = 1;
 
 /// How long a snapshot is.

@@ -15,7 +15,7 @@
 //!
 //! What this driver adds to the machine is how it waits: level-triggered
 //! epoll reports a socket as long as it is readable or writable, so each
-//! socket keeps what it is known to allow ([`Socket`]): set by a report,
+//! socket keeps what it is known to allow (`Socket`): set by a report,
 //! cleared by a call that came back short or would block. A read is made
 //! only when the socket may have bytes, a write only when it may take them.
 //!

@@ -3,13 +3,14 @@
 //!
 //! A min-heap of `(when, key)`, with lazy removal: an entry is never taken
 //! out when its connection closes or its deadline moves. The event loop
-//! keeps, per connection, the one deadline that counts (`armed`); when an
-//! entry comes due, the loop checks it against that, and an entry that no
-//! longer matches (its connection gone, or re-armed since) is dropped. So
-//! every operation is a push or a pop, O(log n), and a connection whose
-//! bytes keep moving costs nothing per read: as the async relay's
-//! `IdleTimer`, it records when bytes last moved, and only when its entry
-//! comes due does the loop look, and re-arm once for the remainder.
+//! keeps, per connection, the one deadline that counts (its `Alarm`,
+//! conn/alarm.rs); when an entry comes due, the loop checks it against
+//! that, and an entry that no longer matches (its connection gone, or
+//! re-armed since) is dropped. So every operation is a push or a pop,
+//! O(log n), and a connection whose bytes keep moving costs nothing per
+//! read: its relay machine records when bytes last moved, and only when
+//! its entry comes due does the loop ask it, and re-arm once for the
+//! remainder (the alarm's rule, which the async relay's timer follows too).
 //!
 //! The runtime's timer store (runtime/src/timer.rs) does the same job for
 //! every task's `Sleep`, with wakers; here nothing is woken but the loop.

@@ -180,11 +180,12 @@ impl Termination {
     /// `cD`: no byte either way for the idle timeout.
     pub const IDLE_TIMEOUT: Termination = Termination::new(Cause::ClientTimeout, Phase::Data);
     /// `cL`: the server sent its FIN and the client stayed silent for
-    /// `timeout server-fin` (the relay's `server_fin_timeout`).
+    /// `timeout client-fin` (`Timeouts::client_fin`: the client is the
+    /// side waited on).
     pub const CLIENT_SILENT_AFTER_SERVER_FIN: Termination =
         Termination::new(Cause::ClientTimeout, Phase::Last);
     /// `sD`: the client sent its FIN and the server stayed silent for
-    /// `timeout client-fin` (the relay's `client_fin_timeout`).
+    /// `timeout server-fin` (`Timeouts::server_fin`).
     pub const SERVER_SILENT_AFTER_CLIENT_FIN: Termination =
         Termination::new(Cause::ServerTimeout, Phase::Data);
     /// `sQ`: no place under every backend's maxconn within
