@@ -304,8 +304,8 @@ mod tests {
         let c = config("--proxy target/release/proxy --no-peers --only a,C");
         assert_eq!(c.proxy, PathBuf::from("target/release/proxy"));
         assert_eq!(c.baseline, None);
-        let c = config("--proxy p --baseline old/proxy");
-        assert_eq!(c.baseline, Some(PathBuf::from("old/proxy")));
+        let with_baseline = config("--proxy p --baseline old/proxy");
+        assert_eq!(with_baseline.baseline, Some(PathBuf::from("old/proxy")));
         assert!(!c.peers);
         assert_eq!(
             c.parts,
