@@ -101,10 +101,6 @@ pub struct Record<'a> {
     pub active_server: u32,
 }
 
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-
 /// A time in milliseconds, or `-1` for none.
 struct Millis(Option<Duration>);
 
@@ -124,19 +120,17 @@ impl Record<'_> {
 
     /// Appends the tcplog line, without its newline.
     pub fn write_tcplog(&self, out: &mut String) {
+        let civil = self.civil_accepted();
+        let mon = civil.month_name();
         let Civil {
             year,
-            month,
             day,
             hour,
             minute,
             second,
             millis,
-        } = self.civil_accepted();
-        let mon = MONTHS
-            .get(month.saturating_sub(1) as usize)
-            .copied()
-            .unwrap_or("???");
+            ..
+        } = civil;
         // Writing to a String cannot fail.
         let _ = write!(
             out,
