@@ -122,15 +122,19 @@ pub fn write(level: Level, args: fmt::Arguments<'_>) {
     let now = utc::since_epoch(SystemTime::now());
     let thread = std::thread::current();
     let name = thread.name().unwrap_or("-");
-    // One write_fmt on a locked handle: lines from two threads never interleave.
-    // A closed stderr must not become a panic, so the result is ignored.
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "{} {:5} ({}) [{name}] {args}",
+    // The whole line in one write(2): stderr is unbuffered, so writeln! on
+    // it would make a system call per piece, and the pieces of two
+    // processes sharing it (an upgrade's old and new) would interleave. One
+    // write of a line under PIPE_BUF (4 KiB) to a pipe or O_APPEND file is
+    // never split; the lock keeps this process's threads in line too. A
+    // closed stderr must not become a panic, so the result is ignored.
+    let line = format!(
+        "{} {:5} ({}) [{name}] {args}\n",
         Utc(now),
         level.label(),
         pid()
     );
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
     if let Some(syslog) = SYSLOG.get() {
         syslog.send_line(level.severity(), &format!("[{name}] {args}"));
     }
