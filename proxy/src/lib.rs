@@ -26,17 +26,17 @@
 //!  │         handover                         │ states/    machine interest │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
-//!  │ settings/  cli flags config file sections reader words check          │  what was asked
+//!  │ settings/  cli flags config file sections logging reader words check  │  what was asked
 //!  ├───────────────────────────────────────────────────────────────────────┤
-//!  │ ops/  access_log/ (termination record sink)  metrics/ (counters       │  what an operator
-//!  │       exposition process)  admin  shutdown  upgrade/ (wire socket     │  sees and does
-//!  │       offer take reexec notify)                                       │
+//!  │ ops/  access_log/ (termination record custom sink)  metrics/          │  what an operator
+//!  │       (counters exposition process)  admin  shutdown  upgrade/ (wire  │  sees and does
+//!  │       socket offer take reexec notify)                                │
 //!  ├──────────────────────────────────────┬────────────────────────────────┤
 //!  │ policy/  acl cidr source_limit limit │ conn/  relay proxy_protocol    │  decisions, and the
 //!  │          health balance maglev       │        accept side             │  pieces of a connection
 //!  │          descriptors                 │                                │
 //!  ├──────────────────────────────────────┴────────────────────────────────┤
-//!  │ log/  the daemon's lines, utc dates, json strings                     │  ground
+//!  │ log/  the daemon's lines, syslog/, utc dates, json strings            │  ground
 //!  └───────────────────────────────────────────────────────────────────────┘
 //! ```
 //!
