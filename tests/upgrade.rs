@@ -557,8 +557,20 @@ fn sigusr2_starts_the_new_binary_which_takes_over() {
         .and_then(|pid| pid.parse().ok())
         .unwrap_or_else(|| panic!("no pid in {started:?}"));
     let stray = Stray(Pid::from_raw(pid));
-    // The new process writes to the old one's stderr, which it inherited.
-    expect_log(&old, "upgrade: took over from pid");
+    // The new process writes to the old one's stderr, which it inherited:
+    // each line says which process wrote it.
+    let took = expect_log(&old, "upgrade: took over from pid");
+    let old_pid = old.pid();
+    assert!(
+        took.contains(&format!(
+            " ({pid}) [main] upgrade: took over from pid {old_pid},"
+        )),
+        "{took}"
+    );
+    assert!(
+        started.contains(&format!(" ({old_pid}) [main] SIGUSR2: started ")),
+        "{started}"
+    );
     expect_drained_exit(&old);
     echo_round_trip(addr, 2, 50_000).unwrap_or_else(|e| panic!("through the new process: {e}"));
     kill(stray.0, Signal::SIGTERM).expect("SIGTERM to the new process");

@@ -79,6 +79,9 @@ fn record<'a>(u: &mut Unstructured<'a>) -> Result<Record<'a>> {
         active_frontend: u.arbitrary()?,
         active_backend: u.arbitrary()?,
         active_server: u.arbitrary()?,
+        frontend_addr: maybe(u, address)?,
+        backend_source: maybe(u, address)?,
+        id: u.arbitrary()?,
     })
 }
 

@@ -26,11 +26,11 @@
 //!  │         handover                         │ states/    interest         │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
-//!  │ settings/  cli flags config file sections reader words check          │  what was asked
+//!  │ settings/  cli flags config file sections logging reader words check  │  what was asked
 //!  ├───────────────────────────────────────────────────────────────────────┤
-//!  │ ops/  access_log/ (termination record sink)  metrics/ (counters       │  what an operator
-//!  │       exposition process)  admin  shutdown  upgrade/ (wire socket     │  sees and does
-//!  │       offer take reexec notify)                                       │
+//!  │ ops/  access_log/ (termination record custom sink)  metrics/          │  what an operator
+//!  │       (counters exposition process)  admin  shutdown  upgrade/ (wire  │  sees and does
+//!  │       socket offer take reexec notify)                                │
 //!  ├──────────────────────────────────────┬────────────────────────────────┤
 //!  │ policy/  acl cidr source_limit limit │ conn/  machine timeouts alarm  │  decisions, and the
 //!  │          health balance maglev       │        snapshot buffers relay  │  pieces of a connection
@@ -38,7 +38,7 @@
 //!  │                                      │        client_hello accept     │
 //!  │                                      │        side                    │
 //!  ├──────────────────────────────────────┴────────────────────────────────┤
-//!  │ log/  the daemon's lines, utc dates, json strings                     │  ground
+//!  │ log/  the daemon's lines, syslog/, utc dates, json strings            │  ground
 //!  └───────────────────────────────────────────────────────────────────────┘
 //! ```
 //!

@@ -32,6 +32,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use nix::errno::Errno;
@@ -138,13 +139,26 @@ pub(super) struct Trace {
     /// Where the connection is in its life, for the second letter of its
     /// termination code if a graceful stop cuts it (`KR`, `KQ`, `KC`).
     pub(super) phase: Phase,
+    /// The client sent a byte that was read (its PROXY header aside, if
+    /// valid): what `dontlognull` asks.
+    pub(super) client_sent: bool,
+    /// Where the client connected to, as its PROXY header says.
+    pub(super) destination: Option<SocketAddr>,
+    /// Where the backend was connected from (only for a log format that
+    /// shows it).
+    pub(super) backend_source: Option<SocketAddr>,
+    /// Its number in the process (only for a log format that shows it).
+    pub(super) id: u64,
 }
+
+/// Connections accepted by this process, for `%rt` and `%ID`.
+static ACCEPTED: AtomicU64 = AtomicU64::new(0);
 
 /// One connection's whole life (module docs). `places` are its places
 /// under the global and frontend maxconn, taken by the accept loop; they
 /// also keep it in the count a graceful stop waits on.
 pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>, places: Places) {
-    let mut trace = Trace::new(peer);
+    let mut trace = Trace::new(peer, local.worker.log_needs.counter);
     let counters = local.counters.clone();
     counters::inc(&counters.connections);
     let _active = Active::new(&counters.active);
@@ -171,7 +185,7 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
     if let Err(refusal) = result {
         local.refused(&client, &mut trace, refusal);
     }
-    local.log(&trace);
+    local.log(&client, &trace);
     // The client's descriptor is closed before its places are given back:
     // the place freed may let another client be accepted at once, and the
     // descriptor budget counts two descriptors per place (descriptors.rs).
@@ -180,11 +194,18 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
 }
 
 impl Trace {
-    /// A connection just accepted from `peer`: nothing done yet.
-    fn new(peer: SocketAddr) -> Trace {
+    /// A connection just accepted from `peer`: nothing done yet; numbered
+    /// if `counted`.
+    fn new(peer: SocketAddr, counted: bool) -> Trace {
+        Trace::at(peer, SystemTime::now(), Instant::now(), counted)
+    }
+
+    /// A connection accepted from `peer` at `accepted` (`started` on the
+    /// monotonic clock).
+    fn at(peer: SocketAddr, accepted: SystemTime, started: Instant, counted: bool) -> Trace {
         Trace {
-            accepted: SystemTime::now(),
-            started: Instant::now(),
+            accepted,
+            started,
             client: peer,
             group: 0,
             sni: None,
@@ -197,6 +218,14 @@ impl Trace {
             termination: Termination::COMPLETE,
             server_open: 0,
             phase: Phase::Request,
+            client_sent: false,
+            destination: None,
+            backend_source: None,
+            id: if counted {
+                ACCEPTED.fetch_add(1, Ordering::Relaxed) + 1
+            } else {
+                0
+            },
         }
     }
 }
@@ -264,21 +293,12 @@ pub(crate) fn cut_while_waiting(
     local: &Local,
 ) {
     counters::inc(&local.counters.connections);
+    let counted = local.worker.log_needs.counter;
     let trace = Trace {
-        accepted,
-        started,
-        client: peer,
-        group: 0,
-        sni: None,
-        backend: None,
         wait: Some(started.elapsed()),
-        connect: None,
-        retries: 0,
-        bytes_up: 0,
-        bytes_down: 0,
         termination: Termination::new(Cause::Killed, Phase::Queue),
-        server_open: 0,
         phase: Phase::Queue,
+        ..Trace::at(peer, accepted, started, counted)
     };
     crate::warn!(
         "frontend {}: {peer}: its listener closed (a stop, or a reload that moved or removed the \
@@ -287,8 +307,8 @@ pub(crate) fn cut_while_waiting(
         local.shared.frontend.name
     );
     let _ = client.set_reset_on_close();
+    local.log(&client, &trace);
     drop(client);
-    local.log(&trace);
 }
 
 impl Local {
@@ -336,6 +356,9 @@ impl Local {
         let waiting = Instant::now();
         let deadline = waiting + self.shared.frontend.timeouts.queue();
         let (index, backend, backend_place) = self.connect(trace, waiting, deadline).await?;
+        if self.worker.log_needs.backend_source {
+            trace.backend_source = backend.stream().local_addr().ok();
+        }
         // Small writes (a request line, a prompt) go out at once, not
         // batched. The client has TCP_NODELAY from its listener already
         // (`bind_listeners`); a connecting socket has no listener to copy.
@@ -382,15 +405,25 @@ impl Local {
                 "not among the peers trusted to send a PROXY header (accept-proxy)",
             ));
         }
-        let (addresses, rest) = self.read_proxy_header(client).await?;
+        let (addresses, rest) = self
+            .read_proxy_header(client)
+            .await
+            .inspect_err(|refusal| {
+                // Bytes that were not a PROXY header are bytes the client sent.
+                trace.client_sent |= refusal.termination == Termination::BAD_PROXY_HEADER;
+            })?;
+        trace.client_sent |= !rest.is_empty();
         match addresses {
             Addresses::Proxied {
                 source,
                 destination,
             } => {
                 trace.client = source;
+                trace.destination = Some(destination);
                 Ok((Some(destination), rest))
             }
+            // A LOCAL header (a health probe of the balancer in front):
+            // the connection's own addresses stand.
             Addresses::Local => Ok((None, rest)),
         }
     }
@@ -478,6 +511,7 @@ impl Local {
             .get(index)
             .map_or(0, |limit| limit.open());
         self.count_outcome(index, &outcome);
+        trace.client_sent |= outcome.upstream > 0;
         trace.bytes_up = outcome.upstream;
         trace.bytes_down = outcome.downstream;
         trace.termination = Termination::of_relay(outcome.ending, outcome.first_fin);
@@ -565,15 +599,23 @@ impl Local {
         )
     }
 
-    /// Writes the connection's access-log line into the worker's buffer.
-    fn log(&self, trace: &Trace) {
+    /// Writes the connection's access-log line into the worker's buffer,
+    /// unless `dontlognull` leaves out a client that sent nothing.
+    fn log(&self, client: &TcpStream, trace: &Trace) {
         let Some(sink) = &self.worker.sink else {
             return;
         };
         let shared = &self.shared;
         let frontend = &shared.frontend;
+        if frontend.dontlognull && !trace.client_sent && !has_bytes_waiting(client) {
+            return;
+        }
         let backend = trace.backend.and_then(|i| frontend.backends.get(i));
         let group = frontend.group(trace.group);
+        let frontend_addr = match self.worker.log_needs.frontend_addr {
+            true => trace.destination.or_else(|| client.local_addr().ok()),
+            false => None,
+        };
         let record = Record {
             accepted: trace.accepted,
             client: trace.client,
@@ -594,9 +636,21 @@ impl Local {
             active_frontend: shared.limit.open(),
             active_backend: shared.limit.open(),
             active_server: trace.server_open,
+            frontend_addr,
+            backend_source: trace.backend_source,
+            id: trace.id,
         };
         sink.borrow_mut().record(&record);
     }
+}
+
+/// Has a client bytes the proxy never read (one refused before its relay,
+/// on a frontend with `dontlognull`)? Then it was not a null connection.
+/// One `recv(MSG_PEEK)`, only for a line about to be left out.
+fn has_bytes_waiting(client: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+    matches!(recv(client.as_raw_fd(), &mut byte, flags), Ok(n) if n > 0)
 }
 
 /// A balancer over one group's `servers`, started `worker` picks further

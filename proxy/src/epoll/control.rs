@@ -23,6 +23,8 @@ use runtime::combinator::{Either, select};
 use runtime::signal::{Signal, Signals};
 use runtime::{mpsc, oneshot, time};
 
+use crate::log::syslog::Syslog;
+use crate::log::syslog::header::Severity;
 use crate::ops::access_log::record::Format;
 use crate::ops::access_log::sink::AccessLog;
 use crate::ops::admin;
@@ -201,6 +203,8 @@ struct Control {
     published: Arc<Published>,
     /// The access log, for SIGUSR1 (`None`: off).
     access_log: Option<Arc<AccessLog>>,
+    /// The `log` line's syslog destination, drained before the exit.
+    syslog: Option<Arc<Syslog>>,
     /// How long a graceful stop waits (a reload may change it).
     grace: Duration,
     grace_from_flag: bool,
@@ -223,6 +227,8 @@ type Listeners = Vec<Option<PerWorker>>;
 impl Control {
     /// The control of `plan`, before any frontend runs.
     fn new(plan: &Plan, upgradable: bool) -> io::Result<Control> {
+        let syslog = open_syslog(&plan.config.global)?;
+        let access_log = open_access_log(&plan.config, syslog.as_ref())?;
         Ok(Control {
             path: plan.path.clone(),
             workers: plan.workers.max(1),
@@ -238,7 +244,8 @@ impl Control {
             senders: Vec::new(),
             running: Vec::new(),
             published: Published::new(Registry::from_counters(Vec::new())),
-            access_log: open_access_log(&plan.config)?,
+            access_log,
+            syslog,
             grace: plan.grace,
             grace_from_flag: plan.grace_from_flag,
             started_with: plan.started_with.clone(),
@@ -473,7 +480,7 @@ impl Control {
             Some(log) => match log.reopen() {
                 Ok(Some(path)) => crate::info!("SIGUSR1: access log reopened: {}", path.display()),
                 Ok(None) => {
-                    crate::info!("SIGUSR1: the access log goes to stderr; nothing to reopen")
+                    crate::info!("SIGUSR1: the access log goes to {log}; nothing to reopen")
                 }
                 Err(e) => crate::error!("SIGUSR1: {e}; lines go on to the old file"),
             },
@@ -505,6 +512,9 @@ impl Control {
         };
         if time::timeout(Duration::from_secs(1), all).await.is_err() {
             crate::warn!("a worker did not flush its access log within 1s");
+        }
+        if let Some(syslog) = &self.syslog {
+            syslog.drain(Duration::from_secs(1));
         }
     }
 
@@ -716,6 +726,15 @@ impl Control {
         if new.log_format != old.log_format {
             fixed.push("log-format");
         }
+        if new.log != old.log {
+            fixed.push("log");
+        }
+        if new.log_tag != old.log_tag {
+            fixed.push("log-tag");
+        }
+        if new.log_send_hostname != old.log_send_hostname {
+            fixed.push("log-send-hostname");
+        }
         if new.upgrade_socket != old.upgrade_socket {
             fixed.push("upgrade-socket");
         }
@@ -749,12 +768,43 @@ fn describe_changes(old: &[Arc<Shared>], new: &[Arc<Shared>]) -> String {
     parts.join("; ")
 }
 
-/// The access log the configuration asks for (stderr by default).
-fn open_access_log(config: &Config) -> io::Result<Option<Arc<AccessLog>>> {
-    let format = config.global.log_format.unwrap_or(Format::Tcplog);
-    Ok(match &config.global.access_log {
-        Some(AccessLogTarget::Off) => None,
-        None | Some(AccessLogTarget::Stderr) => Some(AccessLog::stderr(format)),
-        Some(AccessLogTarget::File(path)) => Some(AccessLog::file(path, format)?),
+/// The `log` line's syslog destination, opened; from now on the daemon's
+/// lines go there too.
+fn open_syslog(global: &Global) -> io::Result<Option<Arc<Syslog>>> {
+    let Some(destination) = &global.log else {
+        return Ok(None);
+    };
+    let hostname = global.log_send_hostname.as_ref().map(Option::as_deref);
+    let header = destination.header(global.log_tag.as_deref(), hostname);
+    let syslog = Syslog::open(destination, header).map_err(|e| {
+        let target = &destination.target;
+        io::Error::new(e.kind(), format!("log {target}: cannot open it: {e}"))
+    })?;
+    crate::log::also_to_syslog(syslog.clone());
+    crate::info!("the daemon's lines go to {syslog} too, besides stderr");
+    Ok(Some(syslog))
+}
+
+/// The access log the configuration asks for: `access-log` if given, else
+/// the `log` line's syslog destination if there is one, else stderr.
+fn open_access_log(
+    config: &Config,
+    syslog: Option<&Arc<Syslog>>,
+) -> io::Result<Option<Arc<AccessLog>>> {
+    let format = config.global.log_format.clone().unwrap_or(Format::Tcplog);
+    Ok(match (&config.global.access_log, syslog) {
+        (Some(AccessLogTarget::Off), _) => None,
+        (Some(AccessLogTarget::Stderr), _) | (None, None) => Some(AccessLog::stderr(format)),
+        (Some(AccessLogTarget::File(path)), _) => Some(AccessLog::file(path, format)?),
+        (None, Some(syslog)) => {
+            if !syslog.accepts(Severity::INFO) {
+                crate::warn!(
+                    "access log: {syslog} takes nothing less severe than its level, and \
+                     connections are logged at info: no access-log line will be sent (lower the \
+                     log line's level to info, or send the access log elsewhere with access-log)"
+                );
+            }
+            Some(AccessLog::to_syslog(syslog.clone(), format))
+        }
     })
 }

@@ -63,8 +63,8 @@ impl Plan {
         if let Some(target) = &settings.access_log {
             config.global.access_log = Some(target.clone());
         }
-        if let Some(format) = settings.log_format {
-            config.global.log_format = Some(format);
+        if let Some(format) = &settings.log_format {
+            config.global.log_format = Some(format.clone());
         }
         if let Some(path) = &settings.upgrade_socket {
             config.global.upgrade_socket = Some(path.clone());

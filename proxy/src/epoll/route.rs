@@ -42,6 +42,7 @@ impl Local {
         // The reader's 16 KiB would otherwise be held while the connection
         // waits for its backend: keep only what was read.
         early.shrink_to_fit();
+        trace.client_sent |= !early.is_empty();
         let (group, slot) = match read {
             Ok(Some(hello)) => {
                 let matched = routes.route_hello(hello.sni.as_deref(), &hello.alpn);

@@ -186,10 +186,21 @@ async fn flush_every(context: Rc<WorkerContext>, period: Duration) {
     }
 }
 
+/// Writes the worker's buffered access-log lines; a failure is said at most
+/// once a second (a syslog server that is down fails every flush), with the
+/// count of lines lost so far.
 fn flush(context: &WorkerContext) {
-    if let Some(sink) = &context.sink {
-        if let Err(e) = sink.borrow_mut().flush() {
-            crate::error!("access log: {e}; lines lost");
+    let Some(sink) = &context.sink else {
+        return;
+    };
+    let mut sink = sink.borrow_mut();
+    if let Err(e) = sink.flush() {
+        let due = context.lost_lines.borrow_mut().due(Instant::now());
+        if due.is_some() {
+            crate::error!(
+                "access log: {e}; lines lost ({} since the start, at most one such line a second)",
+                sink.log().lost_lines()
+            );
         }
     }
 }

@@ -15,6 +15,7 @@ use std::time::Instant;
 use runtime::notify::{Notified, Notify};
 
 use crate::conn::accept::Throttle;
+use crate::ops::access_log::custom::Needs;
 use crate::ops::access_log::sink::Sink;
 use crate::policy::limit::Limit;
 
@@ -28,6 +29,11 @@ pub struct WorkerContext {
     pub global: Arc<Limit>,
     /// This worker's access-log buffer (`None`: `access-log off`).
     pub sink: Option<RefCell<Sink>>,
+    /// What a connection gathers for its access-log line beyond the usual
+    /// (its format's [`Needs`]).
+    pub log_needs: Needs,
+    /// The once-a-second line for access-log lines lost.
+    pub lost_lines: RefCell<Throttle>,
     /// Fired when a graceful stop's grace period is over.
     pub kill: KillSwitch,
     /// Clients refused after they had gone, not yet said.
@@ -66,6 +72,10 @@ impl WorkerContext {
         WorkerContext {
             index,
             global,
+            log_needs: sink
+                .as_ref()
+                .map_or_else(Needs::default, |s| s.log().format().needs()),
+            lost_lines: RefCell::default(),
             sink: sink.map(RefCell::new),
             kill: KillSwitch::default(),
             gone: RefCell::default(),

@@ -81,6 +81,22 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
+/// The months' English abbreviations, as HAProxy's dates and syslog's
+/// RFC 3164 stamps write them.
+pub const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+impl Civil {
+    /// The month's abbreviation (`Nov`).
+    pub fn month_name(&self) -> &'static str {
+        MONTHS
+            .get(self.month.saturating_sub(1) as usize)
+            .copied()
+            .unwrap_or("???")
+    }
+}
+
 /// The time since the Unix epoch of `time` (zero for a time before 1970,
 /// which a clock set that far back would give).
 pub fn since_epoch(time: SystemTime) -> Duration {

@@ -6,7 +6,7 @@
 //!
 //! | file | what it holds |
 //! |---|---|
-//! | [`access_log`] | termination codes, one line (tcplog or JSON), and where lines go |
+//! | [`access_log`] | termination codes, one line (tcplog, JSON or the operator's `log-format`), and where lines go (stderr, a file, syslog) |
 //! | [`metrics`] | per-worker counters, the Prometheus exposition, the process's figures |
 //! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1, that junk cannot hold |
 //! | [`shutdown`] | SIGTERM and SIGINT drain then exit; the signals blocked in every thread |

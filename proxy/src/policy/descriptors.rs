@@ -66,6 +66,8 @@ pub struct Opens {
     pub checks: u64,
     /// The access log goes to a file (not stderr, not off).
     pub access_log_file: bool,
+    /// A `log` line: one socket to the syslog server (UDP, TCP or Unix).
+    pub syslog: bool,
     /// The admin listener, with the most connections it takes at once.
     pub admin_connections: Option<u64>,
     /// Some frontend may splice (`splice auto` or `on`, the epoll mode):
@@ -135,7 +137,7 @@ impl Reserve {
 }
 
 /// The items only some configurations have: health checks, an access-log
-/// file, the admin listener, an upgrade socket (`listeners`: frontends ×
+/// file, a syslog socket, the admin listener, an upgrade socket (`listeners`: frontends ×
 /// workers).
 fn optional_items(opens: &Opens, listeners: u64) -> Vec<(u64, String)> {
     let mut items = Vec::new();
@@ -154,6 +156,9 @@ fn optional_items(opens: &Opens, listeners: u64) -> Vec<(u64, String)> {
             2,
             "the access-log file, twice (SIGUSR1 opens the new one first)".to_string(),
         ));
+    }
+    if opens.syslog {
+        items.push((1, "the syslog socket (log)".to_string()));
     }
     if let Some(connections) = opens.admin_connections {
         // One more connection for a moment: a newcomer is accepted
@@ -384,14 +389,15 @@ mod tests {
             frontends: 3,
             checks: 5,
             access_log_file: true,
+            syslog: true,
             admin_connections: Some(64),
             splice: false,
             upgrade: false,
         };
-        // 3 + 3 + 8 + 2×12 + 12 + 2×(2+5) + 2 + (3+64+1) + 16.
+        // 3 + 3 + 8 + 2×12 + 12 + 2×(2+5) + 2 + 1 + (3+64+1) + 16.
         assert_eq!(
             Reserve::of(&big).total(),
-            3 + 3 + 8 + 24 + 12 + 14 + 2 + 68 + 16
+            3 + 3 + 8 + 24 + 12 + 14 + 2 + 1 + 68 + 16
         );
         // An upgrade socket: its file, a handover's connection, a copy of
         // each of the 12 listeners and two of the admin's.

@@ -81,6 +81,8 @@ pub struct Fixed {
     pub admin: bool,
     /// The access log goes to a file.
     pub access_log_file: bool,
+    /// A `log` line: a syslog socket.
+    pub syslog: bool,
     /// An upgrade socket is set.
     pub upgrade: bool,
 }
@@ -94,6 +96,7 @@ impl Fixed {
             workers,
             admin: config.global.admin.is_some(),
             access_log_file: matches!(config.global.access_log, Some(AccessLogTarget::File(_))),
+            syslog: config.global.log.is_some(),
             upgrade: config.global.upgrade_socket.is_some(),
         }
     }
@@ -117,6 +120,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         workers,
         admin,
         access_log_file,
+        syslog,
         upgrade,
     } = fixed;
     let checks = frontends
@@ -130,6 +134,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         frontends: frontends.len() as u64,
         checks: checks as u64,
         access_log_file,
+        syslog,
         admin_connections: admin.then(|| u64::from(AdminOptions::default().max_connections)),
         splice: frontends.iter().any(|f| f.splice != Splice::Off),
         upgrade,
@@ -190,5 +195,14 @@ mod tests {
         // + 2 for the second worker's loop, + 3 for its listener (twice)
         // and waiting client, + 2×(2+1) checks, + 2 log file, + 68 admin.
         assert_eq!(more.reserve.total(), 27 + 2 + 3 + 6 + 2 + 68);
+        config.global.log = crate::settings::file::parse("t", "global\n log 127.0.0.1 local0\nfrontend f\n listen 127.0.0.1:1\n backend 127.0.0.1:2\n")
+            .map(|c| c.global.log)
+            .unwrap_or_default();
+        assert!(config.global.log.is_some());
+        // + 1 syslog socket.
+        assert_eq!(
+            budget(&config, 2).reserve.total(),
+            27 + 2 + 3 + 6 + 2 + 68 + 1
+        );
     }
 }

@@ -26,7 +26,7 @@ use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::settings::config::{
-    AccessLogTarget, BackendServer, Config, DEFAULT_RETRIES, Frontend, Global,
+    self, AccessLogTarget, BackendServer, Config, DEFAULT_RETRIES, Frontend, Global,
 };
 
 /// Which of the seed's milestones runs.
@@ -207,9 +207,12 @@ impl Settings {
                 grace: None,
                 admin: self.admin,
                 access_log: self.access_log.clone(),
-                log_format: self.log_format,
+                log_format: self.log_format.clone(),
                 admin_request: self.admin_request_timeout,
                 upgrade_socket: self.upgrade_socket.clone(),
+                log: None,
+                log_tag: None,
+                log_send_hostname: None,
             },
             frontends: vec![Frontend {
                 name: "default".to_string(),
@@ -227,6 +230,7 @@ impl Settings {
                 groups: Vec::new(),
                 routing: None,
                 splice: self.splice,
+                dontlognull: false,
             }],
         }
     }
@@ -484,14 +488,16 @@ const FLAGS: &[Flag<Args>] = &[
     Flag {
         name: "--log-format",
         arg: "FORMAT",
-        needs: "tcplog or json",
-        help: "epoll: tcplog (HAProxy's) | json [default: tcplog]",
-        set: |a, v| match Format::parse(v) {
-            Some(format) => {
+        needs: "tcplog, json or a format like '%ci %B %ts'",
+        help: "epoll: tcplog (HAProxy's) | json | a format of HAProxy's\n\
+               \x20                            variables, like '%ci:%cp %ft %B %ts'\n\
+               \x20                                                            [default: tcplog]",
+        set: |a, v| match config::log_format(v, false) {
+            Ok(format) => {
                 a.settings.log_format = Some(format);
                 Ok(())
             }
-            None => Err(format!("unknown format '{v}'; use tcplog or json")),
+            Err(e) => Err(e.message),
         },
     },
     Flag {

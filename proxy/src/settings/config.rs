@@ -27,6 +27,8 @@ use std::time::Duration;
 use crate::conn::proxy_protocol::Version;
 use crate::conn::splice::Splice;
 use crate::conn::timeouts::Timeouts;
+use crate::log::syslog::Destination;
+use crate::ops::access_log::custom::FormatError;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
@@ -55,10 +57,21 @@ pub struct Global {
     pub grace: Option<Duration>,
     /// `admin ADDR`: the metrics and health endpoint (`None`: off).
     pub admin: Option<SocketAddr>,
-    /// `access-log stderr|off|PATH` (`None`: the default, stderr).
+    /// `access-log stderr|off|PATH` (`None`: the default: the `log`
+    /// destination if there is one, else stderr).
     pub access_log: Option<AccessLogTarget>,
-    /// `log-format tcplog|json` (`None`: the default, tcplog).
+    /// `log-format tcplog|json|"FORMAT"` (`None`: the default, tcplog).
     pub log_format: Option<Format>,
+    /// `log TARGET [len N] [format F] FACILITY [LEVEL [MINLEVEL]]`: a
+    /// syslog destination for the access log and the daemon's lines
+    /// (`None`: none).
+    pub log: Option<Destination>,
+    /// `log-tag NAME`: the syslog tag (`None`: the program's name).
+    pub log_tag: Option<String>,
+    /// `log-send-hostname [NAME]`: the host name in syslog headers
+    /// (`Some(None)`: this system's), which also makes `rfc3164` the
+    /// default layout (`None`: no such line).
+    pub log_send_hostname: Option<Option<String>>,
     /// `timeout admin-request DURATION`: how long an admin client has to
     /// send its whole request head (`None`: the admin listener's default,
     /// 1s).
@@ -88,6 +101,24 @@ impl AccessLogTarget {
             path => AccessLogTarget::File(PathBuf::from(path)),
         }
     }
+}
+
+/// Reads `log-format`'s (or `--log-format`'s) value: a format's name, or,
+/// if it has a `%` (or was `quoted`, as a file writes a format with
+/// blanks), a format of the operator's, compiled. The error says what to
+/// write.
+pub fn log_format(text: &str, quoted: bool) -> Result<Format, FormatError> {
+    if quoted || text.contains('%') {
+        return Format::custom(text);
+    }
+    Format::named(text).ok_or_else(|| FormatError {
+        offset: 0,
+        message: format!(
+            "unknown log format '{text}'{}; use tcplog, json, or a format of your own in quotes, \
+             like \"%ci:%cp %ft %b/%s %Tt %B %ts\"",
+            super::words::did_you_mean(text, &Format::NAMES)
+        ),
+    })
 }
 
 /// Default `retries`, HAProxy's.
@@ -129,6 +160,10 @@ pub struct Frontend {
     /// `splice auto | on | off`: whether the relay may move bytes by
     /// `splice(2)` (epoll mode; conn/splice.rs). Default `auto`.
     pub splice: Splice,
+    /// `dontlognull`: no access-log line for a connection whose client
+    /// sent no byte (its PROXY header aside), as HAProxy's `option
+    /// dontlognull`: health probes and port scans.
+    pub dontlognull: bool,
     /// `default-group NAME`: the default group is that group, not the
     /// frontend's own backend lines (`None`: they are, named as the
     /// frontend).

@@ -323,6 +323,7 @@ impl File<'_> {
             groups: resolved.groups,
             routing: resolved.routing,
             splice: draft.splice,
+            dontlognull: draft.dontlognull,
         })
     }
 }
@@ -370,6 +371,9 @@ mod tests {
     use super::*;
     use crate::conn::proxy_protocol::Version;
     use crate::conn::timeouts::Timeouts;
+    use crate::log::syslog::Destination;
+    use crate::log::syslog::header::{Facility, Layout, Severity};
+    use crate::log::syslog::target::Target;
     use crate::ops::access_log::record::Format;
     use crate::policy::balance::Algorithm;
     use crate::policy::cidr::Cidr;
@@ -413,6 +417,16 @@ mod tests {
                 log_format: Some(Format::Tcplog),
                 admin_request: Some(Duration::from_secs(1)),
                 upgrade_socket: None,
+                log: Some(Destination {
+                    target: Target::Udp(addr("127.0.0.1:514")),
+                    max_len: 1024,
+                    layout: Some(Layout::Rfc5424),
+                    facility: Facility::parse("local0").unwrap(),
+                    level: Severity::parse("info"),
+                    min_level: None,
+                }),
+                log_tag: Some("proxy".into()),
+                log_send_hostname: Some(Some("lb1".into())),
             }
         );
         assert_eq!(c.frontends.len(), 3);
@@ -436,6 +450,7 @@ mod tests {
         );
         assert_eq!(web.access.allow, vec![cidr("0.0.0.0/0"), cidr("::/0")]);
         assert!(!web.accept_proxy);
+        assert!(web.dontlognull);
         assert_eq!(
             web.backends,
             vec![
@@ -613,7 +628,8 @@ mod tests {
             ),
             (
                 "global\n  log-format xml\n",
-                "lb.conf:2:14: unknown log format 'xml'; use tcplog or json",
+                "lb.conf:2:14: log-format: unknown log format 'xml'; use tcplog, json, or a format \
+                 of your own in quotes, like \"%ci:%cp %ft %b/%s %Tt %B %ts\"",
             ),
             (
                 "global\n  timeout connect 5s\n",
@@ -678,8 +694,8 @@ mod tests {
             (
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
-                 which takes maxconn, workers, grace, admin, access-log, log-format, timeout and \
-                 upgrade-socket",
+                 which takes maxconn, workers, grace, admin, access-log, log-format, log, log-tag, \
+                 log-send-hostname, timeout and upgrade-socket",
             ),
             (
                 &fe("  backend localhost:80\n"),

@@ -3,11 +3,11 @@
 //! default and its HAProxy / nginx equivalent, is in docs/OPERATIONS.md).
 //!
 //! ```text
-//!   global      GLOBAL        maxconn workers grace admin access-log log-format timeout
-//!                             upgrade-socket
+//!   global      GLOBAL        maxconn workers grace admin access-log log-format log log-tag
+//!                             log-send-hostname timeout upgrade-socket
 //!     timeout   GLOBAL_TIMEOUTS  admin-request
 //!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny splice ...
-//!                             use-group default-group not-tls
+//!                             use-group default-group not-tls dontlognull
 //!     timeout   TIMEOUTS      connect client server client-fin server-fin tunnel queue client-hs
 //!     backend   PARAMS        weight backup maxconn check send-proxy send-proxy-v2
 //!       check   CHECK_PARAMS  inter fall rise timeout
@@ -26,7 +26,6 @@ use std::time::Duration;
 use crate::conn::proxy_protocol::Version;
 use crate::conn::splice::Splice;
 use crate::conn::timeouts::Timeouts;
-use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::policy::cidr::Cidr;
@@ -34,6 +33,7 @@ use crate::policy::health::Check;
 use crate::policy::route::{NotTls, Pattern};
 
 use super::config::{AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT};
+use super::logging;
 use super::reader::{Draft, Opt, Reader, Seen, Setter};
 use super::words::{Word, did_you_mean, list, not_one_of, suggest};
 
@@ -114,6 +114,8 @@ pub struct FrontendDraft {
     pub not_tls: Option<(NotTls, usize, usize)>,
     /// `splice`.
     pub splice: Splice,
+    /// `dontlognull`.
+    pub dontlognull: bool,
     seen: Seen,
 }
 
@@ -137,6 +139,7 @@ impl FrontendDraft {
             rules: Vec::new(),
             not_tls: None,
             splice: Splice::default(),
+            dontlognull: false,
             seen: Seen::default(),
         }
     }
@@ -234,9 +237,24 @@ pub const GLOBAL: &[Opt<GlobalDraft>] = &[
     Opt {
         name: "log-format",
         setter: Setter::Value {
-            hint: "tcplog or json",
-            set: set_log_format,
+            hint: "tcplog, json, or a format in quotes like \"%ci:%cp %ft %B %ts\"",
+            set: logging::set_log_format,
         },
+    },
+    Opt {
+        name: "log",
+        setter: Setter::Line(logging::set_log),
+    },
+    Opt {
+        name: "log-tag",
+        setter: Setter::Value {
+            hint: "a name, like 'log-tag proxy'",
+            set: logging::set_log_tag,
+        },
+    },
+    Opt {
+        name: "log-send-hostname",
+        setter: Setter::Line(logging::set_log_send_hostname),
     },
     Opt {
         name: "timeout",
@@ -265,20 +283,6 @@ fn set_admin(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
                  authentication, so it listens on 127.0.0.1 or ::1 only"
             ),
         );
-    }
-}
-
-fn set_log_format(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
-    match Format::parse(v.text) {
-        Some(format) => g.global.log_format = Some(format),
-        None => r.error(
-            v.column,
-            format!(
-                "unknown log format '{}'; use {}",
-                v.text,
-                list(&Format::ALL.map(Format::name), "or")
-            ),
-        ),
     }
 }
 
@@ -391,6 +395,10 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
             hint: "auto, on or off",
             set: set_splice,
         },
+    },
+    Opt {
+        name: "dontlognull",
+        setter: Setter::Line(logging::set_dontlognull),
     },
 ];
 

@@ -15,16 +15,33 @@ pub struct Word<'a> {
 }
 
 /// Splits a line into words at white space, dropping the comment (`#` to the
-/// end of the line).
+/// end of the line). A double-quoted part is part of its word, blanks and
+/// `#` included, and a backslash in it keeps the next character from
+/// ending it (`"a \"b\" #c"`): the word keeps its quotes, for [`unquote`].
 pub fn words(line: &str) -> Vec<Word<'_>> {
-    let code = line.split('#').next().unwrap_or_default();
     let mut out = Vec::new();
     let mut start: Option<(usize, usize)> = None;
-    for (column, (byte, c)) in code.char_indices().enumerate() {
+    let (mut quoted, mut escaped) = (false, false);
+    let mut end = line.len();
+    for (column, (byte, c)) in line.char_indices().enumerate() {
+        if quoted {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => quoted = false,
+                _ => {}
+            }
+            continue;
+        }
+        if c == '#' {
+            end = byte;
+            break;
+        }
+        quoted = c == '"';
         match (c.is_whitespace(), start) {
             (true, Some((from, col))) => {
                 out.push(Word {
-                    text: &code[from..byte],
+                    text: &line[from..byte],
                     column: col + 1,
                 });
                 start = None;
@@ -35,11 +52,42 @@ pub fn words(line: &str) -> Vec<Word<'_>> {
     }
     if let Some((from, col)) = start {
         out.push(Word {
-            text: &code[from..],
+            text: &line[from..end],
             column: col + 1,
         });
     }
     out
+}
+
+/// A word that is one double-quoted string (`"%ci %B"`), its quotes taken
+/// off and `\"` and `\\` made `"` and `\`: `None` if it does not start with
+/// a quote, an error if it does not end with the one that closes it.
+pub fn unquote(word: &str) -> Option<Result<String, String>> {
+    let inside = word.strip_prefix('"')?;
+    let mut out = String::new();
+    let mut chars = inside.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(next @ ('"' | '\\')) => out.push(next),
+                Some(next) => {
+                    out.push('\\');
+                    out.push(next);
+                }
+                None => out.push('\\'),
+            },
+            '"' if chars.as_str().is_empty() => return Some(Ok(out)),
+            '"' => {
+                return Some(Err(format!(
+                    "'{word}': text after the closing quote; put the whole value in the quotes"
+                )));
+            }
+            _ => out.push(c),
+        }
+    }
+    Some(Err(format!(
+        "'{word}': no closing quote; end the value with \""
+    )))
 }
 
 /// Levenshtein distance: the fewest insertions, deletions and substitutions
@@ -153,6 +201,34 @@ mod tests {
         assert_eq!(texts("é x"), [("é", 1), ("x", 3)]);
         assert!(texts("# only a comment").is_empty());
         assert!(texts("").is_empty());
+    }
+
+    #[test]
+    fn a_quoted_part_keeps_blanks_and_hashes_in_its_word() {
+        assert_eq!(
+            texts(r#"log-format "%ci %B #1" # a comment"#),
+            [("log-format", 1), (r#""%ci %B #1""#, 12)]
+        );
+        assert_eq!(
+            texts(r#"x "a \" b" y"#),
+            [("x", 1), (r#""a \" b""#, 3), ("y", 12)]
+        );
+        // An unclosed quote runs to the end of the line, comment and all.
+        assert_eq!(texts(r#"x "a # b"#), [("x", 1), (r#""a # b"#, 3)]);
+        assert_eq!(texts("a\"b c\"d e"), [("a\"b c\"d", 1), ("e", 9)]);
+    }
+
+    #[test]
+    fn unquote_takes_the_quotes_off() {
+        assert_eq!(unquote("plain"), None);
+        assert_eq!(unquote(r#""%ci %B""#), Some(Ok("%ci %B".to_string())));
+        assert_eq!(
+            unquote(r#""a\"b\\c\d""#),
+            Some(Ok(r#"a"b\c\d"#.to_string()))
+        );
+        assert_eq!(unquote(r#""""#), Some(Ok(String::new())));
+        assert!(unquote(r#""abc"#).is_some_and(|r| r.is_err()));
+        assert!(unquote(r#""a"b"#).is_some_and(|r| r.is_err()));
     }
 
     #[test]

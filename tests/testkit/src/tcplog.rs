@@ -227,6 +227,9 @@ mod tests {
             active_frontend: 1,
             active_backend: 1,
             active_server: 1,
+            frontend_addr: None,
+            backend_source: None,
+            id: 1,
         }
     }
 

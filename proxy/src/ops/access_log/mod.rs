@@ -7,8 +7,9 @@
 //!   example  127.0.0.1:51234 [30/Nov/2026:12:00:00.123] web web/127.0.0.1:9001 0/1/25 120 -- 1/1/1/1/0 0/0
 //! ```
 //!
-//! HAProxy's syslog header (`Nov 30 12:00:00 host haproxy[42]:`) is left
-//! out: the lines go to a file or standard error, not to syslog.
+//! To a file or standard error a line is just that; to syslog, the syslog
+//! header goes in front (`<134>Nov 30 12:00:00 proxy[42]: ...`,
+//! `log/syslog/`), as HAProxy's lines arrive.
 //!
 //! | field | meaning here |
 //! |-------|--------------|
@@ -33,12 +34,16 @@
 //! Our configuration only allows letters, digits, `-`, `_` and `.` in a
 //! name, so in practice nothing is escaped.
 //!
-//! The layer's three files, one idea each:
+//! The layer's files, one idea each:
 //!
 //! - [`termination`]: who ended a connection and where (`--`, `SC`, `cD`...);
-//! - [`record`]: one line, written as `tcplog` or JSON;
-//! - [`sink`]: where lines go, buffered per event loop, one write per batch.
+//! - [`record`]: one line, written as `tcplog`, JSON, or a format of the
+//!   operator's;
+//! - [`custom`]: such a format (`log-format "%ci %B %ts"`), compiled once;
+//! - [`sink`]: where lines go (stderr, a file, syslog), buffered per event
+//!   loop, one system call per batch.
 
+pub mod custom;
 pub mod record;
 pub mod sink;
 pub mod termination;

@@ -1,6 +1,7 @@
 //! One access-log line: a finished connection ([`Record`]) written in
 //! HAProxy's `tcplog` layout (the fields are in the [layer's
-//! docs](super)) or as one JSON object ([`Format`]).
+//! docs](super)), as one JSON object, or in a format of the operator's
+//! ([`custom`](super::custom)): the three [`Format`]s.
 //!
 //! `--log-format json` writes one object per line with the same fields
 //! under plain names, plus `bytes_up`:
@@ -22,36 +23,58 @@
 
 use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::log::json;
 use crate::log::utc::{Civil, Utc, civil, since_epoch};
 
+use super::custom::{CustomFormat, FormatError, Needs};
 use super::termination::Termination;
 
 /// The layout of the lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Format {
     /// HAProxy's `option tcplog` (the default).
     Tcplog,
     /// One JSON object per line.
     Json,
+    /// The operator's own, compiled once (`log-format "%ci %B"`).
+    Custom(Arc<CustomFormat>),
 }
 
 impl Format {
-    /// Every format, the default first.
-    pub const ALL: [Format; 2] = [Format::Tcplog, Format::Json];
+    /// The formats that have a name, the default first.
+    pub const NAMES: [&'static str; 2] = ["tcplog", "json"];
 
-    /// The format named `word` (`log-format`, `--log-format`).
-    pub fn parse(word: &str) -> Option<Format> {
-        Format::ALL.into_iter().find(|f| f.name() == word)
+    /// The format named `word` (`tcplog`, `json`).
+    pub fn named(word: &str) -> Option<Format> {
+        match word {
+            "tcplog" => Some(Format::Tcplog),
+            "json" => Some(Format::Json),
+            _ => None,
+        }
     }
 
-    /// Its name on the command line.
-    pub fn name(self) -> &'static str {
+    /// A format of the operator's: `text` compiled.
+    pub fn custom(text: &str) -> Result<Format, FormatError> {
+        CustomFormat::compile(text).map(|f| Format::Custom(Arc::new(f)))
+    }
+
+    /// Its name: `tcplog`, `json`, or `custom`.
+    pub fn name(&self) -> &'static str {
         match self {
             Format::Tcplog => "tcplog",
             Format::Json => "json",
+            Format::Custom(_) => "custom",
+        }
+    }
+
+    /// What a connection must gather for its line ([`Needs`]).
+    pub fn needs(&self) -> Needs {
+        match self {
+            Format::Custom(custom) => custom.needs(),
+            Format::Tcplog | Format::Json => Needs::default(),
         }
     }
 }
@@ -99,14 +122,19 @@ pub struct Record<'a> {
     pub active_backend: u32,
     /// Connections open to this server (`%sc`); 0 with `<NOSRV>`.
     pub active_server: u32,
+    /// Where the client connected to (`%fi:%fp`): gathered only for a
+    /// format that shows it ([`Needs`]), `None` otherwise.
+    pub frontend_addr: Option<SocketAddr>,
+    /// Where the server was connected from (`%bi:%bp`): gathered only for a
+    /// format that shows it; `None` otherwise, or never connected.
+    pub backend_source: Option<SocketAddr>,
+    /// The connection's number in this process, from 1 (`%rt`): counted
+    /// only for a format that shows it, 0 otherwise.
+    pub id: u64,
 }
 
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-
 /// A time in milliseconds, or `-1` for none.
-struct Millis(Option<Duration>);
+pub(super) struct Millis(pub(super) Option<Duration>);
 
 impl fmt::Display for Millis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -118,25 +146,30 @@ impl fmt::Display for Millis {
 }
 
 impl Record<'_> {
+    /// The server as every format names it (`%s`): its address. Servers
+    /// have no other name yet; when they do, this is the one place to
+    /// return it.
+    pub fn server(&self) -> Option<impl fmt::Display + '_> {
+        self.backend
+    }
+
     fn civil_accepted(&self) -> Civil {
         civil(since_epoch(self.accepted))
     }
 
     /// Appends the tcplog line, without its newline.
     pub fn write_tcplog(&self, out: &mut String) {
+        let civil = self.civil_accepted();
+        let mon = civil.month_name();
         let Civil {
             year,
-            month,
             day,
             hour,
             minute,
             second,
             millis,
-        } = self.civil_accepted();
-        let mon = MONTHS
-            .get(month.saturating_sub(1) as usize)
-            .copied()
-            .unwrap_or("???");
+            ..
+        } = civil;
         // Writing to a String cannot fail.
         let _ = write!(
             out,
@@ -148,7 +181,7 @@ impl Record<'_> {
         out.push(' ');
         escape_name(self.group, out);
         out.push('/');
-        match self.backend {
+        match self.server() {
             Some(server) => {
                 let _ = write!(out, "{server}");
             }
@@ -190,10 +223,8 @@ impl Record<'_> {
         out.push_str(",\"backend\":");
         json::push_string(out, self.group);
         out.push_str(",\"server\":");
-        match self.backend {
-            Some(server) => {
-                let _ = write!(out, "\"{server}\"");
-            }
+        match self.server() {
+            Some(server) => json::push_string(out, &server.to_string()),
             None => out.push_str("null"),
         }
         let _ = write!(
@@ -223,10 +254,11 @@ impl Record<'_> {
     }
 
     /// Appends the line in `format`, without its newline.
-    pub fn write(&self, format: Format, out: &mut String) {
+    pub fn write(&self, format: &Format, out: &mut String) {
         match format {
             Format::Tcplog => self.write_tcplog(out),
             Format::Json => self.write_json(out),
+            Format::Custom(custom) => custom.write(self, out),
         }
     }
 }
@@ -234,7 +266,7 @@ impl Record<'_> {
 /// HAProxy's escaping of log fields: `#` and two hex digits for any byte
 /// outside `!`..`~`, and for `#`, `"` and `/`; and for the braces, which
 /// close a capture.
-fn escape_name(name: &str, out: &mut String) {
+pub(super) fn escape_name(name: &str, out: &mut String) {
     for &b in name.as_bytes() {
         if (b'!'..=b'~').contains(&b) && !matches!(b, b'#' | b'"' | b'/' | b'{' | b'}') {
             out.push(char::from(b));
@@ -313,6 +345,9 @@ pub(crate) mod tests {
             active_frontend: 1,
             active_backend: 1,
             active_server: 1,
+            frontend_addr: None,
+            backend_source: None,
+            id: 1,
         }
     }
 
@@ -583,10 +618,13 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn formats_parse_by_name() {
-        assert_eq!(Format::parse("tcplog"), Some(Format::Tcplog));
-        assert_eq!(Format::parse("json"), Some(Format::Json));
-        assert_eq!(Format::parse("JSON"), None);
+    fn formats_have_names_or_are_the_operators() {
+        assert_eq!(Format::named("tcplog"), Some(Format::Tcplog));
+        assert_eq!(Format::named("json"), Some(Format::Json));
+        assert_eq!(Format::named("JSON"), None);
+        let custom = Format::custom("%ci").expect("a format");
+        assert_eq!(custom.name(), "custom");
+        assert!(custom.needs() == Needs::default());
         assert_eq!(Format::Json.name(), "json");
     }
 }

@@ -2,21 +2,26 @@
 //! loop, a syscall per batch, a little delay.
 //!
 //! [`AccessLog`] is the destination, shared by every event loop: standard
-//! error, or a file opened with `O_APPEND` (created `0640` if missing, less
-//! the umask). Each event loop writes through its own [`Sink`], which
-//! appends each line to a private buffer (no system call, no lock) and
-//! writes the buffer with **one** `write(2)` when it passes
-//! [`FLUSH_THRESHOLD`] (16 KiB, about 150 lines) or when [`Sink::flush`]
-//! is called: from a timer every ~200 ms, and at shutdown; dropping a
-//! `Sink` flushes it too.
+//! error, a file opened with `O_APPEND` (created `0640` if missing, less
+//! the umask), or a syslog server (`log/syslog/`). Each event loop writes
+//! through its own [`Sink`], which appends each line to a private buffer
+//! (no system call, no lock) and sends the buffer with **one** system call
+//! when it passes [`FLUSH_THRESHOLD`] (16 KiB, about 150 lines) or when
+//! [`Sink::flush`] is called: from a timer every ~200 ms, and at shutdown;
+//! dropping a `Sink` flushes it too. That one call is a `write(2)` to a
+//! file or stderr; to syslog, where each line is a message of its own, a
+//! `sendmmsg(2)` of one datagram per line (UDP, a Unix socket), or one
+//! `write(2)` of the whole batch, each line framed by its length, handed to
+//! the thread that owns the TCP connection.
 //!
 //! The trade: writing each line at once would cost a system call (and, on
 //! a slow disk or a blocked stderr pipe, a stall) per connection on the
 //! event loop that relays everyone's bytes. Buffering costs a few hundred
 //! milliseconds before a line shows up, and the lines still in buffers are
 //! lost if the process is killed with SIGKILL (a clean shutdown flushes).
-//! A busy proxy makes one write per ~150 connections; a quiet one one per
-//! timer tick at most.
+//! A busy proxy makes one system call per ~150 connections; a quiet one one
+//! per timer tick at most. Over syslog datagrams the kernel and the syslog
+//! server still handle one datagram per connection: that is the protocol.
 //!
 //! Because every write is whole lines, to a file opened with `O_APPEND`,
 //! lines from several event loops (or processes) never interleave mid-line:
@@ -26,7 +31,8 @@
 //! daemon log takes too, so within the process lines stay whole; if stderr
 //! is a pipe shared with other processes, the kernel keeps only writes of up
 //! to `PIPE_BUF` (4 KiB) in one piece. A write that fails drops its buffer (it must not
-//! grow without bound) and counts the lines in [`AccessLog::lost_lines`].
+//! grow without bound) and counts the lines in [`AccessLog::lost_lines`];
+//! so does a syslog destination that is down or cannot keep up.
 //!
 //! Log rotation: rename the file, then send SIGUSR1: [`AccessLog::reopen`]
 //! opens a new file of the old name, and lines go on to the renamed one
@@ -34,12 +40,16 @@
 //! the current end of the file.
 //!
 
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
+
+use crate::log::syslog::Syslog;
+use crate::log::syslog::header::Severity;
 
 use super::record::{Format, Record};
 
@@ -56,6 +66,8 @@ enum Output {
         file: RwLock<File>,
         path: PathBuf,
     },
+    /// A syslog server: each line one message, of severity `info`.
+    Syslog(Arc<Syslog>),
 }
 
 /// An access log's destination and format, shared by every event loop;
@@ -64,42 +76,49 @@ enum Output {
 pub struct AccessLog {
     format: Format,
     output: Output,
-    /// Lines dropped because a write failed.
+    /// Lines dropped because a write failed (a syslog destination counts
+    /// its own).
     lost: AtomicU64,
 }
 
 impl AccessLog {
-    /// A log on standard error.
-    pub fn stderr(format: Format) -> Arc<AccessLog> {
+    fn new(format: Format, output: Output) -> Arc<AccessLog> {
         Arc::new(AccessLog {
             format,
-            output: Output::Stderr,
+            output,
             lost: AtomicU64::new(0),
         })
+    }
+
+    /// A log on standard error.
+    pub fn stderr(format: Format) -> Arc<AccessLog> {
+        AccessLog::new(format, Output::Stderr)
     }
 
     /// A log appended to the file at `path`, created (mode 0640, less the
     /// umask) if missing.
     pub fn file(path: &Path, format: Format) -> io::Result<Arc<AccessLog>> {
         let file = open_for_append(path)?;
-        Ok(Arc::new(AccessLog {
-            format,
-            output: Output::File {
-                file: RwLock::new(file),
-                path: path.to_path_buf(),
-            },
-            lost: AtomicU64::new(0),
-        }))
+        let output = Output::File {
+            file: RwLock::new(file),
+            path: path.to_path_buf(),
+        };
+        Ok(AccessLog::new(format, output))
+    }
+
+    /// A log sent to `syslog`, each line a message of severity `info`.
+    pub fn to_syslog(syslog: Arc<Syslog>, format: Format) -> Arc<AccessLog> {
+        AccessLog::new(format, Output::Syslog(syslog))
     }
 
     /// Opens the file again by its path, so that after a rotation renamed
     /// it (logrotate, `mv`), new lines go to a new file of the old name;
     /// what was written before stays in the renamed one. Returns the path,
-    /// or `None` for standard error (nothing to reopen). If the path cannot
-    /// be opened, lines go on to the file already open.
+    /// or `None` for standard error or syslog (nothing to reopen). If the
+    /// path cannot be opened, lines go on to the file already open.
     pub fn reopen(&self) -> io::Result<Option<&Path>> {
         match &self.output {
-            Output::Stderr => Ok(None),
+            Output::Stderr | Output::Syslog(_) => Ok(None),
             Output::File { file, path } => {
                 let fresh = open_for_append(path)?;
                 *file.write().unwrap_or_else(PoisonError::into_inner) = fresh;
@@ -113,37 +132,64 @@ impl AccessLog {
         Sink {
             log: self.clone(),
             buffer: String::with_capacity(FLUSH_THRESHOLD + 512),
-            lines: 0,
+            ends: Vec::new(),
         }
     }
 
     /// The line format.
-    pub fn format(&self) -> Format {
-        self.format
+    pub fn format(&self) -> &Format {
+        &self.format
     }
 
-    /// The file written to; `None` for standard error.
+    /// The file written to; `None` for standard error or syslog.
     pub fn path(&self) -> Option<&Path> {
         match &self.output {
-            Output::Stderr => None,
+            Output::Stderr | Output::Syslog(_) => None,
             Output::File { path, .. } => Some(path),
         }
     }
 
-    /// Lines dropped so far because a write failed.
-    pub fn lost_lines(&self) -> u64 {
-        self.lost.load(Ordering::Relaxed)
+    /// The syslog destination, if the lines go to one.
+    pub fn syslog(&self) -> Option<&Arc<Syslog>> {
+        match &self.output {
+            Output::Syslog(syslog) => Some(syslog),
+            Output::Stderr | Output::File { .. } => None,
+        }
     }
 
-    /// Whole lines, in one write(2) unless the kernel cuts it short.
-    fn write_lines(&self, bytes: &[u8]) -> io::Result<()> {
-        match &self.output {
-            Output::Stderr => io::stderr().lock().write_all(bytes),
+    /// Lines dropped so far because they could not be written or sent (to
+    /// syslog: the daemon's lines it lost included).
+    pub fn lost_lines(&self) -> u64 {
+        let syslog = self.syslog().map_or(0, |s| s.lost());
+        self.lost.load(Ordering::Relaxed) + syslog
+    }
+
+    /// Whole lines, in one write(2) unless the kernel cuts it short; or
+    /// syslog messages, in one batch.
+    fn write_lines(&self, buffer: &str, ends: &[usize]) -> io::Result<()> {
+        let result = match &self.output {
+            Output::Stderr => io::stderr().lock().write_all(buffer.as_bytes()),
             Output::File { file, .. } => {
                 let file = file.read().unwrap_or_else(PoisonError::into_inner);
                 let mut file: &File = &file;
-                file.write_all(bytes)
+                file.write_all(buffer.as_bytes())
             }
+            Output::Syslog(syslog) => return syslog.send(buffer, ends),
+        };
+        if result.is_err() {
+            self.lost.fetch_add(ends.len() as u64, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+/// `stderr`, the file's path, or the syslog destination: for messages.
+impl fmt::Display for AccessLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.output {
+            Output::Stderr => f.write_str("stderr"),
+            Output::File { path, .. } => write!(f, "{}", path.display()),
+            Output::Syslog(syslog) => write!(f, "{syslog}"),
         }
     }
 }
@@ -171,18 +217,30 @@ fn open_for_append(path: &Path) -> io::Result<File> {
 pub struct Sink {
     log: Arc<AccessLog>,
     buffer: String,
-    /// Lines in `buffer`.
-    lines: u64,
+    /// Where each line in `buffer` ends (syslog sends each as a message).
+    ends: Vec<usize>,
 }
 
 impl Sink {
     /// Adds one connection's line; writes the buffer if it is full. A
     /// failed write is counted in [`AccessLog::lost_lines`] (the next
-    /// [`Sink::flush`] from the timer reports errors).
+    /// [`Sink::flush`] from the timer reports errors). A syslog
+    /// destination whose level leaves `info` out takes no line.
     pub fn record(&mut self, r: &Record<'_>) {
-        r.write(self.log.format, &mut self.buffer);
-        self.buffer.push('\n');
-        self.lines += 1;
+        let format = &self.log.format;
+        match &self.log.output {
+            Output::Syslog(syslog) => {
+                if !syslog.accepts(Severity::INFO) {
+                    return;
+                }
+                syslog.frame(Severity::INFO, &mut self.buffer, |out| r.write(format, out));
+            }
+            Output::Stderr | Output::File { .. } => {
+                r.write(format, &mut self.buffer);
+                self.buffer.push('\n');
+            }
+        }
+        self.ends.push(self.buffer.len());
         if self.buffer.len() >= FLUSH_THRESHOLD {
             let _ = self.flush();
         }
@@ -194,12 +252,9 @@ impl Sink {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let result = self.log.write_lines(self.buffer.as_bytes());
-        if result.is_err() {
-            self.log.lost.fetch_add(self.lines, Ordering::Relaxed);
-        }
+        let result = self.log.write_lines(&self.buffer, &self.ends);
         self.buffer.clear();
-        self.lines = 0;
+        self.ends.clear();
         result
     }
 
@@ -317,7 +372,7 @@ mod tests {
         }
         // A second opening (a restart) appends after what is there.
         let log = AccessLog::file(&path.0, Format::Json).expect("the existing file");
-        assert_eq!(log.format(), Format::Json);
+        assert_eq!(log.format(), &Format::Json);
         log.sink().record(&refused());
         let lines = path.lines();
         assert_eq!(lines.len(), 2);
@@ -456,7 +511,7 @@ mod tests {
     #[test]
     fn a_stderr_log_takes_lines_without_a_file() {
         let log = AccessLog::stderr(Format::Tcplog);
-        assert_eq!((log.path(), log.format()), (None, Format::Tcplog));
+        assert_eq!((log.path(), log.format()), (None, &Format::Tcplog));
         let mut sink = log.sink();
         assert!(sink.flush().is_ok());
         assert_eq!(sink.buffered(), 0);
