@@ -13,6 +13,7 @@
 //! | [`limit`] | is there room under a `maxconn` (global, frontend, backend)? |
 //! | [`descriptors`] | how large may the global `maxconn` be, two descriptors a connection? |
 //! | [`health`] | which backends are up (rise and fall, from checks and traffic)? |
+//! | [`check`] | what does an active check say and expect (`option redis-check`...)? |
 //! | [`balance`] | which backend gets this connection (the `balance` algorithms)? |
 //! | [`maglev`] | which backend owns this client's slot (`balance source`)? |
 //! | [`route`] | which group of backends does this TLS server name go to (`use-group`)? |
@@ -23,6 +24,7 @@
 
 pub mod acl;
 pub mod balance;
+pub mod check;
 pub mod cidr;
 pub mod descriptors;
 pub mod health;
