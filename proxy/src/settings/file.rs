@@ -371,6 +371,7 @@ mod tests {
     use crate::conn::proxy_protocol::Version;
     use crate::ops::access_log::record::Format;
     use crate::policy::balance::Algorithm;
+    use crate::policy::check::Probe;
     use crate::policy::cidr::Cidr;
     use crate::policy::health::Check;
     use crate::settings::config::{AccessLogTarget, BackendServer, Global, Timeouts};
@@ -450,6 +451,8 @@ mod tests {
                         timeout: Duration::from_secs(1),
                     }),
                     send_proxy: None,
+                    probe: Probe::Connect,
+                    agent: None,
                 },
                 BackendServer {
                     addr: addr("127.0.0.1:9002"),
@@ -458,6 +461,8 @@ mod tests {
                     maxconn: None,
                     check: None,
                     send_proxy: Some(Version::V2),
+                    probe: Probe::Connect,
+                    agent: None,
                 },
             ]
         );

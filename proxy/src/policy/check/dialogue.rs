@@ -25,7 +25,9 @@ pub const INBOX_LIMIT: usize = 16 * 1024;
 #[derive(Debug, Default)]
 pub struct Inbox {
     bytes: Vec<u8>,
-    closed: bool,
+    /// How the server's side ended, once it has: `the connection closed`,
+    /// or the error a read returned (`connection reset by peer`).
+    closed: Option<String>,
 }
 
 impl Inbox {
@@ -46,26 +48,32 @@ impl Inbox {
         self.bytes.drain(..n.min(self.bytes.len()));
     }
 
-    /// The server closed its side (a read returned 0, or failed).
+    /// The server closed its side (a read returned 0).
     pub fn close(&mut self) {
-        self.closed = true;
+        self.closed = Some("the connection closed".to_string());
+    }
+
+    /// A read failed with `why` (`connection reset by peer`): nothing more
+    /// will come either.
+    pub fn fail(&mut self, why: String) {
+        self.closed = Some(why);
     }
 
     /// A new connection: nothing received on it yet.
     pub fn reset(&mut self) {
         self.bytes.clear();
-        self.closed = false;
+        self.closed = None;
     }
 
-    /// Whether the server closed its side.
+    /// Whether the server closed its side (or a read failed).
     pub fn is_closed(&self) -> bool {
-        self.closed
+        self.closed.is_some()
     }
 
     /// No more will come into it: closed, or full. An expect that does not
     /// match by then never will.
     pub fn is_final(&self) -> bool {
-        self.closed || self.bytes.len() >= INBOX_LIMIT
+        self.closed.is_some() || self.bytes.len() >= INBOX_LIMIT
     }
 }
 
@@ -235,11 +243,11 @@ pub fn shown(bytes: &[u8]) -> String {
 /// What a failed expect says it got: the bytes, or that there were none
 /// and why.
 pub fn got(inbox: &Inbox) -> String {
-    match (inbox.bytes().is_empty(), inbox.is_closed()) {
-        (true, true) => "the connection closed with nothing".to_string(),
-        (true, false) => "nothing".to_string(),
-        (false, true) => format!("{} then the connection closed", shown(inbox.bytes())),
-        (false, false) => shown(inbox.bytes()),
+    match (inbox.bytes().is_empty(), &inbox.closed) {
+        (true, Some(how)) => format!("nothing: {how}"),
+        (true, None) => "nothing".to_string(),
+        (false, Some(how)) => format!("{} then {how}", shown(inbox.bytes())),
+        (false, None) => shown(inbox.bytes()),
     }
 }
 

@@ -179,10 +179,7 @@ enum Message<'a> {
 }
 
 fn message(bytes: &[u8]) -> Message<'_> {
-    let Some(&[kind, a, b, c, d]) = bytes
-        .get(..5)
-        .map(|h| <&[u8; 5]>::try_from(h).ok())
-        .flatten()
+    let Some(&[kind, a, b, c, d]) = bytes.get(..5).and_then(|h| <&[u8; 5]>::try_from(h).ok())
     else {
         return Message::Incomplete;
     };

@@ -246,7 +246,7 @@ mod tests {
         let (_, verdict) = run(&mut *check(None), &[None]);
         assert_eq!(
             verdict.map(|v| v.detail),
-            Some("redis: expected +PONG, got the connection closed with nothing".into())
+            Some("redis: expected +PONG, got nothing: the connection closed".into())
         );
     }
 
