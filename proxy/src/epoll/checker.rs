@@ -8,7 +8,7 @@
 //! checked server and one per agent, whatever the number of event loops,
 //! so a backend is checked once per `inter`, not once per worker. What one
 //! check does on the wire (connect, PROXY header, the dialogue of its
-//! `option`, the timeout, the close) is [`probe`](super::probe).
+//! `option`, the timeout, the close) is [`probe`].
 
 use std::io;
 use std::sync::{Arc, Weak};

@@ -12,6 +12,7 @@
 //! | [`config`] | the configuration, as types: frontends, backends, timeouts, `global` |
 //! | [`file`](mod@file) | reading a file: sections, then the checks of a complete frontend |
 //! | [`sections`] | every option of every section, one table each |
+//! | [`probes`] | a section's health check: `option redis-check`, `tcp-check` steps, `http-check` |
 //! | [`routing`] | a frontend's groups and `use-group` rules, checked against the `group` sections |
 //! | [`reader`] | the machinery: errors with `file:line:column`, values, dispatch |
 //! | [`words`] | words and their columns, "did you mean", lists, durations |
@@ -27,6 +28,7 @@ pub mod cli;
 pub mod config;
 pub mod file;
 pub mod flags;
+pub mod probes;
 pub mod reader;
 pub mod routing;
 pub mod sections;

@@ -218,7 +218,7 @@ impl fmt::Display for Verdict {
 const SHOWN: usize = 80;
 
 /// `bytes` as a message shows them: quoted, printable ASCII as it is,
-/// anything else escaped (`\r`, `\n`, `\x00`), cut after [`SHOWN`] bytes
+/// anything else escaped (`\r`, `\n`, `\x00`), cut after 80 bytes
 /// with `...`. A server's answer is never written to a log raw.
 pub fn shown(bytes: &[u8]) -> String {
     let mut text = String::from("\"");

@@ -501,19 +501,19 @@ impl Parser<'_> {
             b't' => Bytes::one(b'\t'),
             b'x' => Bytes::one(self.hex_byte()?),
             b'1'..=b'9' => {
-                self.at -= 1;
+                self.at -= 2; // at the backslash
                 return Err(self
                     .error("back-references are not supported: no linear-time matcher has them"));
             }
             b'p' | b'P' => {
-                self.at -= 1;
+                self.at -= 2; // at the backslash
                 return Err(
                     self.error("Unicode properties are not supported; matching is on bytes")
                 );
             }
             b if b.is_ascii_punctuation() => Bytes::one(b),
             _ => {
-                self.at -= 1;
+                self.at -= 2; // at the backslash
                 return Err(self.error(
                     "unknown escape; use \\d \\w \\s \\D \\W \\S \\b \\B \\r \\n \\t \\xHH, or '\\' \
                      before punctuation",

@@ -129,11 +129,11 @@ impl Script {
 impl Dialogue for Run<'_> {
     fn next(&mut self, inbox: &mut Inbox) -> Next {
         let Some(step) = self.script.steps.get(self.step) else {
-            let n = self.script.steps.len();
-            let detail = format!(
-                "tcp-check: {n} step{} passed",
-                if n == 1 { "" } else { "s" }
-            );
+            let detail = match self.script.steps.len() {
+                0 => "tcp-check: connected (no steps)".to_string(),
+                1 => "tcp-check: 1 step passed".to_string(),
+                n => format!("tcp-check: {n} steps passed"),
+            };
             return Next::done(Verdict::passed(detail));
         };
         match step {
