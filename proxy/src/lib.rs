@@ -23,18 +23,21 @@
 //!  ├──────────────────────────────────────────┬────────────────────────────┤
 //!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
 //!  │         connection connect checker dump  │            picker relay     │
-//!  │         handover                         │ states/    machine interest │
+//!  │         handover probe                   │ states/    machine interest │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
-//!  │ settings/  cli flags config file sections reader words check          │  what was asked
+//!  │ settings/  cli flags config file sections probes reader words check   │  what was asked
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/  access_log/ (termination record sink)  metrics/ (counters       │  what an operator
 //!  │       exposition process)  admin  shutdown  upgrade/ (wire socket     │  sees and does
 //!  │       offer take reexec notify)                                       │
 //!  ├──────────────────────────────────────┬────────────────────────────────┤
 //!  │ policy/  acl cidr source_limit limit │ conn/  relay proxy_protocol    │  decisions, and the
-//!  │          health balance maglev       │        accept side             │  pieces of a connection
-//!  │          descriptors                 │                                │
+//!  │          health agent_state balance  │        accept side             │  pieces of a connection
+//!  │          maglev descriptors          │                                │
+//!  │          check/ (redis pgsql mysql   │                                │
+//!  │           http smtp script regex     │                                │
+//!  │           agent dialogue)            │                                │
 //!  ├──────────────────────────────────────┴────────────────────────────────┤
 //!  │ log/  the daemon's lines, utc dates, json strings                     │  ground
 //!  └───────────────────────────────────────────────────────────────────────┘
@@ -52,7 +55,8 @@
 //!    an explicit state machine per connection, the same contract, to read
 //!    beside [`epoll::connection`] (docs/STATES.md).
 //! 5. [`policy`]: what those connections ask: may this client come in,
-//!    which backend, is there room, is it up.
+//!    which backend, is there room, is it up, and what a health check
+//!    says to a server and expects back ([`policy::check`]).
 //! 6. [`ops`]: what the operator sees: the access log, the metrics, the
 //!    admin endpoint, the graceful stop, the upgrade to a new binary.
 //! 7. [`settings`]: how a command line and a configuration file become the
