@@ -143,8 +143,7 @@ fn unknown_option(r: &mut Reader<'_>, name: Word<'_>, other: &str) {
     let message = match REFUSED_OPTIONS.iter().find(|(o, _)| *o == other) {
         Some((_, why)) => format!("option {other}: {why}"),
         None => format!(
-            "unknown option '{other}'{}; 'option' here chooses a health check: {} (HAProxy's \
-             other options are listed in docs/OPERATIONS.md)",
+            "unknown option '{other}'{}; 'option' here chooses a health check: {}",
             did_you_mean(other, OPTIONS),
             list(OPTIONS, "or")
         ),
@@ -965,7 +964,7 @@ group api
         let cases = [
             (
                 fe("  option redis-chek\n"),
-                "lb.conf:4:10: unknown option 'redis-chek' (did you mean 'redis-check'?); 'option' here chooses a health check: tcp-check, redis-check, pgsql-check, mysql-check, httpchk or smtpchk (HAProxy's other options are listed in docs/OPERATIONS.md)",
+                "lb.conf:4:10: unknown option 'redis-chek' (did you mean 'redis-check'?); 'option' here chooses a health check: tcp-check, redis-check, pgsql-check, mysql-check, httpchk or smtpchk",
             ),
             (
                 fe("  option ssl-hello-chk\n"),
