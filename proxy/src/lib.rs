@@ -23,20 +23,22 @@
 //!  ├──────────────────────────────────────────┬────────────────────────────┤
 //!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
 //!  │         connection connect checker dump  │            picker relay     │
-//!  │         handover                         │ states/    interest         │
+//!  │         handover probe                   │ states/    interest         │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
-//!  │ settings/  cli flags config file sections logging reader words check  │  what was asked
+//!  │ settings/  cli flags config file sections logging probes reader       │  what was asked
+//!  │            words check                                                │
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/  access_log/ (termination record custom sink)  metrics/          │  what an operator
 //!  │       (counters exposition process)  admin  shutdown  upgrade/ (wire  │  sees and does
 //!  │       socket offer take reexec notify)                                │
 //!  ├──────────────────────────────────────┬────────────────────────────────┤
 //!  │ policy/  acl cidr source_limit limit │ conn/  machine timeouts alarm  │  decisions, and the
-//!  │          health balance maglev       │        snapshot buffers relay  │  pieces of a connection
-//!  │          descriptors                 │        splice proxy_protocol   │
-//!  │                                      │        client_hello accept     │
-//!  │                                      │        side                    │
+//!  │          health agent_state balance  │        snapshot buffers relay  │  pieces of a connection
+//!  │          maglev descriptors          │        splice proxy_protocol   │
+//!  │          check/ (redis pgsql mysql   │        client_hello accept     │
+//!  │           http smtp script regex     │        side                    │
+//!  │           agent dialogue)            │                                │
 //!  ├──────────────────────────────────────┴────────────────────────────────┤
 //!  │ log/  the daemon's lines, syslog/, utc dates, json strings            │  ground
 //!  └───────────────────────────────────────────────────────────────────────┘
@@ -57,7 +59,8 @@
 //!    driving the same machine per connection, to read beside
 //!    [`epoll::connection`] (docs/STATES.md).
 //! 5. [`policy`]: what those connections ask: may this client come in,
-//!    which backend, is there room, is it up.
+//!    which backend, is there room, is it up, and what a health check
+//!    says to a server and expects back ([`policy::check`]).
 //! 6. [`ops`]: what the operator sees: the access log, the metrics, the
 //!    admin endpoint, the graceful stop, the upgrade to a new binary.
 //! 7. [`settings`]: how a command line and a configuration file become the

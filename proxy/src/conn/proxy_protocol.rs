@@ -383,6 +383,22 @@ pub fn encode(version: Version, source: SocketAddr, destination: SocketAddr) -> 
     }
 }
 
+/// The header of a connection that carries no client: v1 `PROXY UNKNOWN`,
+/// v2 the LOCAL command with no addresses. What a health check sends to a
+/// server that expects a header ("use the connection's own addresses",
+/// which the receiver treats as a probe of its own: HAProxy's checks send
+/// the same).
+pub fn encode_local(version: Version) -> Vec<u8> {
+    match version {
+        Version::V1 => b"PROXY UNKNOWN\r\n".to_vec(),
+        Version::V2 => {
+            let mut out = v2_start(0x00, 0); // AF_UNSPEC, UNSPEC
+            out[12] = 0x20; // version 2, command LOCAL
+            out
+        }
+    }
+}
+
 /// Two addresses of one family.
 enum Pair {
     V4(SocketAddrV4, SocketAddrV4),
@@ -985,6 +1001,14 @@ mod tests {
         );
 
         assert_eq!(parsed(b"PROXY UNKNOWN\r\n"), (Addresses::Local, 15));
+        for version in [Version::V1, Version::V2] {
+            let local = encode_local(version);
+            assert_eq!(
+                parsed(&local),
+                (Addresses::Local, local.len()),
+                "{version:?}"
+            );
+        }
         let max4 = b"PROXY TCP4 255.255.255.255 255.255.255.255 65535 65535\r\n";
         assert_eq!(max4.len(), 56);
         let all = v4([255; 4], 65535);

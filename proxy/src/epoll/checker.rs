@@ -1,80 +1,127 @@
 //! The health-check thread: for every backend configured with `check`, a
-//! TCP connect every `inter`, its result reported to the frontend's
-//! [`HealthBoard`], which decides UP and DOWN (`policy/health.rs`).
+//! check every `inter`, its verdict reported to the frontend's
+//! [`HealthBoard`], which decides UP and DOWN (`policy/health.rs`); and for
+//! every backend with an `agent-check`, its agent asked every
+//! `agent-inter`, its answer applied to the same board.
 //!
 //! One thread ("health-check") with a runtime of its own runs one task per
-//! checked server, whatever the number of event loops, so a backend is
-//! checked once per `inter`, not once per worker. Connected is a success;
-//! refused, unreachable or no answer within `timeout` is a failure.
-//!
-//! ## The check itself, and TIME_WAIT
-//!
-//! The check connects and closes at once. The side that closes a TCP
-//! connection first keeps it in TIME_WAIT for 60 seconds on Linux, holding
-//! a local port: one check every 2 s would keep 30 such sockets per server
-//! on the proxy. So the checker closes with a reset (SO_LINGER 0), which
-//! skips TIME_WAIT, as HAProxy does for its checks.
+//! checked server and one per agent, whatever the number of event loops,
+//! so a backend is checked once per `inter`, not once per worker. What one
+//! check does on the wire (connect, PROXY header, the dialogue of its
+//! `option`, the timeout, the close) is [`probe`].
 
 use std::io;
-use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use runtime::net::TcpStream;
 use runtime::time;
 
-use crate::policy::health::{Check, HealthBoard, reason};
+use super::probe::{self, Target};
+use crate::policy::check::Probe;
+use crate::policy::check::agent::{AgentCheck, AgentReply};
+use crate::policy::health::{Check, HealthBoard};
+use crate::settings::config::BackendServer;
 
 /// The shortest interval between two checks of one server, whatever `inter`
 /// says: a timer of zero would spin.
 const MIN_INTER: Duration = Duration::from_millis(1);
 
-/// One check: connect to `addr` within `limit`, then close with a reset
-/// (module docs). `Err` holds the reason, for the log.
-pub async fn check_once(addr: SocketAddr, limit: Duration) -> Result<(), String> {
-    match time::timeout(limit, TcpStream::connect(addr)).await {
-        Ok(Ok(stream)) => {
-            if let Err(e) = stream.set_reset_on_close() {
-                // The check still succeeded; the socket will just linger.
-                crate::debug!("health check of {addr}: SO_LINGER: {}", reason(&e));
-            }
-            Ok(())
-        }
-        Ok(Err(e)) => Err(reason(&e)),
-        Err(time::Elapsed) => Err(format!("no answer within {limit:?}")),
-    }
+/// A frontend as the checker takes it: its board, and its servers'
+/// configuration, by the board's indexes.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The board the verdicts go to.
+    pub board: Arc<HealthBoard>,
+    /// Its `backend` lines, in the board's order.
+    pub servers: Vec<BackendServer>,
 }
 
-/// One checked server, as the checker thread sees it.
+/// What one task checks: a server's regular check, or its agent.
+#[derive(Debug)]
+enum Duty {
+    Check {
+        check: Check,
+        probe: Probe,
+    },
+    Agent {
+        agent: AgentCheck,
+        timeout: Duration,
+    },
+}
+
+/// One task's work, as the checker thread sees it.
+#[derive(Debug)]
 struct Job {
     /// Weak: the checks of a board end when nothing else holds it.
     board: Weak<HealthBoard>,
     index: usize,
-    addr: SocketAddr,
-    check: Check,
+    target: Target,
+    duty: Duty,
 }
 
-/// Runs every active check of every board on a thread of its own
-/// ("health-check") with its own runtime: one task per checked server.
-/// Returns `None` (and starts nothing) when no server anywhere has `check`.
-///
-/// The checks run as long as some other owner keeps their board alive; once
-/// every board is dropped, the thread ends within one `inter`.
-pub fn spawn_checker(boards: Vec<Arc<HealthBoard>>) -> io::Result<Option<JoinHandle<()>>> {
+impl Job {
+    fn inter(&self) -> Duration {
+        match &self.duty {
+            Duty::Check { check, .. } => check.inter,
+            Duty::Agent { agent, .. } => agent.inter,
+        }
+    }
+}
+
+/// The jobs of every checked server and every agent of `frontends`.
+fn jobs(frontends: &[Checked]) -> Vec<Job> {
     let mut jobs = Vec::new();
-    for board in &boards {
-        for index in 0..board.len() {
-            if let Some(check) = board.checked(index) {
+    for frontend in frontends {
+        let servers = frontend.servers.iter().take(frontend.board.len());
+        for (index, server) in servers.enumerate() {
+            let board = Arc::downgrade(&frontend.board);
+            let target = Target {
+                addr: server.addr,
+                send_proxy: server.send_proxy,
+            };
+            if let Some(check) = frontend.board.checked(index) {
+                let probe = server.probe.clone();
+                let duty = Duty::Check { check, probe };
                 jobs.push(Job {
-                    board: Arc::downgrade(board),
+                    board: board.clone(),
                     index,
-                    addr: board.addr(index),
-                    check,
+                    target,
+                    duty,
+                });
+            }
+            if let Some(agent) = &server.agent {
+                // The agent is another service: no PROXY header for it.
+                let target = Target {
+                    send_proxy: None,
+                    ..target
+                };
+                let timeout = server.check.map_or(agent.inter, |c| c.timeout);
+                let duty = Duty::Agent {
+                    agent: agent.clone(),
+                    timeout,
+                };
+                jobs.push(Job {
+                    board,
+                    index,
+                    target,
+                    duty,
                 });
             }
         }
     }
+    jobs
+}
+
+/// Runs every active check and agent of `frontends` on a thread of its own
+/// ("health-check") with its own runtime: one task each. Returns `None`
+/// (and starts nothing) when no server anywhere has `check` or an agent.
+///
+/// The checks run as long as some other owner keeps their board alive; once
+/// every board is dropped, the thread ends within one `inter`.
+pub fn spawn_checker(frontends: Vec<Checked>) -> io::Result<Option<JoinHandle<()>>> {
+    let jobs = jobs(&frontends);
+    drop(frontends); // the jobs hold the boards weakly, and only that
     if jobs.is_empty() {
         return Ok(None);
     }
@@ -107,7 +154,7 @@ async fn run_checks(jobs: Vec<Job>) {
         .into_iter()
         .zip(0u32..)
         .map(|(job, k)| {
-            let offset = job.check.inter / n * k; // at most `inter`: no overflow
+            let offset = job.inter() / n * k; // at most `inter`: no overflow
             runtime::spawn(check_forever(job, offset))
         })
         .collect();
@@ -116,17 +163,38 @@ async fn run_checks(jobs: Vec<Job>) {
     }
 }
 
-/// Checks one server every `inter`, the first time after `offset`, while its
-/// board lives. A check longer than `inter` delays the next, never overlaps it.
+/// Checks one server (or asks its agent) every `inter`, the first time
+/// after `offset`, while its board lives. A check longer than `inter`
+/// delays the next, never overlaps it.
 async fn check_forever(job: Job, offset: Duration) {
-    let period = job.check.inter.max(MIN_INTER);
+    let period = job.inter().max(MIN_INTER);
     let mut ticks = time::interval_at(Instant::now() + offset, period);
     loop {
         ticks.tick().await;
-        let result = check_once(job.addr, job.check.timeout).await;
-        match job.board.upgrade() {
-            Some(board) => board.check_result(job.index, result),
-            None => return,
+        let started = Instant::now();
+        let verdict = match &job.duty {
+            Duty::Check { check, probe } => {
+                let mut dialogue = probe.start(job.target.addr);
+                probe::run(&mut *dialogue, job.target, check.timeout).await
+            }
+            Duty::Agent { agent, timeout } => {
+                probe::run(&mut *agent.start(), job.target, *timeout).await
+            }
+        };
+        let Some(board) = job.board.upgrade() else {
+            return;
+        };
+        match &job.duty {
+            Duty::Check { .. } => board.check_result(job.index, verdict, started.elapsed()),
+            Duty::Agent { .. } if verdict.status.is_ok() => {
+                let reply = AgentReply::parse(&verdict.detail);
+                board.agent_result(job.index, &verdict.detail, &reply);
+            }
+            // An agent out of reach changes nothing (agent.rs).
+            Duty::Agent { .. } => crate::debug!(
+                "agent of backend {}: {verdict}; its last word stands",
+                job.target.addr
+            ),
         }
     }
 }
@@ -134,7 +202,7 @@ async fn check_forever(job: Job, offset: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
+    use std::net::{SocketAddr, TcpListener};
 
     fn check(fall: u32, rise: u32) -> Option<Check> {
         Some(Check {
@@ -149,10 +217,19 @@ mod tests {
         SocketAddr::from(([127, 0, 0, 1], port))
     }
 
+    /// A frontend of one server at `at` with `check`, as the checker takes it.
+    fn checked(at: SocketAddr, check: Option<Check>) -> (Arc<HealthBoard>, Checked) {
+        let board = Arc::new(HealthBoard::new("web", &[(at, check)]));
+        let mut server = BackendServer::new(at);
+        server.check = check;
+        let servers = vec![server];
+        (board.clone(), Checked { board, servers })
+    }
+
     #[test]
     fn no_checked_server_starts_no_thread() {
-        let web = Arc::new(HealthBoard::new("web", &[(addr(9001), None)]));
-        let db = Arc::new(HealthBoard::new("db", &[(addr(9003), None)]));
+        let (_web, web) = checked(addr(9001), None);
+        let (_db, db) = checked(addr(9003), None);
         assert!(spawn_checker(vec![web, db]).expect("spawn").is_none());
         assert!(spawn_checker(Vec::new()).expect("spawn").is_none());
     }
@@ -171,8 +248,8 @@ mod tests {
         let listener = TcpListener::bind(addr(0)).expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let at = listener.local_addr().expect("local addr");
-        let b = Arc::new(HealthBoard::new("web", &[(at, check(2, 2))]));
-        let checker = spawn_checker(vec![b.clone()]).expect("spawn");
+        let (b, frontend) = checked(at, check(2, 2));
+        let checker = spawn_checker(vec![frontend]).expect("spawn");
         let checker = checker.expect("a checked server");
 
         wait_for("a check connects", || listener.accept().is_ok());
@@ -180,6 +257,8 @@ mod tests {
         drop(listener);
         wait_for("DOWN once the listener is closed", || !b.is_up(0));
         assert_eq!(b.generation(), 1);
+        let last = b.last_check(0).expect("checks ran");
+        assert_eq!(last.verdict.detail, "connection refused");
 
         // The same port again (std sets SO_REUSEADDR). Retried, in case a
         // connection of another test was given it as its local port.
@@ -197,43 +276,28 @@ mod tests {
     }
 
     #[test]
-    fn a_check_of_a_listener_succeeds_and_of_a_closed_port_fails() {
-        let listener = TcpListener::bind(addr(0)).expect("bind");
-        let at = listener.local_addr().expect("local addr");
-        let rt = runtime::Runtime::new().expect("runtime");
-        let limit = Duration::from_secs(2);
-        assert_eq!(rt.block_on(check_once(at, limit)), Ok(()));
-        drop(listener);
-        let refused = Err("connection refused".to_string());
-        assert_eq!(rt.block_on(check_once(at, limit)), refused);
-    }
-
-    /// A connect that gets no answer: on Linux, a listener whose accept
-    /// queue is full drops new SYNs, and the client waits. Fill a backlog
-    /// of 0 with connects until one times out, then check.
-    #[test]
-    fn a_check_without_answer_ends_at_its_timeout() {
-        let options = runtime::net::ListenOptions {
-            backlog: 0,
-            ..Default::default()
-        };
-        let listener = runtime::net::bind_std(addr(0), &options).expect("bind");
-        let at = listener.local_addr().expect("local addr");
-        let mut queued = Vec::new();
-        let full = (0..8).any(|_| {
-            let connect = std::net::TcpStream::connect_timeout(&at, Duration::from_millis(200));
-            connect.map(|stream| queued.push(stream)).is_err()
+    fn an_agent_steers_its_server_from_its_own_port() {
+        use std::io::Write;
+        let agent = TcpListener::bind(addr(0)).expect("bind the agent");
+        let server = addr(9005); // never connected: only the agent is asked
+        let (b, mut frontend) = checked(server, None);
+        frontend.servers[0].agent = Some(AgentCheck {
+            port: agent.local_addr().expect("agent addr").port(),
+            inter: Duration::from_millis(20),
+            send: Vec::new(),
         });
-        if !full {
-            eprintln!("skipped: a backlog of 0 took 8 connections without filling");
-            return;
+        let checker = spawn_checker(vec![frontend])
+            .expect("spawn")
+            .expect("an agent");
+        for line in ["drain\n", "up 50%\n", "ready\n", "down # disk full\n"] {
+            let (mut stream, _) = agent.accept().expect("the agent is asked");
+            stream.write_all(line.as_bytes()).expect("answer");
         }
-        let (limit, started) = (Duration::from_millis(300), Instant::now());
-        let result = runtime::Runtime::new()
-            .expect("runtime")
-            .block_on(check_once(at, limit));
-        let took = started.elapsed();
-        assert_eq!(result, Err("no answer within 300ms".to_string()));
-        assert!(took >= limit && took < Duration::from_secs(2), "{took:?}");
+        wait_for("the agent's last word", || !b.is_up(0));
+        assert_eq!(b.weight_percent(0), 50);
+        assert_eq!(b.agent(0).last, "down # disk full");
+        drop(b);
+        drop(agent);
+        wait_for("the checker thread ends", || checker.is_finished());
     }
 }

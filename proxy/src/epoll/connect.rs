@@ -288,8 +288,9 @@ impl Local {
         .await;
     }
 
-    /// Copies the health board's verdicts into this worker's balancer if
-    /// they changed since the last time (one atomic load when they did not).
+    /// Copies the health board's verdicts (and its agents' weights) into
+    /// this worker's balancer if they changed since the last time (one
+    /// atomic load when they did not).
     fn sync_health(&self) {
         let board = &self.shared.board;
         let generation = board.generation();
@@ -305,6 +306,7 @@ impl Local {
             let start = group.backends.start;
             for index in group.backends.filter(|&i| i < board.len()) {
                 balancer.set_up(index - start, board.is_up(index));
+                balancer.set_weight_percent(index - start, board.weight_percent(index));
             }
         }
         self.seen_generation.set(generation);

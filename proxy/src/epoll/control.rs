@@ -572,7 +572,10 @@ impl Control {
         let fresh_boards: Vec<_> = shared
             .iter()
             .filter(|s| !self.running.iter().any(|r| Arc::ptr_eq(r, s)))
-            .map(|s| s.board.clone())
+            .map(|s| checker::Checked {
+                board: s.board.clone(),
+                servers: s.frontend.backends.clone(),
+            })
             .collect();
         // The checker of the boards replaced here stops by itself once their
         // last connection is gone (it holds them weakly).

@@ -6,7 +6,7 @@
 //! ```text
 //! SIGQUIT: state: 3 open of global maxconn 114 (derived from RLIMIT_NOFILE 256, 27 reserved), 1 frontend, 1 worker, 2 of 28 splice pipes open, running
 //! SIGQUIT: frontend web on 127.0.0.1:8080 (roundrobin): 3 open (maxconn none), 120 accepted, 1,234 bytes in, 5,678 bytes out; refused: 0 denied, 0 connect, 0 queue timeout; 0 retries, 0 timeouts, 0 accept errors, 0 gone before served
-//! SIGQUIT: backend web/127.0.0.1:9001: UP, 2 open (maxconn 100), 60 connected, 1,234 bytes in, 5,678 bytes out, 0 connect errors; checks: 10 ok, 0 failed
+//! SIGQUIT: backend web/127.0.0.1:9001: UP, 2 open (maxconn 100), 60 connected, 1,234 bytes in, 5,678 bytes out, 0 connect errors; checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis: +PONG
 //! SIGQUIT: end of state
 //! ```
 //!
@@ -141,20 +141,7 @@ fn backend_line(shared: &Shared, index: usize) -> String {
         (false, 0) => " (weight 0: drained)",
         _ => "",
     };
-    let checks = match (index < board.len())
-        .then(|| board.checked(index))
-        .flatten()
-    {
-        Some(_) => {
-            let counts = board.check_counts(index);
-            format!(
-                "checks: {} ok, {} failed",
-                grouped(counts.successes),
-                grouped(counts.failures)
-            )
-        }
-        None => "not checked".to_string(),
-    };
+    let checks = checks(shared, index);
     let open = shared
         .backend_limits
         .get(index)
@@ -175,6 +162,43 @@ fn backend_line(shared: &Shared, index: usize) -> String {
     )
 }
 
+/// `checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis:
+/// +PONG`, then the agent's word if it has one; or `not checked`.
+fn checks(shared: &Shared, index: usize) -> String {
+    let board = &shared.board;
+    let server = &shared.frontend.backends[index];
+    let checked = index < board.len() && board.checked(index).is_some();
+    let mut text = match checked {
+        false => "not checked".to_string(),
+        true => {
+            let counts = board.check_counts(index);
+            let last = board.last_check(index).map_or(String::new(), |last| {
+                format!(
+                    ", last {} in {:?}: {}",
+                    last.verdict.status.code(),
+                    last.took,
+                    last.verdict.detail
+                )
+            });
+            format!(
+                "checks ({}): {} ok, {} failed{last}",
+                server.probe.name(),
+                grouped(counts.successes),
+                grouped(counts.failures)
+            )
+        }
+    };
+    if server.agent.is_some() && index < board.len() {
+        let agent = board.agent(index);
+        let said = match agent.last.is_empty() {
+            true => "nothing yet".to_string(),
+            false => format!("'{}'", agent.last),
+        };
+        text.push_str(&format!("; agent: {} (last said {said})", agent.describe()));
+    }
+    text
+}
+
 fn max_of(limit: &Limit) -> String {
     limit
         .max()
@@ -189,6 +213,9 @@ fn plural(n: usize) -> &'static str {
 mod tests {
     use super::*;
     use crate::ops::metrics::counters;
+    use crate::policy::check::agent::{AgentCheck, AgentReply};
+    use crate::policy::check::redis::RedisCheck;
+    use crate::policy::check::{Probe, Status, Verdict};
     use crate::policy::descriptors::Opens;
     use crate::settings::cli::Settings;
     use std::net::SocketAddr;
@@ -204,7 +231,14 @@ mod tests {
             ..Settings::default()
         };
         let mut config = settings.to_config();
-        config.frontends[0].backends[1].check = Some(crate::policy::health::Check::default());
+        let checked = &mut config.frontends[0].backends[1];
+        checked.check = Some(crate::policy::health::Check::default());
+        checked.probe = Probe::Redis(RedisCheck::default());
+        checked.agent = Some(AgentCheck {
+            port: 9003,
+            inter: std::time::Duration::from_secs(2),
+            send: Vec::new(),
+        });
         let shared = super::super::frontend::share(&config.frontends[0], None, 2);
         // Worker 0 and worker 1 each count some: the dump sums them.
         counters::add(&shared.counters[0].connections, 3);
@@ -213,6 +247,13 @@ mod tests {
         shared.board.passive_failure(1, "refused");
         shared.board.passive_failure(1, "refused");
         shared.board.passive_failure(1, "refused");
+        let error = Verdict::failed(Status::L7Sts, "redis: expected +PONG, got \"-ERR\"");
+        shared
+            .board
+            .check_result(1, error, std::time::Duration::from_millis(2));
+        shared
+            .board
+            .agent_result(1, "drain", &AgentReply::parse("drain"));
         let global = Limit::new(Some(114));
         let _held = global.try_acquire();
         let opens = Opens {
@@ -272,7 +313,14 @@ mod tests {
             lines[3]
         );
         assert!(lines[3].contains("1,500 bytes out"), "{}", lines[3]);
-        assert!(lines[3].ends_with("checks: 0 ok, 0 failed"), "{}", lines[3]);
+        assert!(
+            lines[3].ends_with(
+                "checks (redis-check): 0 ok, 1 failed, last L7STS in 2ms: redis: expected +PONG, \
+                 got \"-ERR\"; agent: drain (last said 'drain')"
+            ),
+            "{}",
+            lines[3]
+        );
         assert_eq!(lines[4], "SIGQUIT: end of state");
     }
 }

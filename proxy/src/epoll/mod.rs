@@ -63,6 +63,8 @@
 //! - [`handover`]: an upgrade's side here: what the old process lends,
 //!   how the new one finds its frontends' sockets and seeds its health;
 //! - [`checker`]: the health-check thread;
+//! - [`probe`]: one health check on the wire (connect, PROXY header, the
+//!   dialogue of its `option`, the timeout, the close);
 //! - [`dump`]: SIGQUIT's state of every frontend and backend, to the log.
 
 pub mod backend_socket;
@@ -74,6 +76,7 @@ pub mod dump;
 pub mod frontend;
 pub mod handover;
 pub mod plan;
+pub mod probe;
 pub mod route;
 pub mod worker;
 pub mod worker_context;

@@ -103,6 +103,9 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::maglev::{self, Table};
 
+/// The largest weight a server may have.
+pub const MAX_WEIGHT: u32 = 256;
+
 /// One backend, as configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Server {
@@ -180,7 +183,11 @@ struct State {
 /// Picks a backend for each new connection (module docs).
 #[derive(Debug)]
 pub struct Balancer {
+    /// The servers, each with the weight in force (its configured one, or
+    /// the share its agent asked: [`Balancer::set_weight_percent`]).
     servers: Vec<Server>,
+    /// Each server's weight as configured.
+    configured: Vec<u32>,
     state: Vec<State>,
     algorithm: Algorithm,
     /// Where leastconn's scan starts: just after the previous winner.
@@ -225,6 +232,7 @@ impl Balancer {
         );
         let mut balancer = Balancer {
             state: vec![State::default(); servers.len()],
+            configured: servers.iter().map(|s| s.weight).collect(),
             servers,
             algorithm,
             next: 0,
@@ -297,6 +305,21 @@ impl Balancer {
         if self.servers[index].weight > 0 {
             self.rebuild(self.servers[index].backup);
         }
+    }
+
+    /// Sets server `index`'s weight to `percent` of its configured one (its
+    /// agent's word, `policy/agent_state.rs`): 0 drains it; any other share
+    /// keeps it at 1 at least and [`MAX_WEIGHT`] at most. A change rebuilds
+    /// the Maglev table of its tier.
+    pub fn set_weight_percent(&mut self, index: usize, percent: u32) {
+        let configured = u64::from(self.configured[index]);
+        let scaled = (configured * u64::from(percent)).div_ceil(100);
+        let weight = u32::try_from(scaled.min(u64::from(MAX_WEIGHT))).unwrap_or(MAX_WEIGHT);
+        if self.servers[index].weight == weight {
+            return;
+        }
+        self.servers[index].weight = weight;
+        self.rebuild(self.servers[index].backup);
     }
 
     /// Whether server `index` is up (its last health verdict).
@@ -545,6 +568,23 @@ mod tests {
             Algorithm::RoundRobin,
         );
         assert_eq!(letters(&mut b, 7), "abcabca");
+    }
+
+    #[test]
+    fn an_agents_share_scales_the_configured_weight() {
+        let mut b = Balancer::new(vec![server(1, 4), server(2, 4)], Algorithm::RoundRobin);
+        b.set_weight_percent(0, 50);
+        assert_eq!(b.servers()[0].weight, 2);
+        let picks: Vec<usize> = (0..6).map(|_| b.pick(CLIENT).expect("a pick")).collect();
+        assert_eq!(picks.iter().filter(|&&i| i == 0).count(), 2, "{picks:?}");
+        b.set_weight_percent(0, 0);
+        assert!((0..10).all(|_| b.pick(CLIENT) == Some(1)), "0% drains");
+        b.set_weight_percent(0, 1);
+        assert_eq!(b.servers()[0].weight, 1, "a share above 0 keeps it in");
+        b.set_weight_percent(0, 1000);
+        assert_eq!(b.servers()[0].weight, 40);
+        b.set_weight_percent(0, 100);
+        assert_eq!(b.servers()[0].weight, 4, "back to its configured weight");
     }
 
     #[test]

@@ -62,7 +62,8 @@ pub struct Opens {
     pub workers: u64,
     /// Frontends (each has one listener per worker).
     pub frontends: u64,
-    /// Backend lines with `check` (each has one check socket at a time).
+    /// Checks and agents of backend lines (`check`, `agent-check`): each has
+    /// one socket at a time.
     pub checks: u64,
     /// The access log goes to a file (not stderr, not off).
     pub access_log_file: bool,

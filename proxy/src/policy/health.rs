@@ -5,9 +5,11 @@
 //! fall rise` and `observe layer4`. Two sources of evidence feed it:
 //!
 //! - **active checks**: for a server configured with `check`, a dedicated
-//!   thread opens a TCP connection to it every `inter`, then closes it.
-//!   Connected is a success; refused, unreachable or no answer within
-//!   `timeout` is a failure.
+//!   thread opens a TCP connection to it every `inter`. A plain check
+//!   closes it at once: connected is a success; refused, unreachable or no
+//!   answer within `timeout` is a failure. An application check (`option
+//!   redis-check`, `tcp-check` steps...: [`check`](super::check)) goes on
+//!   talking, and its [`Verdict`] says whether the service answered right.
 //! - **passive reports**: when a real client's connect to the server fails
 //!   (or succeeds), the event loop says so.
 //!
@@ -34,8 +36,14 @@
 //!
 //! ```text
 //! frontend web: backend 127.0.0.1:9001 is DOWN: 3 consecutive failures (last: check: connection refused)
-//! frontend web: backend 127.0.0.1:9001 is UP: 2 consecutive successful checks
+//! frontend web: backend 127.0.0.1:9001 is UP: 2 consecutive successful checks (last: redis: +PONG)
+//! frontend db: backend 127.0.0.1:5432 is DOWN: 3 consecutive failures (last: check: pgsql: ErrorResponse FATAL 57P03: the database system is shutting down)
 //! ```
+//!
+//! Beside this state machine, a server's agent (`agent-check`) may keep it
+//! out of rotation or change its weight ([`agent_state`](super::agent_state)):
+//! [`HealthBoard::is_up`] is both together, and
+//! [`HealthBoard::weight_percent`] the agent's weight.
 //!
 //! # Sharing one board between threads
 //!
@@ -78,14 +86,21 @@
 //!
 //! The board also counts every check's result, for the admin endpoint's
 //! metrics ([`HealthBoard::check_counts`]): two relaxed counters per server,
-//! written by the checker thread only (`epoll/checker.rs`).
+//! written by the checker thread only (`epoll/checker.rs`), and keeps the
+//! last check's verdict and duration ([`HealthBoard::last_check`]) for the
+//! metrics and the SIGQUIT dump, behind a lock taken once per check and
+//! once per scrape.
 
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
+
+use super::agent_state::AgentState;
+use super::check::Verdict;
+use super::check::agent::AgentReply;
 
 /// Active health-check parameters (`check inter 2s fall 3 rise 2 timeout 1s`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +147,24 @@ struct ServerHealth {
     /// Active checks that succeeded, failed: counted for metrics only.
     check_successes: AtomicU64,
     check_failures: AtomicU64,
+    /// The last active check, for the metrics and the dump.
+    last: Mutex<Option<LastCheck>>,
+    /// What its agent said (`agent_state.rs`); `agent_out` and `percent`
+    /// are written only with it locked.
+    agent: Mutex<AgentState>,
+    /// The agent keeps it out of rotation (down or maint).
+    agent_out: AtomicBool,
+    /// The weight the agent asks for, in percent of the configured one.
+    percent: AtomicU32,
+}
+
+/// The last active check of a server: how it ended, and how long it took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastCheck {
+    /// Its status and what it saw.
+    pub verdict: Verdict,
+    /// From the start of the connect to the verdict.
+    pub took: Duration,
 }
 
 /// How many active checks of one server succeeded and failed so far.
@@ -185,6 +218,10 @@ impl HealthBoard {
                 streak: Mutex::new(Streak::default()),
                 check_successes: AtomicU64::new(0),
                 check_failures: AtomicU64::new(0),
+                last: Mutex::new(None),
+                agent: Mutex::new(AgentState::default()),
+                agent_out: AtomicBool::new(false),
+                percent: AtomicU32::new(100),
             })
             .collect();
         HealthBoard {
@@ -209,10 +246,30 @@ impl HealthBoard {
         self.servers.is_empty()
     }
 
-    /// Is server `index` up? (Every method taking an index panics if it is
-    /// out of range, like the `Balancer`'s.)
+    /// Is server `index` in rotation: up by its checks, and not kept out by
+    /// its agent? (Every method taking an index panics if it is out of
+    /// range, like the `Balancer`'s.)
     pub fn is_up(&self, index: usize) -> bool {
-        self.servers[index].up.load(Ordering::Acquire)
+        let server = &self.servers[index];
+        server.up.load(Ordering::Acquire) && !server.agent_out.load(Ordering::Acquire)
+    }
+
+    /// The weight its agent asks for server `index`, in percent of the
+    /// configured one (100 without an agent; 0 while it drains).
+    pub fn weight_percent(&self, index: usize) -> u32 {
+        self.servers[index].percent.load(Ordering::Acquire)
+    }
+
+    /// Server `index`'s last active check, if it had one.
+    pub fn last_check(&self, index: usize) -> Option<LastCheck> {
+        let last = self.servers[index].last.lock();
+        last.unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// What server `index`'s agent has said (the default if it has none).
+    pub fn agent(&self, index: usize) -> AgentState {
+        let agent = self.servers[index].agent.lock();
+        agent.unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Changes so far: compare with the last value seen to know whether to
@@ -287,26 +344,65 @@ impl HealthBoard {
     /// unless a failure streak is in progress (module docs).
     pub fn passive_success(&self, index: usize) {
         if self.servers[index].failing.load(Ordering::Relaxed) {
-            self.report(index, Source::Traffic, Ok(()));
+            self.report(index, Source::Traffic, Ok("connected"));
         }
     }
 
-    /// The outcome of an active check of server `index`.
-    pub fn check_result(&self, index: usize, result: Result<(), String>) {
+    /// The outcome of an active check of server `index`, which took `took`.
+    pub fn check_result(&self, index: usize, verdict: Verdict, took: Duration) {
         let server = &self.servers[index];
         if server.check.is_some() {
-            let count = match result {
-                Ok(()) => &server.check_successes,
-                Err(_) => &server.check_failures,
+            let count = match verdict.status.is_ok() {
+                true => &server.check_successes,
+                false => &server.check_failures,
             };
             count.fetch_add(1, Ordering::Relaxed);
         }
-        let result = result.as_ref().copied().map_err(String::as_str);
+        let result = match verdict.status.is_ok() {
+            true => Ok(verdict.detail.as_str()),
+            false => Err(verdict.detail.as_str()),
+        };
         self.report(index, Source::Check, result);
+        let last = LastCheck { verdict, took };
+        *server.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(last);
+    }
+
+    /// What server `index`'s agent said: `line`, read as `reply`. A change
+    /// of rotation or weight bumps the generation and is logged.
+    pub fn agent_result(&self, index: usize, line: &str, reply: &AgentReply) {
+        let server = &self.servers[index];
+        let mut agent = server.agent.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = (agent.is_out(), agent.weight_percent());
+        agent.apply(line, reply);
+        let after = (agent.is_out(), agent.weight_percent());
+        if !reply.unknown.is_empty() {
+            let words = reply.unknown.join(" ");
+            crate::debug!(
+                "{}: agent said {line:?}: ignored '{words}'",
+                self.name(server)
+            );
+        }
+        if before == after {
+            return;
+        }
+        server.agent_out.store(after.0, Ordering::Release);
+        server.percent.store(after.1, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::Release);
+        let name = self.name(server);
+        let state = agent.describe();
+        match (before.0, after.0) {
+            (false, true) => crate::warn!("{name} is DOWN: its agent says '{line}' ({state})"),
+            (true, false) => crate::info!("{name} is back: its agent says '{line}' ({state})"),
+            _ => crate::info!(
+                "{name}: weight {}% of its configured one: its agent says '{line}' ({state})",
+                after.1
+            ),
+        }
     }
 
     /// The state machine of the module docs.
-    fn report(&self, index: usize, source: Source, result: Result<(), &str>) {
+    /// `result`: what was seen (`Ok`), or why it failed.
+    fn report(&self, index: usize, source: Source, result: Result<&str, &str>) {
         let server = &self.servers[index];
         let Some(check) = server.check else {
             return; // not checked: always up
@@ -318,7 +414,7 @@ impl HealthBoard {
         let mut streak = server.streak.lock().unwrap_or_else(PoisonError::into_inner);
         let up = server.up.load(Ordering::Relaxed); // only written under this lock
         match (up, result) {
-            (true, Ok(())) => {
+            (true, Ok(_)) => {
                 streak.failures = 0;
                 server.failing.store(false, Ordering::Relaxed);
             }
@@ -344,7 +440,7 @@ impl HealthBoard {
                 crate::warn!("{name} is DOWN: {streak} (last: {source}: {why})");
             }
             (false, _) if source == Source::Traffic => {} // no traffic goes there anyway
-            (false, Ok(())) => {
+            (false, Ok(seen)) => {
                 streak.successes = streak.successes.saturating_add(1);
                 if streak.successes >= check.rise {
                     let successes = streak.successes;
@@ -352,7 +448,7 @@ impl HealthBoard {
                     self.set_up(server, true);
                     let name = self.name(server);
                     let streak = in_a_row(successes, "successful check");
-                    crate::info!("{name} is UP: {streak}");
+                    crate::info!("{name} is UP: {streak} (last: {seen})");
                 }
             }
             (false, Err(_)) => streak.successes = 0,
@@ -403,6 +499,7 @@ pub fn reason(e: &io::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::check::Status;
     use super::*;
 
     fn check(fall: u32, rise: u32) -> Option<Check> {
@@ -419,6 +516,12 @@ mod tests {
         SocketAddr::from(([127, 0, 0, 1], port))
     }
 
+    const TOOK: Duration = Duration::from_millis(3);
+
+    fn failed(why: &str) -> Verdict {
+        Verdict::failed(Status::L4Con, why)
+    }
+
     /// One checked server (fall 3, rise 2), one unchecked.
     fn board() -> HealthBoard {
         HealthBoard::new("web", &[(addr(9001), check(3, 2)), (addr(9002), None)])
@@ -432,8 +535,8 @@ mod tests {
         let mut states = String::new();
         for event in script.chars() {
             match event {
-                'f' => board.check_result(0, Err(refused.into())),
-                's' => board.check_result(0, Ok(())),
+                'f' => board.check_result(0, failed(refused), TOOK),
+                's' => board.check_result(0, Verdict::passed("connected"), TOOK),
                 'F' => board.passive_failure(0, refused),
                 'S' => board.passive_success(0),
                 _ => unreachable!("unknown event {event:?}"),
@@ -490,7 +593,7 @@ mod tests {
             (1, 2),
             "traffic is not a check"
         );
-        b.check_result(1, Err("connection refused".into()));
+        b.check_result(1, failed("connection refused"), TOOK);
         assert_eq!(b.check_counts(1), CheckCounts::default());
     }
 
@@ -499,7 +602,7 @@ mod tests {
         let b = board();
         for _ in 0..100 {
             b.passive_failure(1, "connection refused");
-            b.check_result(1, Err("connection refused".into()));
+            b.check_result(1, failed("connection refused"), TOOK);
         }
         assert!(b.is_up(1) && b.checked(1).is_none() && b.generation() == 0);
     }
@@ -547,6 +650,37 @@ mod tests {
             },
         );
         assert!(new.is_up(1), "an unchecked server is always up");
+    }
+
+    #[test]
+    fn the_last_check_is_kept_for_the_metrics_and_the_dump() {
+        let b = board();
+        assert_eq!(b.last_check(0), None);
+        let verdict = Verdict::failed(Status::L7Sts, "redis: expected +PONG, got \"-ERR\"");
+        b.check_result(0, verdict.clone(), TOOK);
+        let last = b.last_check(0).expect("a check ran");
+        assert_eq!((last.verdict, last.took), (verdict, TOOK));
+    }
+
+    #[test]
+    fn the_agent_steers_rotation_and_weight_checked_or_not() {
+        let b = board();
+        let say = |line: &str| {
+            let before = b.generation();
+            b.agent_result(1, line, &AgentReply::parse(line));
+            (b.is_up(1), b.weight_percent(1), b.generation() - before)
+        };
+        assert_eq!(say("up 50%"), (true, 50, 1));
+        assert_eq!(say("up 50%"), (true, 50, 0), "no change, no bump");
+        assert_eq!(say("drain"), (true, 0, 1));
+        assert_eq!(say("down # disk full"), (false, 0, 1));
+        assert_eq!(say("up ready"), (true, 50, 1));
+        assert_eq!(b.agent(1).last, "up ready");
+        // Checked: both must agree for the server to be in rotation.
+        trace(&b, "fff");
+        assert!(!b.is_up(0));
+        b.agent_result(0, "up", &AgentReply::parse("up"));
+        assert!(!b.is_up(0), "the agent's up does not override the checks");
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //! | [`limit`] | is there room under a `maxconn` (global, frontend, backend)? |
 //! | [`descriptors`] | how large may the global `maxconn` be, two descriptors a connection? |
 //! | [`health`] | which backends are up (rise and fall, from checks and traffic)? |
+//! | [`check`] | what does an active check say and expect (`option redis-check`...)? |
+//! | [`agent_state`] | what has a server's agent said: out of rotation, draining, which weight? |
 //! | [`balance`] | which backend gets this connection (the `balance` algorithms)? |
 //! | [`maglev`] | which backend owns this client's slot (`balance source`)? |
 //! | [`route`] | which group of backends does this TLS server name go to (`use-group`)? |
@@ -22,7 +24,9 @@
 //! says `balance leastconn` with [`balance::Algorithm`]), never the reverse.
 
 pub mod acl;
+pub mod agent_state;
 pub mod balance;
+pub mod check;
 pub mod cidr;
 pub mod descriptors;
 pub mod health;

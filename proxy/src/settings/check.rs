@@ -123,11 +123,13 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         syslog,
         upgrade,
     } = fixed;
-    let checks = frontends
+    // One socket at a time per check and per agent (a `tcp-check connect`
+    // closes the check's previous connection first).
+    let checks: usize = frontends
         .iter()
         .flat_map(|f| &f.backends)
-        .filter(|b| b.check.is_some())
-        .count();
+        .map(|b| usize::from(b.check.is_some()) + usize::from(b.agent.is_some()))
+        .sum();
     Opens {
         inherited,
         workers: workers as u64,

@@ -32,6 +32,8 @@ use crate::ops::access_log::custom::FormatError;
 use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
+use crate::policy::check::Probe;
+use crate::policy::check::agent::AgentCheck;
 use crate::policy::cidr::Cidr;
 use crate::policy::health::Check;
 use crate::policy::route::{NotTls, Routes, Unmatched};
@@ -123,8 +125,8 @@ pub fn log_format(text: &str, quoted: bool) -> Result<Format, FormatError> {
 
 /// Default `retries`, HAProxy's.
 pub const DEFAULT_RETRIES: u32 = 3;
-/// The largest `weight`.
-pub const MAX_WEIGHT: u32 = 256;
+/// The largest `weight`: the balancer's.
+pub use crate::policy::balance::MAX_WEIGHT;
 
 /// A `frontend` section: one listener and its pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -271,11 +273,17 @@ pub struct BackendServer {
     /// `send-proxy` / `send-proxy-v2`: start each connection with a PROXY
     /// protocol header carrying the client's address.
     pub send_proxy: Option<Version>,
+    /// What its active check does once connected: its section's `option
+    /// redis-check`, `option tcp-check`... (a plain connect by default;
+    /// used only with `check`).
+    pub probe: Probe,
+    /// `agent-check agent-port N ...`: its agent, if it has one.
+    pub agent: Option<AgentCheck>,
 }
 
 impl BackendServer {
     /// A backend at `addr` with every parameter at its default: weight 1,
-    /// no limit, no check, no PROXY header.
+    /// no limit, no check, no PROXY header, no agent.
     pub fn new(addr: SocketAddr) -> BackendServer {
         BackendServer {
             addr,
@@ -284,6 +292,8 @@ impl BackendServer {
             maxconn: None,
             check: None,
             send_proxy: None,
+            probe: Probe::Connect,
+            agent: None,
         }
     }
 }

@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use super::config::{Config, ConfigError, Frontend};
+use super::probes;
 use super::reader::Reader;
 use super::routing;
 use super::sections::{
@@ -232,6 +233,12 @@ impl File<'_> {
         // Where each address is listened on; port 0 asks the kernel for a
         // free port, so two such frontends never clash.
         let mut listening: HashMap<SocketAddr, String> = HashMap::new();
+        for group in self.groups.values_mut() {
+            probes::finish(&mut self.r, &mut group.pool);
+        }
+        for draft in &mut self.frontends {
+            probes::finish(&mut self.r, &mut draft.pool);
+        }
         self.check_groups();
         for draft in std::mem::take(&mut self.frontends) {
             if let Some(frontend) = self.complete(draft, &mut listening) {
@@ -376,6 +383,11 @@ mod tests {
     use crate::log::syslog::target::Target;
     use crate::ops::access_log::record::Format;
     use crate::policy::balance::Algorithm;
+    use crate::policy::check::Probe;
+    use crate::policy::check::agent::AgentCheck;
+    use crate::policy::check::http::{HttpCheck, HttpExpect, HttpMatch};
+    use crate::policy::check::pgsql::PgsqlCheck;
+    use crate::policy::check::script::Step;
     use crate::policy::cidr::Cidr;
     use crate::policy::health::Check;
     use crate::settings::config::{AccessLogTarget, BackendServer, Global};
@@ -466,6 +478,17 @@ mod tests {
                         timeout: Duration::from_secs(1),
                     }),
                     send_proxy: None,
+                    probe: Probe::Http(HttpCheck {
+                        method: "GET".into(),
+                        uri: "/health".into(),
+                        version: "HTTP/1.1".into(),
+                        headers: Vec::new(),
+                        expects: vec![HttpExpect {
+                            negate: false,
+                            what: HttpMatch::Status(vec![(200, 299)]),
+                        }],
+                    }),
+                    agent: None,
                 },
                 BackendServer {
                     addr: addr("127.0.0.1:9002"),
@@ -474,12 +497,22 @@ mod tests {
                     maxconn: None,
                     check: None,
                     send_proxy: Some(Version::V2),
+                    probe: Probe::Connect,
+                    agent: Some(AgentCheck {
+                        port: 9003,
+                        inter: Duration::from_secs(5),
+                        send: Vec::new(),
+                    }),
                 },
             ]
         );
         let db = &c.frontends[1];
         assert_eq!((db.name.as_str(), db.listen), ("db", addr("[::1]:5433")));
         assert_eq!(db.backends[0].addr, addr("[::1]:5432"));
+        let pgsql = PgsqlCheck {
+            user: "haproxy".into(),
+        };
+        assert_eq!(db.backends[0].probe, Probe::Pgsql(pgsql));
         assert_eq!(
             db.timeouts,
             Timeouts {
@@ -501,6 +534,11 @@ mod tests {
             ("api", Algorithm::LeastConn, 1..3)
         );
         assert_eq!(tls.backends[0].addr, addr("127.0.0.1:9201"));
+        let Probe::Script(script) = &tls.backends[1].probe else {
+            panic!("the api group's check: {:?}", tls.backends[1].probe);
+        };
+        assert_eq!(script.steps[0], Step::Send(b"PING\r\n".to_vec()));
+        assert_eq!(tls.backends[0].probe, Probe::Connect, "not checked");
     }
 
     #[test]
@@ -941,6 +979,23 @@ frontend api
             "rise",
             "roundrobin",
             "source",
+            "option",
+            "redis-check",
+            "pgsql-check",
+            "httpchk",
+            "tcp-check",
+            "http-check",
+            "expect",
+            "send",
+            "string",
+            "rstring",
+            "status",
+            "user",
+            "agent-check",
+            "agent-port",
+            "(a|b",
+            "\\x4",
+            "PING\\r\\n",
             "127.0.0.1:8080",
             "[::1]:1",
             "[::1",

@@ -13,6 +13,7 @@
 //! | [`file`](mod@file) | reading a file: sections, then the checks of a complete frontend |
 //! | [`sections`] | every option of every section, one table each |
 //! | [`logging`] | the logging options' values: `log` (syslog), `log-tag`, `log-format`, `dontlognull` |
+//! | [`probes`] | a section's health check: `option redis-check`, `tcp-check` steps, `http-check` |
 //! | [`routing`] | a frontend's groups and `use-group` rules, checked against the `group` sections |
 //! | [`reader`] | the machinery: errors with `file:line:column`, values, dispatch |
 //! | [`words`] | words and their columns, "did you mean", lists, durations |
@@ -29,6 +30,7 @@ pub mod config;
 pub mod file;
 pub mod flags;
 pub mod logging;
+pub mod probes;
 pub mod reader;
 pub mod routing;
 pub mod sections;

@@ -7,11 +7,14 @@
 //!                             log-send-hostname timeout upgrade-socket
 //!     timeout   GLOBAL_TIMEOUTS  admin-request
 //!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny splice ...
-//!                             use-group default-group not-tls dontlognull
+//!                             use-group default-group not-tls dontlognull option tcp-check http-check
 //!     timeout   TIMEOUTS      connect client server client-fin server-fin tunnel queue client-hs
 //!     backend   PARAMS        weight backup maxconn check send-proxy send-proxy-v2
+//!                             agent-check agent-port agent-inter agent-send
 //!       check   CHECK_PARAMS  inter fall rise timeout
-//!   group       GROUP         balance backend (the same PARAMS)
+//!   group       GROUP         balance backend (the same PARAMS) option tcp-check http-check
+//!
+//!   option, tcp-check, http-check: the section's health check (probes.rs)
 //! ```
 //!
 //! Mistakes that are not about one option (an option in the wrong section,
@@ -28,12 +31,14 @@ use crate::conn::splice::Splice;
 use crate::conn::timeouts::Timeouts;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
+use crate::policy::check::agent::AgentCheck;
 use crate::policy::cidr::Cidr;
 use crate::policy::health::Check;
 use crate::policy::route::{NotTls, Pattern};
 
 use super::config::{AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT};
 use super::logging;
+use super::probes::{self, ProbeDraft};
 use super::reader::{Draft, Opt, Reader, Seen, Setter};
 use super::words::{Word, did_you_mean, list, not_one_of, suggest};
 
@@ -65,6 +70,9 @@ pub struct PoolDraft {
     pub backend_at: HashMap<SocketAddr, usize>,
     /// `backend` lines, good or bad (a bad one is reported on its own).
     pub backend_lines: usize,
+    /// `option redis-check`, `tcp-check` lines...: the check its servers
+    /// with `check` get (`probes.rs`).
+    pub probe: ProbeDraft,
 }
 
 /// A `use-group GROUP sni NAME...` line's pattern, as it was read.
@@ -400,6 +408,18 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
         name: "dontlognull",
         setter: Setter::Line(logging::set_dontlognull),
     },
+    Opt {
+        name: "option",
+        setter: Setter::Line(|r, f, words| probes::option(r, &mut f.pool, words)),
+    },
+    Opt {
+        name: "tcp-check",
+        setter: Setter::Line(|r, f, words| probes::tcp_check(r, &mut f.pool, words)),
+    },
+    Opt {
+        name: "http-check",
+        setter: Setter::Line(|r, f, words| probes::http_check(r, &mut f.pool, words)),
+    },
 ];
 
 // ---- group ----
@@ -417,6 +437,18 @@ pub const GROUP: &[Opt<GroupDraft>] = &[
         name: "backend",
         setter: Setter::Line(|r, g, words| add_backend(r, &mut g.pool, words)),
     },
+    Opt {
+        name: "option",
+        setter: Setter::Line(|r, g, words| probes::option(r, &mut g.pool, words)),
+    },
+    Opt {
+        name: "tcp-check",
+        setter: Setter::Line(|r, g, words| probes::tcp_check(r, &mut g.pool, words)),
+    },
+    Opt {
+        name: "http-check",
+        setter: Setter::Line(|r, g, words| probes::http_check(r, &mut g.pool, words)),
+    },
 ];
 
 /// What an unknown first word in a group gets: a frontend's option, or a
@@ -424,8 +456,11 @@ pub const GROUP: &[Opt<GroupDraft>] = &[
 pub fn unknown_in_group(r: &mut Reader<'_>, first: Word<'_>) {
     let other = first.text;
     let message = if FRONTEND.iter().any(|o| o.name == other) {
+        let quoted: Vec<String> = names(GROUP).iter().map(|n| format!("'{n}'")).collect();
+        let quoted: Vec<&str> = quoted.iter().map(String::as_str).collect();
         format!(
-            "'{other}' is a frontend's option; a group holds only 'balance' and 'backend' lines"
+            "'{other}' is a frontend's option; a group holds only {} lines",
+            list(&quoted, "and")
         )
     } else {
         let names = names(GROUP);
@@ -733,6 +768,20 @@ struct ServerDraft {
     server: BackendServer,
     /// `check timeout`, which defaults to `inter` once the line is read.
     check_timeout: Option<Duration>,
+    /// `agent-check`, `agent-port`, `agent-inter`, `agent-send`: checked
+    /// together once the line is read.
+    agent: AgentDraft,
+}
+
+/// An agent's parameters while a backend line is read.
+#[derive(Default)]
+struct AgentDraft {
+    /// `agent-check`, at this column.
+    on: Option<usize>,
+    /// `agent-port N`, at this column.
+    port: Option<(u16, usize)>,
+    inter: Option<Duration>,
+    send: Vec<u8>,
 }
 
 /// One parameter of a backend line.
@@ -790,6 +839,43 @@ const PARAMS: &[Param] = &[
         key: "send-proxy",
         kind: ParamKind::Flag(|d| d.server.send_proxy = Some(Version::V2)),
     },
+    Param {
+        name: "agent-check",
+        key: "agent-check",
+        // backend_params notes its column, for agent_of's messages.
+        kind: ParamKind::Flag(|d| d.agent.on = Some(0)),
+    },
+    Param {
+        name: "agent-port",
+        key: "agent-port",
+        kind: ParamKind::Value(|r, d, v| {
+            let port = r.number("agent-port", v, 1, 65_535, "")?;
+            d.agent.port = Some((u16::try_from(port).ok()?, v.column));
+            Some(())
+        }),
+    },
+    Param {
+        name: "agent-inter",
+        key: "agent-inter",
+        kind: ParamKind::Value(|r, d, v| {
+            d.agent.inter = Some(r.duration("agent-inter", v)?);
+            Some(())
+        }),
+    },
+    Param {
+        name: "agent-send",
+        key: "agent-send",
+        kind: ParamKind::Value(|r, d, v| match probes::unescape(v.text) {
+            Ok(bytes) => {
+                d.agent.send = bytes;
+                Some(())
+            }
+            Err(why) => {
+                r.error(v.column, format!("agent-send '{}': {why}", v.text));
+                None
+            }
+        }),
+    },
 ];
 
 /// The health check's parameters, read only after `check`.
@@ -845,6 +931,7 @@ fn backend_params(
     let mut d = ServerDraft {
         server: BackendServer::new(addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))),
         check_timeout: None,
+        agent: AgentDraft::default(),
     };
     let mut ok = addr.is_some();
     let mut seen = Seen::default();
@@ -879,6 +966,9 @@ fn backend_params(
             (ParamKind::Value(set), Some(v)) => set(r, &mut d, v).is_some(),
             (ParamKind::Flag(set), _) => {
                 set(&mut d);
+                if param.name == "agent-check" {
+                    d.agent.on = Some(w.column);
+                }
                 true
             }
             (ParamKind::Value(_), None) => false,
@@ -887,7 +977,36 @@ fn backend_params(
     if let Some(check) = d.server.check.as_mut() {
         check.timeout = d.check_timeout.unwrap_or(check.inter);
     }
+    ok &= agent_of(r, &mut d);
     ok.then_some(d.server)
+}
+
+/// The agent of a backend line, if it has `agent-check`: it needs its
+/// port; its parameters without `agent-check` are a mistake.
+fn agent_of(r: &mut Reader<'_>, d: &mut ServerDraft) -> bool {
+    let agent = std::mem::take(&mut d.agent);
+    match (agent.on, agent.port) {
+        (Some(_), Some((port, _))) => {
+            let inter = agent.inter.or(d.server.check.map(|c| c.inter));
+            d.server.agent = Some(AgentCheck {
+                port,
+                inter: inter.unwrap_or(Check::default().inter),
+                send: agent.send,
+            });
+            true
+        }
+        (Some(column), None) => {
+            let message = "agent-check needs the agent's port: add 'agent-port N' to the line";
+            r.error(column, message);
+            false
+        }
+        (None, Some((_, column))) => {
+            let message = "agent-port without agent-check: add 'agent-check' to ask the agent";
+            r.error(column, message);
+            false
+        }
+        (None, None) => true,
+    }
 }
 
 /// An unknown word on a backend line: a check parameter before `check`, a

@@ -414,6 +414,7 @@ mod tests {
     use super::{Kind as TextKind, parse};
     use proxy::ops::metrics::counters::{Active, add, inc};
     use proxy::ops::metrics::exposition::Registry;
+    use proxy::policy::check::{Status, Verdict};
     use proxy::policy::health::{Check, HealthBoard};
     use std::net::SocketAddr;
     use std::sync::Arc;
@@ -479,8 +480,9 @@ mod tests {
         inc(&registry.worker(0, 1).connect_errors);
         // Health: db's checked backend failed a check (fall 1: down) and
         // web's backend 0 is up (never checked).
-        boards[1].check_result(1, Err("connection refused".into()));
-        boards[1].check_result(1, Err("connection refused".into()));
+        let refused = || Verdict::failed(Status::L4Con, "connection refused");
+        boards[1].check_result(1, refused(), Duration::from_millis(2));
+        boards[1].check_result(1, refused(), Duration::from_millis(250));
 
         let text = registry.render();
         let metrics = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -556,6 +558,11 @@ mod tests {
                 backend("db", "127.0.0.1:9101"),
                 0.0,
             ),
+            (
+                "proxy_backend_check_duration_seconds",
+                backend("db", "127.0.0.1:9102"),
+                0.25,
+            ),
         ];
         for (name, labels, value) in expect {
             assert_eq!(
@@ -571,9 +578,10 @@ mod tests {
             let counter = family.name.ends_with("_total");
             assert_eq!(family.kind == TextKind::Counter, counter, "{}", family.name);
         }
-        // 2 frontends x 13 families, 4 backends x 8 families.
+        // 2 frontends x 13 families, 4 backends x 9 families, and the one
+        // checked backend's last check: 7 statuses and its duration.
         let labelled = metrics.samples().filter(|s| !s.labels.is_empty()).count();
-        assert_eq!(labelled, 2 * 13 + 4 * 8);
+        assert_eq!(labelled, 2 * 13 + 4 * 9 + 7 + 1);
     }
 
     #[test]

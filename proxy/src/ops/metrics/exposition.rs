@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::policy::check::Status;
 use crate::policy::health::HealthBoard;
 
 use super::counters::{BackendCounters, FrontendCounters};
@@ -287,6 +288,46 @@ impl Registry {
                 }
             }
         }
+        self.render_last_checks(out, &backends);
+    }
+
+    /// The last check of each checked backend that had one: its status,
+    /// one sample per HAProxy status code (1 for the one it ended with,
+    /// like HAProxy's `haproxy_server_check_status`), and how long it took.
+    fn render_last_checks(&self, out: &mut Exposition, backends: &[(usize, usize, &str, String)]) {
+        let last: Vec<_> = backends
+            .iter()
+            .filter_map(|(f, b, frontend, addr)| {
+                let board = &self.frontends[*f].board;
+                let checked = *b < board.len() && board.checked(*b).is_some();
+                let last = checked.then(|| board.last_check(*b)).flatten()?;
+                Some((*frontend, addr.as_str(), last))
+            })
+            .collect();
+        if last.is_empty() {
+            return;
+        }
+        let name = "proxy_backend_check_status";
+        let help = "The last active check's status, HAProxy's codes: 1 for the one it ended with \
+                    (L4OK connected, L7OK answered right; L4CON, L4TOUT, L7TOUT, L7RSP, L7STS failed).";
+        out.family(name, Kind::Gauge, help);
+        for (frontend, addr, check) in &last {
+            for status in Status::ALL {
+                let labels = [
+                    ("frontend", *frontend),
+                    ("backend", *addr),
+                    ("status", status.code()),
+                ];
+                out.sample(name, &labels, u8::from(check.verdict.status == status));
+            }
+        }
+        let name = "proxy_backend_check_duration_seconds";
+        let help = "How long the last active check took, from its connect to its verdict.";
+        out.family(name, Kind::Gauge, help);
+        for (frontend, addr, check) in &last {
+            let labels = [("frontend", *frontend), ("backend", *addr)];
+            out.sample(name, &labels, Float(check.took.as_secs_f64()));
+        }
     }
 }
 
@@ -440,14 +481,20 @@ const HEALTH_FAMILIES: &[Family<HealthReading>] = &[
     (
         "proxy_backend_check_successes_total",
         Kind::Counter,
-        "Active health checks that connected (0 for a backend without check).",
+        "Active health checks that passed: connected, or answered right (0 for a backend without check).",
         |board, b| board.check_counts(b).successes,
     ),
     (
         "proxy_backend_check_failures_total",
         Kind::Counter,
-        "Active health checks refused, unreachable or unanswered in time.",
+        "Active health checks that failed: refused, unreachable, unanswered in time, or answered wrong.",
         |board, b| board.check_counts(b).failures,
+    ),
+    (
+        "proxy_backend_weight_percent",
+        Kind::Gauge,
+        "The share of its configured weight the backend gets: 100, or what its agent-check said (0: drained).",
+        |board, b| u64::from(board.weight_percent(b)),
     ),
 ];
 
@@ -564,6 +611,7 @@ fn render_process(out: &mut Exposition, process: &Process) {
 mod tests {
     use super::*;
     use crate::ops::metrics::counters::{Active, add, inc};
+    use crate::policy::check::Verdict;
     use crate::policy::health::Check;
     use std::time::Duration;
 
@@ -606,7 +654,8 @@ mod tests {
         add(&w1.connections, 2);
         inc(&w1.backends[0].connect_errors);
         inc(&registry.worker(1, 1).denied);
-        boards[1].check_result(1, Err("connection refused".into()));
+        let refused = Verdict::failed(Status::L4Con, "connection refused");
+        boards[1].check_result(1, refused, Duration::from_millis(1500));
         let text = registry.render();
         for line in [
             "# HELP proxy_frontend_connections_total Client connections accepted.\n",
@@ -621,6 +670,11 @@ mod tests {
             "proxy_backend_up{frontend=\"web\",backend=\"127.0.0.1:9001\"} 1\n",
             "proxy_backend_up{frontend=\"db\",backend=\"127.0.0.1:9102\"} 0\n",
             "proxy_backend_check_failures_total{frontend=\"db\",backend=\"127.0.0.1:9102\"} 1\n",
+            "proxy_backend_weight_percent{frontend=\"db\",backend=\"127.0.0.1:9102\"} 100\n",
+            "# TYPE proxy_backend_check_status gauge\n",
+            "proxy_backend_check_status{frontend=\"db\",backend=\"127.0.0.1:9102\",status=\"L4OK\"} 0\n",
+            "proxy_backend_check_status{frontend=\"db\",backend=\"127.0.0.1:9102\",status=\"L4CON\"} 1\n",
+            "proxy_backend_check_duration_seconds{frontend=\"db\",backend=\"127.0.0.1:9102\"} 1.5\n",
         ] {
             assert!(text.contains(line), "no {line:?} in\n{text}");
         }
