@@ -13,10 +13,11 @@
 //!
 //! ## The tour
 //!
-//! - [`fixture`]: the backend. Five behaviours ([`FixtureMode`](fixture::FixtureMode)):
+//! - [`fixture`]: the backend. Six behaviours ([`FixtureMode`](fixture::FixtureMode)):
 //!   `reply` (a line tagged with its own port, after a delay that never
 //!   blocks the thread), `echo` (half-close aware), `cpu` (a delay that
-//!   does block it), `banner` (the server speaks first) and `reset`. The
+//!   does block it), `banner` (the server speaks first), `reset` and
+//!   `whoami` (which backend, reached from which proxy, then echo). The
 //!   accept loop [`fixture::serve`], and [`Fixture`](fixture::Fixture),
 //!   a whole fixture on a thread of its own for tests and the demo.
 //! - [`load`]: the load client behind the `loadgen` binary: a closed loop
