@@ -86,6 +86,11 @@ pub struct ListenOptions {
     /// listening one), so one `setsockopt` here spares one per connection;
     /// `tests/net.rs` checks that the kernel still does so.
     pub nodelay: bool,
+    /// IP_FREEBIND: bind even if the address is on no interface yet (a
+    /// service address that a health-driven script or a routing daemon puts
+    /// on `lo` later); the listener accepts once the address arrives.
+    /// Without it such a bind fails with EADDRNOTAVAIL.
+    pub freebind: bool,
 }
 
 impl Default for ListenOptions {
@@ -95,6 +100,7 @@ impl Default for ListenOptions {
             reuse_port: false,
             only_v6: None,
             nodelay: false,
+            freebind: false,
         }
     }
 }
@@ -147,6 +153,9 @@ pub fn bind_std(addr: SocketAddr, options: &ListenOptions) -> io::Result<std::ne
     }
     if options.nodelay {
         sys::set_nodelay(socket.as_fd())?;
+    }
+    if options.freebind {
+        sys::set_freebind(socket.as_fd())?;
     }
     sys::bind(socket.as_fd(), &addr)?;
     sys::listen(socket.as_fd(), options.backlog)?;

@@ -214,6 +214,7 @@ impl Settings {
             frontends: vec![Frontend {
                 name: "default".to_string(),
                 listen: self.listen,
+                freebind: false,
                 balance: self.balance,
                 maxconn: self.maxconn,
                 timeouts,

@@ -102,6 +102,9 @@ pub struct Frontend {
     pub name: String,
     /// `listen ADDR`: where clients connect.
     pub listen: SocketAddr,
+    /// `listen ADDR freebind`: bind it even if it is on no interface yet
+    /// (IP_FREEBIND), for a service address that arrives later.
+    pub freebind: bool,
     /// `balance`: the algorithm of its default group (its own `backend`
     /// lines, or the `default-group`'s `balance`).
     pub balance: Algorithm,

@@ -310,6 +310,7 @@ impl File<'_> {
         Some(Frontend {
             name: draft.name,
             listen,
+            freebind: draft.freebind,
             balance: resolved.balance,
             maxconn: draft.maxconn,
             timeouts: draft.timeouts,
@@ -757,6 +758,15 @@ mod tests {
                 "lb.conf:4:3: 'listen' needs an address like 127.0.0.1:8080",
             ),
             (
+                "frontend web\n  listen 127.0.0.1:1 freebnd\n  backend 127.0.0.1:2\n",
+                "lb.conf:2:22: unknown listen parameter 'freebnd' (did you mean 'freebind'?); \
+                 'listen ADDR' takes 'freebind' (bind an address that is on no interface yet)",
+            ),
+            (
+                "frontend web\n  listen 127.0.0.1:1 freebind freebind\n  backend 127.0.0.1:2\n",
+                "lb.conf:2:31: 'freebind' is given twice on this line; keep one",
+            ),
+            (
                 &fe("  retries 3 4\n"),
                 "lb.conf:4:13: unexpected '4' after 'retries 3'; put one option per line",
             ),
@@ -1130,5 +1140,15 @@ frontend api
             ),
         ];
         assert_eq!(errors, expected);
+    }
+
+    #[test]
+    fn listen_freebind_is_read_and_off_by_default() {
+        let text = "frontend vip\n  listen 198.51.100.1:80 freebind\n  backend 127.0.0.1:2\n\
+                    frontend web\n  listen 127.0.0.1:8080\n  backend 127.0.0.1:3\n";
+        let c = ok(text);
+        assert_eq!(c.frontends[0].listen, addr("198.51.100.1:80"));
+        assert!(c.frontends[0].freebind);
+        assert!(!c.frontends[1].freebind);
     }
 }

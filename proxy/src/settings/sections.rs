@@ -89,6 +89,8 @@ pub struct FrontendDraft {
     pub column: usize,
     /// `listen`, with the line and column of its value.
     pub listen: Option<(SocketAddr, usize, usize)>,
+    /// `listen ADDR freebind`.
+    pub freebind: bool,
     /// `balance` and `backend` lines: its default group, unless
     /// `default-group`.
     pub pool: PoolDraft,
@@ -125,6 +127,7 @@ impl FrontendDraft {
             line,
             column,
             listen: None,
+            freebind: false,
             pool: PoolDraft::default(),
             maxconn: None,
             timeouts: Timeouts::default(),
@@ -306,14 +309,7 @@ pub fn unknown_in_global(r: &mut Reader<'_>, first: Word<'_>) {
 pub const FRONTEND: &[Opt<FrontendDraft>] = &[
     Opt {
         name: "listen",
-        setter: Setter::Value {
-            hint: "an address like 127.0.0.1:8080",
-            set: |r, f, v| {
-                if let Some(addr) = r.addr("listen", v) {
-                    f.listen = Some((addr, r.line, v.column));
-                }
-            },
-        },
+        setter: Setter::Line(set_listen),
     },
     Opt {
         name: "balance",
@@ -428,6 +424,40 @@ pub fn unknown_in_group(r: &mut Reader<'_>, first: Word<'_>) {
         )
     };
     r.error(first.column, message);
+}
+
+/// `listen ADDR [freebind]`: once per frontend. `freebind` binds the
+/// address even when it is on no interface yet (IP_FREEBIND; HAProxy's
+/// `bind ... freebind`).
+fn set_listen(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let Some(value) = r.value(words, 0, "an address like 127.0.0.1:8080") else {
+        return;
+    };
+    let option = words[0];
+    if !r.once(&mut f.seen, option.text, option.column) {
+        return;
+    }
+    if let Some(addr) = r.addr("listen", value) {
+        f.listen = Some((addr, r.line, value.column));
+    }
+    let mut seen = Seen::default();
+    for param in words.get(2..).unwrap_or_default() {
+        match param.text {
+            "freebind" => {
+                if r.once_on_line(&mut seen, "freebind", "freebind", param.column) {
+                    f.freebind = true;
+                }
+            }
+            other => r.error(
+                param.column,
+                format!(
+                    "unknown listen parameter '{other}'{}; 'listen ADDR' takes 'freebind' (bind \
+                     an address that is on no interface yet)",
+                    did_you_mean(other, &["freebind"])
+                ),
+            ),
+        }
+    }
 }
 
 /// A `use-group` condition: its word, how a value is read, an example.
