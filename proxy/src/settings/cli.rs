@@ -205,6 +205,7 @@ impl Settings {
                 maxconn: None,
                 workers: None,
                 grace: None,
+                shutdown_delay: None,
                 admin: self.admin,
                 access_log: self.access_log.clone(),
                 log_format: self.log_format,

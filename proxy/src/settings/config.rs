@@ -53,6 +53,10 @@ pub struct Global {
     /// `grace DURATION`: on SIGTERM, how long open connections may take to
     /// finish before the process exits anyway (`None`: the default, 30s).
     pub grace: Option<Duration>,
+    /// `shutdown-delay DURATION`: on SIGTERM, how long to go on accepting
+    /// while `/health` already answers 503 (the lameduck phase), before
+    /// the drain (`None`: none, the drain begins at once).
+    pub shutdown_delay: Option<Duration>,
     /// `admin ADDR`: the metrics and health endpoint (`None`: off).
     pub admin: Option<SocketAddr>,
     /// `access-log stderr|off|PATH` (`None`: the default, stderr).

@@ -409,6 +409,7 @@ mod tests {
                 maxconn: Some(4000),
                 workers: Some(2),
                 grace: Some(Duration::from_secs(30)),
+                shutdown_delay: None,
                 admin: Some(addr("127.0.0.1:9100")),
                 access_log: Some(AccessLogTarget::Stderr),
                 log_format: Some(Format::Tcplog),
@@ -679,8 +680,8 @@ mod tests {
             (
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
-                 which takes maxconn, workers, grace, admin, access-log, log-format, timeout and \
-                 upgrade-socket",
+                 which takes maxconn, workers, grace, shutdown-delay, admin, access-log, \
+                 log-format, timeout and upgrade-socket",
             ),
             (
                 &fe("  backend localhost:80\n"),

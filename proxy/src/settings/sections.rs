@@ -3,8 +3,8 @@
 //! default and its HAProxy / nginx equivalent, is in docs/OPERATIONS.md).
 //!
 //! ```text
-//!   global      GLOBAL        maxconn workers grace admin access-log log-format timeout
-//!                             upgrade-socket
+//!   global      GLOBAL        maxconn workers grace shutdown-delay admin access-log log-format
+//!                             timeout upgrade-socket
 //!     timeout   GLOBAL_TIMEOUTS  admin-request
 //!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny splice ...
 //!                             use-group default-group not-tls
@@ -35,7 +35,7 @@ use crate::policy::route::{NotTls, Pattern};
 
 use super::config::{AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT};
 use super::reader::{Draft, Opt, Reader, Seen, Setter};
-use super::words::{Word, did_you_mean, list, not_one_of, suggest};
+use super::words::{Word, did_you_mean, list, not_one_of, parse_duration, suggest};
 
 /// The section headers.
 pub const SECTIONS: &[&str] = &["global", "frontend", "group"];
@@ -221,6 +221,13 @@ pub const GLOBAL: &[Opt<GlobalDraft>] = &[
         },
     },
     Opt {
+        name: "shutdown-delay",
+        setter: Setter::Value {
+            hint: "a duration, like 5s",
+            set: set_shutdown_delay,
+        },
+    },
+    Opt {
         name: "admin",
         setter: Setter::Value {
             hint: "an address like 127.0.0.1:9100",
@@ -268,6 +275,14 @@ fn set_admin(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
                  authentication, so it listens on 127.0.0.1 or ::1 only"
             ),
         );
+    }
+}
+
+/// `shutdown-delay DURATION`; 0 is allowed and means none, the default.
+fn set_shutdown_delay(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
+    match parse_duration(v.text) {
+        Ok(delay) => g.global.shutdown_delay = Some(delay),
+        Err(why) => r.error(v.column, format!("shutdown-delay: {why}")),
     }
 }
 
