@@ -32,6 +32,10 @@
 //!   run one (the demo's proxies, the benchmark's subjects, every
 //!   end-to-end test's processes); [`procstat`]: a process tree from /proc,
 //!   and the machine's CPU.
+//! - [`cluster`]: the client side of a cluster of proxies behind one
+//!   address (scripts/cluster.sh): probes, held connections and a load
+//!   through the VIP, each saying which node and backend served it, or how
+//!   it failed; the `cluster_client` binary runs them for the cluster's demo.
 //! - [`demo`]: the `demo` binary, the README's first command: fixture
 //!   backends, the proxy in every mode, the load client, one table.
 //! - [`cli`]: the `backend` command line; [`main_with_args`] below runs it:
@@ -43,6 +47,7 @@
 pub mod bench;
 pub mod child;
 pub mod cli;
+pub mod cluster;
 pub mod demo;
 pub mod fixture;
 pub mod load;

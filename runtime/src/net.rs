@@ -180,7 +180,29 @@ pub fn accept_std(
 /// reports an error. (std's `connect_timeout` pays two `fcntl` more and
 /// leaves a blocking socket behind.)
 pub fn connect_std(addr: SocketAddr, limit: Duration) -> io::Result<std::net::TcpStream> {
+    connect_std_inner(None, addr, limit)
+}
+
+/// [`connect_std`] from a chosen local address (`source`, port 0 for any):
+/// a client with several addresses, as one behind a cluster of proxies
+/// that hash on the client's address (scripts/cluster.sh).
+pub fn connect_std_from(
+    source: SocketAddr,
+    addr: SocketAddr,
+    limit: Duration,
+) -> io::Result<std::net::TcpStream> {
+    connect_std_inner(Some(source), addr, limit)
+}
+
+fn connect_std_inner(
+    source: Option<SocketAddr>,
+    addr: SocketAddr,
+    limit: Duration,
+) -> io::Result<std::net::TcpStream> {
     let socket = sys::tcp_socket(&addr)?;
+    if let Some(source) = source {
+        sys::bind(socket.as_fd(), &source)?;
+    }
     match sys::connect(socket.as_fd(), &addr) {
         Ok(()) => return Ok(socket.into()),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}

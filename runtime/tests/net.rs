@@ -18,7 +18,9 @@ use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, connect, socket};
 use runtime::async_fd::AsyncFd;
 use runtime::fd_limit::raise_nofile_limit;
-use runtime::net::{ListenOptions, TcpListener, TcpStream, accept_std, bind_std, connect_std};
+use runtime::net::{
+    ListenOptions, TcpListener, TcpStream, accept_std, bind_std, connect_std, connect_std_from,
+};
 use runtime::reactor::Direction;
 use runtime::time::{Elapsed, timeout};
 use runtime::{Builder, Runtime, spawn, yield_now};
@@ -365,6 +367,19 @@ fn addresses_agree_and_nodelay_round_trips() {
 }
 
 // 1,000 concurrent clients on one runtime each get their own 4 KiB payload echoed back intact.
+/// A connection from a chosen source address: the server sees that address.
+#[test]
+fn connect_std_from_binds_the_source_address() {
+    let listener = bind_std(v4(), &ListenOptions::default()).expect("bind");
+    listener.set_nonblocking(false).expect("blocking");
+    let to = listener.local_addr().expect("addr");
+    let source = SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), 0));
+    let stream = connect_std_from(source, to, Duration::from_secs(5)).expect("connect");
+    let (_accepted, peer) = listener.accept().expect("accept");
+    assert_eq!(peer.ip(), source.ip());
+    assert_eq!(stream.local_addr().expect("local"), peer);
+}
+
 /// IP_FREEBIND lets a listener bind an address that is on no interface
 /// (192.0.2.1, TEST-NET-1, is on none here); without it the bind fails.
 /// Nothing is sent: a listener only waits.
