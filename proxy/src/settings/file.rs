@@ -409,7 +409,7 @@ mod tests {
                 maxconn: Some(4000),
                 workers: Some(2),
                 grace: Some(Duration::from_secs(30)),
-                shutdown_delay: None,
+                shutdown_delay: Some(Duration::from_secs(5)),
                 admin: Some(addr("127.0.0.1:9100")),
                 access_log: Some(AccessLogTarget::Stderr),
                 log_format: Some(Format::Tcplog),
@@ -479,6 +479,7 @@ mod tests {
         assert_eq!(db.proxy_from, vec![cidr("10.0.0.0/8"), cidr("::1")]);
         assert_eq!(web.timeouts.queue(), Duration::from_secs(10));
         let tls = &c.frontends[2];
+        assert!(tls.freebind && !c.frontends[0].freebind);
         let routes = tls.routing.as_ref().expect("rules");
         assert_eq!(routes.rules().len(), 2);
         assert_eq!(routes.not_tls, crate::policy::route::NotTls::Refuse);
