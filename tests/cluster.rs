@@ -394,7 +394,10 @@ fn failures(samples: &[&Sample], t0: Instant) -> Vec<String> {
         .filter_map(|s| {
             let e = s.outcome.as_ref().err()?;
             let at = s.started.saturating_duration_since(t0);
-            Some(format!("{} from {} at +{at:?}: {e:?}", e.name(), s.source))
+            let from = s
+                .source
+                .map_or("any address".to_string(), |ip| ip.to_string());
+            Some(format!("{} from {from} at +{at:?}: {e:?}", e.name()))
         })
         .collect()
 }

@@ -237,8 +237,8 @@ impl Held {
 /// One connection of a [`load`]: from where, when, and how it went.
 #[derive(Debug, Clone)]
 pub struct Sample {
-    /// The client address it came from.
-    pub source: IpAddr,
+    /// The client address it came from (`None`: whichever the kernel chose).
+    pub source: Option<IpAddr>,
     /// When its connect began.
     pub started: Instant,
     /// When it was over, served or failed.
@@ -266,7 +266,7 @@ pub fn load(
         let started = Instant::now();
         let outcome = probe(source, timeout);
         record(Sample {
-            source: source.unwrap_or(VIP.ip()),
+            source,
             started,
             ended: Instant::now(),
             outcome,

@@ -36,12 +36,17 @@ const PING_EVERY: Duration = Duration::from_millis(250);
 fn main() -> ExitCode {
     let args = flags::program_args();
     let mut options = Options::default();
-    let run = match flags::read("cluster_client", &args, FLAGS, &mut options) {
-        Ok(Read::Flags(_)) => run(&options),
+    let what = match flags::read("cluster_client", &args, FLAGS, &mut options) {
+        Ok(Read::Flags(_)) => what_to_run(&options),
         Ok(Read::Help | Read::Version) => {
             print!("{}", help());
-            Ok(())
+            return ExitCode::SUCCESS;
         }
+        Err(e) => Err(e),
+    };
+    let run = match what {
+        Ok(What::Spread(n)) => spread(n),
+        Ok(What::Watch(duration)) => watch(duration, options.hold),
         Err(e) => {
             eprintln!("cluster_client: {e}");
             return ExitCode::from(2);
@@ -53,6 +58,23 @@ fn main() -> ExitCode {
             eprintln!("cluster_client: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// The one thing the command line asks for.
+enum What {
+    Spread(usize),
+    Watch(Duration),
+}
+
+fn what_to_run(options: &Options) -> Result<What, UsageError> {
+    match (options.spread, options.watch) {
+        (Some(n), None) => Ok(What::Spread(n)),
+        (None, Some(duration)) => Ok(What::Watch(duration)),
+        _ => Err(UsageError::new(
+            "cluster_client",
+            "give one of --spread N and --watch DUR",
+        )),
     }
 }
 
@@ -114,14 +136,6 @@ const FLAGS: &[Flag<Options>] = &[
 fn number(v: &str) -> Result<usize, String> {
     v.parse()
         .map_err(|_| format!("'{v}' is not a whole number"))
-}
-
-fn run(options: &Options) -> Result<(), String> {
-    match (options.spread, options.watch) {
-        (Some(n), None) => spread(n),
-        (None, Some(duration)) => watch(duration, options.hold),
-        _ => Err(UsageError::new("cluster_client", "give --spread N or --watch DUR").to_string()),
-    }
 }
 
 // ---- --spread ----------------------------------------------------------------
