@@ -118,13 +118,14 @@ binary() {
 # ---------------------------------------------------------------------------
 
 # start_in NS NAME LOG CMD...: CMD in namespace NS, in a session of its own,
-# its output in LOG.
+# its output added to LOG (a node's proxy started again keeps its story).
 start_in() {
     local where=$1 name=$2 log=$3
     shift 3
+    rm -f "$RUN/$name.pid"
     # The shell writes its own pid, then becomes CMD: the pid is CMD's.
     in_ns "$where" setsid sh -c 'echo $$ >"$0"; exec "$@"' "$RUN/$name.pid" "$@" \
-        </dev/null >"$log" 2>&1 &
+        </dev/null >>"$log" 2>&1 &
     local tries=0
     while [ ! -s "$RUN/$name.pid" ] && [ $tries -lt 100 ]; do
         sleep 0.02
@@ -393,6 +394,7 @@ buckets_balanced() {
 render() {
     local n
     mkdir -p "$RUN"
+    rm -f "$RUN"/*.log
     cp "$CONF/healthcheck.conf" "$CONF/proxy.conf" "$CONF/bird-router.conf" "$RUN/"
     # Debian's package installs the health checker as its own command.
     local check
