@@ -14,7 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The chapters held to it.
-const CHAPTERS: &[&str] = &["docs/RELAY.md"];
+const CHAPTERS: &[&str] = &["docs/RELAY.md", "docs/CLUSTER.md"];
 
 /// Where a short path (`conn/machine.rs`) may start from.
 const ROOTS: &[&str] = &[

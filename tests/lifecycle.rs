@@ -1,6 +1,8 @@
 //! End to end, the proxy's lifecycle (issue 6, "Lifecycle" and "Tests"):
 //! graceful stop on SIGTERM / SIGINT (ops/shutdown.rs, in the epoll and
-//! pool modes; the states mode's own loop) and reload on SIGHUP (epoll/control.rs, `Control::reload`).
+//! pool modes; the states mode's own loop), with its lameduck phase
+//! (`shutdown-delay`) and the health a route announcer reads
+//! (`/health/FRONTEND`), and reload on SIGHUP (epoll/control.rs, `Control::reload`).
 //!
 //! Real processes, real signals, loopback only. Every wait has a deadline
 //! (a condition polled, never a sleep that hopes), every loop a bound in
@@ -480,6 +482,157 @@ fn a_second_signal_while_draining_exits_at_once() {
     let port = stream.local_addr().expect("local address").port();
     let line = expect_log(&proxy, &format!("127.0.0.1:{port} "));
     assert!(line.contains(" KD "), "not logged as cut: {line:?}");
+}
+
+// ---------------------------------------------------------------------------
+// The lameduck phase (shutdown-delay) and the health a route announcer reads
+// ---------------------------------------------------------------------------
+
+/// `GET path` on the admin endpoint: the status and the body.
+fn admin_get(admin: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = client(admin).unwrap_or_else(|e| panic!("connect to admin: {e}"));
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").expect("send");
+    let text = String::from_utf8(read_all(&stream).expect("the answer")).expect("UTF-8");
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head in {text:?}"));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    (status, body.to_string())
+}
+
+/// Where the admin endpoint listens (`admin 127.0.0.1:0` in the file).
+fn admin_of(proxy: &ChildProcess) -> SocketAddr {
+    let line = expect_log(proxy, "admin listening on ");
+    child::listening_addr(&line).unwrap_or_else(|| panic!("no address in {line:?}"))
+}
+
+/// A configuration with an admin endpoint, `global` lines `global`, and one
+/// frontend `web` on a free port in front of `backends` with `params`.
+fn lameduck_config(test: &str, global: &str, backends: &[SocketAddr], params: &str) -> ConfigFile {
+    let mut text = format!("global\n    admin 127.0.0.1:0\n{global}frontend web\n");
+    text.push_str("    listen 127.0.0.1:0\n");
+    for backend in backends {
+        text.push_str(&format!("    backend {backend} {params}\n"));
+    }
+    ConfigFile::new(test, &text)
+}
+
+// SIGTERM with a shutdown-delay: /health answers 503 at once while the
+// listener keeps accepting and serving; a second SIGTERM ends the delay
+// early, and the usual drain follows (open connections finish, new ones
+// are refused, exit 0 when the last one leaves).
+#[test]
+fn a_shutdown_delay_keeps_serving_while_health_says_503() {
+    let fixture = fixture(1, FixtureMode::Echo);
+    let global = "    shutdown-delay 60s\n    grace 20s\n";
+    let config = lameduck_config("lameduck", global, fixture.addrs(), "");
+    let mut proxy = start_with_config(&config, &[]);
+    let web = proxy.frontend_addr("web").expect("frontend web");
+    let admin = admin_of(&proxy);
+    assert_eq!(admin_get(admin, "/health"), (200, "ok\n".to_string()));
+    let mut held = client(web).expect("connect");
+    echo_line(&mut held, "before").unwrap_or_else(|e| panic!("{e}; stderr:\n{}", said(&proxy)));
+
+    proxy.signal(Signal::SIGTERM).expect("SIGTERM");
+    expect_log(&proxy, "SIGTERM: lameduck for 60s");
+    assert_eq!(admin_get(admin, "/health"), (503, "lameduck\n".to_string()));
+    assert_eq!(
+        admin_get(admin, "/health/web"),
+        (503, "lameduck\n".to_string())
+    );
+    // Still accepting and serving: ten new clients, each echoed.
+    for i in 0..10 {
+        let mut stream = client(web).unwrap_or_else(|e| panic!("connect {i} in lameduck: {e}"));
+        echo_line(&mut stream, &format!("lameduck {i}"))
+            .unwrap_or_else(|e| panic!("client {i} in lameduck: {e}; stderr:\n{}", said(&proxy)));
+        stream.shutdown(Shutdown::Write).expect("FIN");
+        assert_eq!(read_all(&stream).expect("to EOF"), b"");
+    }
+    assert_running(&mut proxy, "in lameduck");
+
+    proxy.signal(Signal::SIGTERM).expect("SIGTERM again");
+    expect_log(&proxy, "SIGTERM again: lameduck ended early; stopping now");
+    expect_log(&proxy, "stopping: no new connections; 1 open");
+    expect_refused(&proxy, web, Duration::from_secs(2));
+    assert_eq!(admin_get(admin, "/health"), (503, "draining\n".to_string()));
+    echo_line(&mut held, "draining").unwrap_or_else(|e| panic!("{e}; stderr:\n{}", said(&proxy)));
+    held.shutdown(Shutdown::Write).expect("FIN");
+    assert_eq!(read_all(&held).expect("to EOF"), b"");
+    expect_exit_0(&mut proxy, SOON, "after the last connection closed");
+}
+
+// Left alone, the lameduck phase ends by itself: the listener closes after
+// the delay and the proxy, with nothing open, exits 0.
+#[test]
+fn the_lameduck_phase_ends_by_itself_after_the_delay() {
+    let fixture = fixture(1, FixtureMode::Echo);
+    let config = lameduck_config(
+        "lameduck-ends",
+        "    shutdown-delay 500ms\n",
+        fixture.addrs(),
+        "",
+    );
+    let mut proxy = start_with_config(&config, &[]);
+    let web = proxy.frontend_addr("web").expect("frontend web");
+    proxy.signal(Signal::SIGTERM).expect("SIGTERM");
+    expect_log(&proxy, "SIGTERM: lameduck for 500ms");
+    expect_refused(&proxy, web, SOON);
+    expect_exit_0(&mut proxy, SOON, "with nothing open after the delay");
+    assert!(
+        count_log(&proxy, "lameduck ended early") == 0,
+        "stderr:\n{}",
+        said(&proxy)
+    );
+}
+
+// /health/FRONTEND: 200 while one of its servers is usable, 503 once the
+// health checks have taken every one down, 200 again when one comes back;
+// /health (the process) stays 200 throughout; an unknown name is 404.
+#[test]
+fn health_of_a_frontend_follows_its_servers() {
+    let fixture = fixture(1, FixtureMode::Echo);
+    let backend = fixture.addrs()[0];
+    let params = "check inter 100ms fall 1 rise 1";
+    let config = lameduck_config("frontend-health", "", &[backend], params);
+    let proxy = start_with_config(&config, &[]);
+    let admin = admin_of(&proxy);
+    let web_health = || admin_get(admin, "/health/web");
+    assert_eq!(
+        web_health(),
+        (200, "ok: 1 of 1 servers usable\n".to_string())
+    );
+    assert_eq!(
+        admin_get(admin, "/health/api"),
+        (404, "not found: no frontend named 'api'\n".to_string())
+    );
+    fixture.stop();
+    assert!(
+        wait_until(SOON, || web_health().0 == 503),
+        "still {:?}; stderr:\n{}",
+        web_health(),
+        said(&proxy)
+    );
+    assert_eq!(web_health().1, "down: 0 of 1 servers usable\n");
+    assert_eq!(admin_get(admin, "/health"), (200, "ok\n".to_string()));
+    let again = Fixture::start_on(
+        &[backend],
+        FixtureOptions {
+            mode: FixtureMode::Echo,
+            ..FixtureOptions::default()
+        },
+    )
+    .expect("the backend again, on its port");
+    assert!(
+        wait_until(SOON, || web_health().0 == 200),
+        "still {:?}; stderr:\n{}",
+        web_health(),
+        said(&proxy)
+    );
+    again.stop();
 }
 
 // ---------------------------------------------------------------------------

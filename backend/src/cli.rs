@@ -90,6 +90,8 @@ MODES (--mode)
              (it blocks the thread, so requests queue one behind the other)
     banner   send --banner first, before reading anything (like SMTP), then echo
     reset    read a line, then close with a reset (the client sees ECONNRESET)
+    whoami   send 'backend <address reached> client <address it came from>' first,
+             then echo: which backend, and through which proxy (scripts/cluster.sh)
 
 OPTIONS
 ";
@@ -262,7 +264,9 @@ mod tests {
         assert!(error("--port -1").contains("not a port number"));
         assert!(error("--port 9001 --port 9001").contains("given twice"));
         assert!(error("--port 1 --host localhost").contains("not an IP address"));
-        assert!(error("--port 1 --mode fast").contains("use reply, echo, cpu, banner, reset"));
+        assert!(
+            error("--port 1 --mode fast").contains("use reply, echo, cpu, banner, reset, whoami")
+        );
         assert!(error("--port 1 --delay-ms 1.5").contains("whole number of milliseconds"));
         assert!(error("--port 1 --delay-ms -3").contains("whole number of milliseconds"));
         assert!(error("--port 1 --banner").contains("needs the banner text"));

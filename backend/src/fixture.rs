@@ -11,11 +11,17 @@
 //!   echo    every byte back, until the client's FIN ─> FIN
 //!   banner  "<banner>\n" before reading anything (like SMTP), then echo
 //!   reset   read a line ─> RST (SO_LINGER 0), no reply
+//!   whoami  "backend <local addr> client <peer addr>\n" before reading anything, then echo
 //! ```
 //!
 //! The reply starts with `port <N>`, N being the port the connection came
 //! in on, so a client behind a load balancer can tell which backend served
-//! it. `reply` waits with a timer and never blocks the thread, so its delay
+//! it. `whoami` says more: the address it was reached on and the address the
+//! connection came from, so that a client behind several proxies (a cluster
+//! of them behind one address, scripts/cluster.sh) can tell which backend
+//! served it *and* through which proxy; then it echoes, so the same
+//! connection can be held open and probed. `reply` waits with a timer and
+//! never blocks the thread, so its delay
 //! overlaps across connections; `cpu` blocks the thread on purpose, so its
 //! requests queue up one behind the other, as they would on a CPU-bound
 //! server with one core.
@@ -70,16 +76,20 @@ pub enum FixtureMode {
     Banner,
     /// Read a line, then close with a reset instead of a FIN.
     Reset,
+    /// Say which address the connection reached and came from, before
+    /// reading anything, then echo.
+    Whoami,
 }
 
 impl FixtureMode {
     /// Every mode, in the order the help text lists them.
-    pub const ALL: [FixtureMode; 5] = [
+    pub const ALL: [FixtureMode; 6] = [
         FixtureMode::Reply,
         FixtureMode::Echo,
         FixtureMode::Cpu,
         FixtureMode::Banner,
         FixtureMode::Reset,
+        FixtureMode::Whoami,
     ];
 
     /// The name used on the command line and in the log.
@@ -90,6 +100,7 @@ impl FixtureMode {
             FixtureMode::Cpu => "cpu",
             FixtureMode::Banner => "banner",
             FixtureMode::Reset => "reset",
+            FixtureMode::Whoami => "whoami",
         }
     }
 
@@ -187,7 +198,17 @@ async fn serve_connection(conn: TcpStream, options: &FixtureOptions) -> io::Resu
             echo(&conn).await
         }
         FixtureMode::Reset => reset(conn).await,
+        FixtureMode::Whoami => {
+            let line = whoami_line(conn.local_addr()?, conn.peer_addr()?);
+            conn.write_all(line.as_bytes()).await?;
+            echo(&conn).await
+        }
     }
+}
+
+/// What `whoami` says first: `backend <local> client <peer>\n`.
+pub fn whoami_line(local: SocketAddr, peer: SocketAddr) -> String {
+    format!("backend {local} client {peer}\n")
 }
 
 /// `Reply` and `Cpu`: read the request line, spend the delay, answer, close.

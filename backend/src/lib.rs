@@ -13,10 +13,11 @@
 //!
 //! ## The tour
 //!
-//! - [`fixture`]: the backend. Five behaviours ([`FixtureMode`](fixture::FixtureMode)):
+//! - [`fixture`]: the backend. Six behaviours ([`FixtureMode`](fixture::FixtureMode)):
 //!   `reply` (a line tagged with its own port, after a delay that never
 //!   blocks the thread), `echo` (half-close aware), `cpu` (a delay that
-//!   does block it), `banner` (the server speaks first) and `reset`. The
+//!   does block it), `banner` (the server speaks first), `reset` and
+//!   `whoami` (which backend, reached from which proxy, then echo). The
 //!   accept loop [`fixture::serve`], and [`Fixture`](fixture::Fixture),
 //!   a whole fixture on a thread of its own for tests and the demo.
 //! - [`load`]: the load client behind the `loadgen` binary: a closed loop
@@ -31,6 +32,10 @@
 //!   run one (the demo's proxies, the benchmark's subjects, every
 //!   end-to-end test's processes); [`procstat`]: a process tree from /proc,
 //!   and the machine's CPU.
+//! - [`cluster`]: the client side of a cluster of proxies behind one
+//!   address (scripts/cluster.sh): probes, held connections and a load
+//!   through the VIP, each saying which node and backend served it, or how
+//!   it failed; the `cluster_client` binary runs them for the cluster's demo.
 //! - [`demo`]: the `demo` binary, the README's first command: fixture
 //!   backends, the proxy in every mode, the load client, one table.
 //! - [`cli`]: the `backend` command line; [`main_with_args`] below runs it:
@@ -42,6 +47,7 @@
 pub mod bench;
 pub mod child;
 pub mod cli;
+pub mod cluster;
 pub mod demo;
 pub mod fixture;
 pub mod load;

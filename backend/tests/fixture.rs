@@ -239,6 +239,29 @@ fn banner_is_sent_before_the_client_says_anything() {
     });
 }
 
+// ---- whoami ---------------------------------------------------------------
+
+#[test]
+fn whoami_names_both_ends_then_echoes() {
+    within(30, || {
+        let fixture = start(1, FixtureMode::Whoami, 0);
+        let mut conn = connect(fixture.addrs()[0]).unwrap();
+        let expected = format!(
+            "backend {} client {}\n",
+            fixture.addrs()[0],
+            conn.local_addr().unwrap()
+        );
+        let mut first = vec![0u8; expected.len()];
+        conn.read_exact(&mut first).expect("the line, unprompted");
+        assert_eq!(text(&first), expected);
+        conn.write_all(b"ping\n").unwrap();
+        conn.shutdown(Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        conn.read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"ping\n");
+    });
+}
+
 // ---- reset ----------------------------------------------------------------
 
 #[test]

@@ -86,6 +86,11 @@ pub struct ListenOptions {
     /// listening one), so one `setsockopt` here spares one per connection;
     /// `tests/net.rs` checks that the kernel still does so.
     pub nodelay: bool,
+    /// IP_FREEBIND: bind even if the address is on no interface yet (a
+    /// service address that a health-driven script or a routing daemon puts
+    /// on `lo` later); the listener accepts once the address arrives.
+    /// Without it such a bind fails with EADDRNOTAVAIL.
+    pub freebind: bool,
 }
 
 impl Default for ListenOptions {
@@ -95,6 +100,7 @@ impl Default for ListenOptions {
             reuse_port: false,
             only_v6: None,
             nodelay: false,
+            freebind: false,
         }
     }
 }
@@ -148,6 +154,9 @@ pub fn bind_std(addr: SocketAddr, options: &ListenOptions) -> io::Result<std::ne
     if options.nodelay {
         sys::set_nodelay(socket.as_fd())?;
     }
+    if options.freebind {
+        sys::set_freebind(socket.as_fd())?;
+    }
     sys::bind(socket.as_fd(), &addr)?;
     sys::listen(socket.as_fd(), options.backlog)?;
     Ok(std::net::TcpListener::from(socket))
@@ -171,7 +180,29 @@ pub fn accept_std(
 /// reports an error. (std's `connect_timeout` pays two `fcntl` more and
 /// leaves a blocking socket behind.)
 pub fn connect_std(addr: SocketAddr, limit: Duration) -> io::Result<std::net::TcpStream> {
+    connect_std_inner(None, addr, limit)
+}
+
+/// [`connect_std`] from a chosen local address (`source`, port 0 for any):
+/// a client with several addresses, as one behind a cluster of proxies
+/// that hash on the client's address (scripts/cluster.sh).
+pub fn connect_std_from(
+    source: SocketAddr,
+    addr: SocketAddr,
+    limit: Duration,
+) -> io::Result<std::net::TcpStream> {
+    connect_std_inner(Some(source), addr, limit)
+}
+
+fn connect_std_inner(
+    source: Option<SocketAddr>,
+    addr: SocketAddr,
+    limit: Duration,
+) -> io::Result<std::net::TcpStream> {
     let socket = sys::tcp_socket(&addr)?;
+    if let Some(source) = source {
+        sys::bind(socket.as_fd(), &source)?;
+    }
     match sys::connect(socket.as_fd(), &addr) {
         Ok(()) => return Ok(socket.into()),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}

@@ -267,6 +267,13 @@ pub(crate) fn set_only_v6(fd: BorrowedFd<'_>, only: bool) -> io::Result<()> {
     )
 }
 
+/// IP_FREEBIND: bind to an address that is not (yet) on any interface,
+/// such as a service address that arrives later. Linux reads the same flag
+/// for IPv6 sockets, so it is set at the IP level for both families.
+pub(crate) fn set_freebind(fd: BorrowedFd<'_>) -> io::Result<()> {
+    setsockopt(fd, libc::SOL_IP, libc::IP_FREEBIND, 1 as libc::c_int)
+}
+
 /// SO_LINGER with a zero timeout: `close` then sends a reset (RST) instead of
 /// a clean FIN. A proxy uses it to pass a reset on rather than make a cut-off
 /// stream look complete.

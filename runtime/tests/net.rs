@@ -18,7 +18,9 @@ use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, connect, socket};
 use runtime::async_fd::AsyncFd;
 use runtime::fd_limit::raise_nofile_limit;
-use runtime::net::{ListenOptions, TcpListener, TcpStream, accept_std, bind_std, connect_std};
+use runtime::net::{
+    ListenOptions, TcpListener, TcpStream, accept_std, bind_std, connect_std, connect_std_from,
+};
 use runtime::reactor::Direction;
 use runtime::time::{Elapsed, timeout};
 use runtime::{Builder, Runtime, spawn, yield_now};
@@ -365,6 +367,54 @@ fn addresses_agree_and_nodelay_round_trips() {
 }
 
 // 1,000 concurrent clients on one runtime each get their own 4 KiB payload echoed back intact.
+/// A connection from a chosen source address: the server sees that address.
+#[test]
+fn connect_std_from_binds_the_source_address() {
+    let listener = bind_std(v4(), &ListenOptions::default()).expect("bind");
+    listener.set_nonblocking(false).expect("blocking");
+    let to = listener.local_addr().expect("addr");
+    let source = SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), 0));
+    let stream = connect_std_from(source, to, Duration::from_secs(5)).expect("connect");
+    let (_accepted, peer) = listener.accept().expect("accept");
+    assert_eq!(peer.ip(), source.ip());
+    assert_eq!(stream.local_addr().expect("local"), peer);
+}
+
+/// IP_FREEBIND lets a listener bind an address that is on no interface
+/// (192.0.2.1, TEST-NET-1, is on none here); without it the bind fails.
+/// Nothing is sent: a listener only waits.
+#[test]
+fn freebind_binds_an_address_that_is_on_no_interface() {
+    let absent = SocketAddr::from((Ipv4Addr::new(192, 0, 2, 1), 0));
+    let refused = bind_std(absent, &ListenOptions::default()).map(|_| ());
+    assert_eq!(
+        refused.map_err(|e| e.raw_os_error()),
+        Err(Some(libc::EADDRNOTAVAIL)),
+        "192.0.2.1 is expected on no interface of this host"
+    );
+    let options = ListenOptions {
+        freebind: true,
+        ..ListenOptions::default()
+    };
+    let listener = bind_std(absent, &options).expect("bound with IP_FREEBIND");
+    let local = listener.local_addr().expect("local address");
+    assert_eq!(local.ip(), absent.ip());
+    assert_ne!(local.port(), 0);
+    let absent_v6 = SocketAddr::from((Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1), 0));
+    if bind_std(
+        SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
+        &ListenOptions::default(),
+    )
+    .is_ok()
+    {
+        let listener = bind_std(absent_v6, &options).expect("an IPv6 one too");
+        assert_eq!(
+            listener.local_addr().expect("local address").ip(),
+            absent_v6.ip()
+        );
+    }
+}
+
 #[test]
 fn a_thousand_concurrent_clients() {
     within(120, || {

@@ -28,7 +28,7 @@ use crate::log::syslog::header::Severity;
 use crate::ops::access_log::record::Format;
 use crate::ops::access_log::sink::AccessLog;
 use crate::ops::admin;
-use crate::ops::metrics::exposition::{Published, Registry};
+use crate::ops::metrics::exposition::{FrontendParts, Published, Registry, Stopping};
 use crate::ops::shutdown::{self, Drained};
 use crate::ops::upgrade::notify::notify;
 use crate::ops::upgrade::offer::{self, Offer, Request};
@@ -207,6 +207,9 @@ struct Control {
     syslog: Option<Arc<Syslog>>,
     /// How long a graceful stop waits (a reload may change it).
     grace: Duration,
+    /// How long a stop accepts on, `/health` answering 503, before it
+    /// drains (`shutdown-delay`; a reload may change it).
+    shutdown_delay: Duration,
     grace_from_flag: bool,
     /// The file's `global` section at startup.
     started_with: Global,
@@ -247,6 +250,7 @@ impl Control {
             access_log,
             syslog,
             grace: plan.grace,
+            shutdown_delay: plan.config.global.shutdown_delay.unwrap_or_default(),
             grace_from_flag: plan.grace_from_flag,
             started_with: plan.started_with.clone(),
             upgradable,
@@ -362,11 +366,13 @@ impl Control {
         if handed_over {
             self.handed_over().await;
         } else {
+            self.published.set_stopping(Stopping::Lameduck);
+            shutdown::lameduck(&signals, self.shutdown_delay, &first, || self.dump(true)).await;
             for tx in &self.senders {
                 let _ = tx.send(Command::StopAccepting);
             }
         }
-        self.published.set_draining();
+        self.published.set_stopping(Stopping::Draining);
         // Every connection holds a place under the global maxconn from its
         // accept to its end: the count of those places is the count to drain.
         let cut = shutdown::drain(&signals, &*self.global, self.grace, &first, || {
@@ -632,15 +638,13 @@ impl Control {
         self.published.set(Registry::from_counters(
             self.running
                 .iter()
-                .map(|s| {
-                    let backends = s.frontend.backends.iter().map(|b| b.addr).collect();
-                    (
-                        s.frontend.name.clone(),
-                        backends,
-                        s.board.clone(),
-                        s.counters.clone(),
-                        s.frontend.route_labels(),
-                    )
+                .map(|s| FrontendParts {
+                    name: s.frontend.name.clone(),
+                    backends: s.frontend.backends.iter().map(|b| b.addr).collect(),
+                    weights: s.frontend.backends.iter().map(|b| b.weight).collect(),
+                    board: s.board.clone(),
+                    counters: s.counters.clone(),
+                    routes: s.frontend.route_labels(),
                 })
                 .collect(),
         ));
@@ -701,10 +705,16 @@ impl Control {
 }
 
 impl Control {
-    /// The `global` options a reload can change (`maxconn`, `grace`) are
-    /// changed by the caller and here; the others are read at startup
-    /// only, and a change to them is logged rather than ignored silently.
+    /// The `global` options a reload can change (`maxconn`, `grace`,
+    /// `shutdown-delay`) are changed by the caller and here; the others are
+    /// read at startup only, and a change to them is logged rather than
+    /// ignored silently.
     fn note_global_changes(&mut self, new: &Global) {
+        let delay = new.shutdown_delay.unwrap_or_default();
+        if delay != self.shutdown_delay {
+            crate::info!("reload: shutdown-delay is now {delay:?}");
+            self.shutdown_delay = delay;
+        }
         if !self.grace_from_flag {
             let grace = new.grace.unwrap_or(shutdown::DEFAULT_GRACE);
             if grace != self.grace {

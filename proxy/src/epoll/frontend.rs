@@ -94,14 +94,21 @@ pub type PerWorker = Vec<Vec<std::net::TcpListener>>;
 
 /// How a frontend's listeners are bound: with SO_REUSEPORT when several
 /// workers share the address, or when a process that takes them over
-/// later (`upgradable`, ops/upgrade/) may need to bind more beside them.
-fn listen_options(workers: usize, backlog: u32, upgradable: bool) -> ListenOptions {
+/// later (`upgradable`, ops/upgrade/) may need to bind more beside them;
+/// with IP_FREEBIND if the frontend asks (`listen ADDR freebind`).
+fn listen_options(
+    frontend: &Frontend,
+    workers: usize,
+    backlog: u32,
+    upgradable: bool,
+) -> ListenOptions {
     ListenOptions {
         backlog,
         reuse_port: workers > 1 || upgradable,
         // Small writes (a request line, a prompt) go out at once, not
         // batched; every accepted client inherits it from the listener.
         nodelay: true,
+        freebind: frontend.freebind,
         ..ListenOptions::default()
     }
 }
@@ -115,7 +122,7 @@ pub fn bind_listeners(
     backlog: u32,
     upgradable: bool,
 ) -> io::Result<PerWorker> {
-    let options = listen_options(workers, backlog, upgradable);
+    let options = listen_options(frontend, workers, backlog, upgradable);
     let first = bind_std(frontend.listen, &options).map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -152,7 +159,7 @@ pub fn spread_handed(
     for (i, listener) in handed.into_iter().enumerate() {
         per_worker[i % workers].push(listener);
     }
-    let options = listen_options(workers, backlog, true);
+    let options = listen_options(frontend, workers, backlog, true);
     for listeners in per_worker.iter_mut().filter(|l| l.is_empty()) {
         let more = bind_std(addr, &options).map_err(|e| {
             io::Error::new(

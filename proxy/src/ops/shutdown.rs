@@ -13,8 +13,16 @@
 //!      │    ──SIGUSR2─▶ start a new binary that takes the listeners (epoll mode with an
 //!      │                upgrade socket, ops/upgrade/), keep running until it has them
 //!      │
-//!   SIGTERM / SIGINT, or a new process took the listeners (ops/upgrade/)
+//!   SIGTERM / SIGINT
 //!      ▼
+//!   lameduck (`shutdown-delay`, epoll mode; skipped when it is 0, the default):
+//!      │      /health answers 503 at once, the listeners keep accepting and
+//!      │      serving; a health-driven load balancer or route announcer in
+//!      │      front takes the node out of its rotation meanwhile
+//!      ├── the delay is over ───────────────┐
+//!      └── a second SIGTERM / SIGINT ───────┤  (ends the delay early)
+//!                                           ▼
+//!   (or a new process took the listeners, ops/upgrade/: straight here)
 //!   draining: listeners closed (new clients are refused by the kernel),
 //!      │      open connections go on; the last one to end wakes the drain
 //!      │
@@ -24,7 +32,13 @@
 //! ```
 //!
 //! That is HAProxy's soft stop with `hard-stop-after` and nginx's graceful
-//! shutdown with `worker_shutdown_timeout`. What is left at the end of the
+//! shutdown with `worker_shutdown_timeout`. The lameduck phase is what a
+//! node behind ECMP or another load balancer needs first (docs/CLUSTER.md):
+//! closing the listeners at once would refuse the clients still routed to
+//! it until its announcement is withdrawn; accepting for a few health-check
+//! intervals more lets the route go first. HAProxy gets there with
+//! `monitor fail if { stopping }` and its `grace`; Kubernetes users with a
+//! `preStop` sleep. What is left at the end of the
 //! grace period is cut: the epoll mode resets each such connection itself
 //! and logs it (`KD`; the kill switch of `epoll/worker_context.rs`); the
 //! pool mode leaves them to the process exit.
@@ -257,11 +271,56 @@ pub async fn drain(
     }
 }
 
+/// The lameduck phase, after the first stop signal (`first`, its name):
+/// the caller has already made `/health` answer 503 and keeps accepting;
+/// this waits out `delay`, or less if another stop signal comes (then the
+/// drain begins at once). A SIGQUIT meanwhile calls `dump`; other signals
+/// are ignored, as during a drain.
+pub async fn lameduck(signals: &Signals, delay: Duration, first: &str, dump: impl Fn()) {
+    if delay.is_zero() {
+        return;
+    }
+    let deadline = Instant::now() + delay;
+    say::lameduck(first, delay);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match time::timeout(left, signals.recv()).await {
+            Err(time::Elapsed) => return,
+            Ok(Ok(signal)) if is_stop(signal) => {
+                say::lameduck_cut(signal.name());
+                return;
+            }
+            Ok(Ok(Signal::Quit)) => dump(),
+            Ok(Ok(signal)) => say::ignored_while_stopping(signal.name()),
+            Ok(Err(e)) => {
+                // Signals can no longer be read: wait on the clock alone.
+                crate::error!("reading signals failed: {e}");
+                time::sleep(left).await;
+                return;
+            }
+        }
+    }
+}
+
 /// The lines a drain logs, one wording for every mode that drains (the
 /// async [`drain`] above, the states mode's own loop): operators and the
 /// tests read them.
 pub mod say {
     use std::time::Duration;
+
+    /// The first stop signal, with a `shutdown-delay`: what happens now.
+    pub fn lameduck(signal: &str, delay: Duration) {
+        crate::info!(
+            "{signal}: lameduck for {delay:?}: /health answers 503 so that whatever routes \
+             clients here stops; still accepting meanwhile, then stopping (send it again to \
+             stop accepting now)"
+        );
+    }
+
+    /// A second stop signal during the lameduck phase.
+    pub fn lameduck_cut(signal: &str) {
+        crate::info!("{signal} again: lameduck ended early; stopping now");
+    }
 
     /// The first stop signal: what happens now.
     pub fn stopping(signal: &str, open: usize, grace: Duration) {

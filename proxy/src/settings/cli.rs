@@ -205,6 +205,7 @@ impl Settings {
                 maxconn: None,
                 workers: None,
                 grace: None,
+                shutdown_delay: None,
                 admin: self.admin,
                 access_log: self.access_log.clone(),
                 log_format: self.log_format.clone(),
@@ -217,6 +218,7 @@ impl Settings {
             frontends: vec![Frontend {
                 name: "default".to_string(),
                 listen: self.listen,
+                freebind: false,
                 balance: self.balance,
                 maxconn: self.maxconn,
                 timeouts,

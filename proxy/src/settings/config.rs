@@ -57,6 +57,10 @@ pub struct Global {
     /// `grace DURATION`: on SIGTERM, how long open connections may take to
     /// finish before the process exits anyway (`None`: the default, 30s).
     pub grace: Option<Duration>,
+    /// `shutdown-delay DURATION`: on SIGTERM, how long to go on accepting
+    /// while `/health` already answers 503 (the lameduck phase), before
+    /// the drain (`None`: none, the drain begins at once).
+    pub shutdown_delay: Option<Duration>,
     /// `admin ADDR`: the metrics and health endpoint (`None`: off).
     pub admin: Option<SocketAddr>,
     /// `access-log stderr|off|PATH` (`None`: the default: the `log`
@@ -135,6 +139,9 @@ pub struct Frontend {
     pub name: String,
     /// `listen ADDR`: where clients connect.
     pub listen: SocketAddr,
+    /// `listen ADDR freebind`: bind it even if it is on no interface yet
+    /// (IP_FREEBIND), for a service address that arrives later.
+    pub freebind: bool,
     /// `balance`: the algorithm of its default group (its own `backend`
     /// lines, or the `default-group`'s `balance`).
     pub balance: Algorithm,

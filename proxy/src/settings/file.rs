@@ -317,6 +317,7 @@ impl File<'_> {
         Some(Frontend {
             name: draft.name,
             listen,
+            freebind: draft.freebind,
             balance: resolved.balance,
             maxconn: draft.maxconn,
             timeouts: draft.timeouts,
@@ -424,6 +425,7 @@ mod tests {
                 maxconn: Some(4000),
                 workers: Some(2),
                 grace: Some(Duration::from_secs(30)),
+                shutdown_delay: Some(Duration::from_secs(5)),
                 admin: Some(addr("127.0.0.1:9100")),
                 access_log: Some(AccessLogTarget::Stderr),
                 log_format: Some(Format::Tcplog),
@@ -525,6 +527,7 @@ mod tests {
         assert_eq!(db.proxy_from, vec![cidr("10.0.0.0/8"), cidr("::1")]);
         assert_eq!(web.timeouts.queue(), Duration::from_secs(10));
         let tls = &c.frontends[2];
+        assert!(tls.freebind && !c.frontends[0].freebind);
         let routes = tls.routing.as_ref().expect("rules");
         assert_eq!(routes.rules().len(), 2);
         assert_eq!(routes.not_tls, crate::policy::route::NotTls::Refuse);
@@ -732,8 +735,8 @@ mod tests {
             (
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
-                 which takes maxconn, workers, grace, admin, access-log, log-format, log, log-tag, \
-                 log-send-hostname, timeout and upgrade-socket",
+                 which takes maxconn, workers, grace, shutdown-delay, admin, access-log, \
+                 log-format, log, log-tag, log-send-hostname, timeout and upgrade-socket",
             ),
             (
                 &fe("  backend localhost:80\n"),
@@ -809,6 +812,15 @@ mod tests {
             (
                 &fe("  listen\n"),
                 "lb.conf:4:3: 'listen' needs an address like 127.0.0.1:8080",
+            ),
+            (
+                "frontend web\n  listen 127.0.0.1:1 freebnd\n  backend 127.0.0.1:2\n",
+                "lb.conf:2:22: unknown listen parameter 'freebnd' (did you mean 'freebind'?); \
+                 'listen ADDR' takes 'freebind' (bind an address that is on no interface yet)",
+            ),
+            (
+                "frontend web\n  listen 127.0.0.1:1 freebind freebind\n  backend 127.0.0.1:2\n",
+                "lb.conf:2:31: 'freebind' is given twice on this line; keep one",
             ),
             (
                 &fe("  retries 3 4\n"),
@@ -1201,5 +1213,15 @@ frontend api
             ),
         ];
         assert_eq!(errors, expected);
+    }
+
+    #[test]
+    fn listen_freebind_is_read_and_off_by_default() {
+        let text = "frontend vip\n  listen 198.51.100.1:80 freebind\n  backend 127.0.0.1:2\n\
+                    frontend web\n  listen 127.0.0.1:8080\n  backend 127.0.0.1:3\n";
+        let c = ok(text);
+        assert_eq!(c.frontends[0].listen, addr("198.51.100.1:80"));
+        assert!(c.frontends[0].freebind);
+        assert!(!c.frontends[1].freebind);
     }
 }

@@ -3,8 +3,8 @@
 //! default and its HAProxy / nginx equivalent, is in docs/OPERATIONS.md).
 //!
 //! ```text
-//!   global      GLOBAL        maxconn workers grace admin access-log log-format log log-tag
-//!                             log-send-hostname timeout upgrade-socket
+//!   global      GLOBAL        maxconn workers grace shutdown-delay admin access-log log-format
+//!                             log log-tag log-send-hostname timeout upgrade-socket
 //!     timeout   GLOBAL_TIMEOUTS  admin-request
 //!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny splice ...
 //!                             use-group default-group not-tls dontlognull option tcp-check http-check
@@ -40,7 +40,7 @@ use super::config::{AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX
 use super::logging;
 use super::probes::{self, ProbeDraft};
 use super::reader::{Draft, Opt, Reader, Seen, Setter};
-use super::words::{Word, did_you_mean, list, not_one_of, suggest};
+use super::words::{Word, did_you_mean, list, not_one_of, parse_duration, suggest};
 
 /// The section headers.
 pub const SECTIONS: &[&str] = &["global", "frontend", "group"];
@@ -97,6 +97,8 @@ pub struct FrontendDraft {
     pub column: usize,
     /// `listen`, with the line and column of its value.
     pub listen: Option<(SocketAddr, usize, usize)>,
+    /// `listen ADDR freebind`.
+    pub freebind: bool,
     /// `balance` and `backend` lines: its default group, unless
     /// `default-group`.
     pub pool: PoolDraft,
@@ -135,6 +137,7 @@ impl FrontendDraft {
             line,
             column,
             listen: None,
+            freebind: false,
             pool: PoolDraft::default(),
             maxconn: None,
             timeouts: Timeouts::default(),
@@ -229,6 +232,13 @@ pub const GLOBAL: &[Opt<GlobalDraft>] = &[
         },
     },
     Opt {
+        name: "shutdown-delay",
+        setter: Setter::Value {
+            hint: "a duration, like 5s",
+            set: set_shutdown_delay,
+        },
+    },
+    Opt {
         name: "admin",
         setter: Setter::Value {
             hint: "an address like 127.0.0.1:9100",
@@ -294,6 +304,14 @@ fn set_admin(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
     }
 }
 
+/// `shutdown-delay DURATION`; 0 is allowed and means none, the default.
+fn set_shutdown_delay(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
+    match parse_duration(v.text) {
+        Ok(delay) => g.global.shutdown_delay = Some(delay),
+        Err(why) => r.error(v.column, format!("shutdown-delay: {why}")),
+    }
+}
+
 /// What an unknown first word in `global` gets.
 pub fn unknown_in_global(r: &mut Reader<'_>, first: Word<'_>) {
     let other = first.text;
@@ -318,14 +336,7 @@ pub fn unknown_in_global(r: &mut Reader<'_>, first: Word<'_>) {
 pub const FRONTEND: &[Opt<FrontendDraft>] = &[
     Opt {
         name: "listen",
-        setter: Setter::Value {
-            hint: "an address like 127.0.0.1:8080",
-            set: |r, f, v| {
-                if let Some(addr) = r.addr("listen", v) {
-                    f.listen = Some((addr, r.line, v.column));
-                }
-            },
-        },
+        setter: Setter::Line(set_listen),
     },
     Opt {
         name: "balance",
@@ -471,6 +482,40 @@ pub fn unknown_in_group(r: &mut Reader<'_>, first: Word<'_>) {
         )
     };
     r.error(first.column, message);
+}
+
+/// `listen ADDR [freebind]`: once per frontend. `freebind` binds the
+/// address even when it is on no interface yet (IP_FREEBIND; HAProxy's
+/// `bind ... freebind`).
+fn set_listen(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let Some(value) = r.value(words, 0, "an address like 127.0.0.1:8080") else {
+        return;
+    };
+    let option = words[0];
+    if !r.once(&mut f.seen, option.text, option.column) {
+        return;
+    }
+    if let Some(addr) = r.addr("listen", value) {
+        f.listen = Some((addr, r.line, value.column));
+    }
+    let mut seen = Seen::default();
+    for param in words.get(2..).unwrap_or_default() {
+        match param.text {
+            "freebind" => {
+                if r.once_on_line(&mut seen, "freebind", "freebind", param.column) {
+                    f.freebind = true;
+                }
+            }
+            other => r.error(
+                param.column,
+                format!(
+                    "unknown listen parameter '{other}'{}; 'listen ADDR' takes 'freebind' (bind \
+                     an address that is on no interface yet)",
+                    did_you_mean(other, &["freebind"])
+                ),
+            ),
+        }
+    }
 }
 
 /// A `use-group` condition: its word, how a value is read, an example.

@@ -1,5 +1,7 @@
-//! The admin listener: `GET /metrics` for Prometheus and `GET /health` for
-//! whoever asks whether the proxy is alive, over just enough HTTP/1.1.
+//! The admin listener: `GET /metrics` for Prometheus, and `GET /health` and
+//! `GET /health/FRONTEND` for whoever asks whether the proxy, or one of its
+//! frontends, can take clients (a load balancer in front, a route
+//! announcer beside it: docs/CLUSTER.md), over just enough HTTP/1.1.
 //!
 //! It is off unless the configuration says `admin 127.0.0.1:9100`, and it
 //! listens on a loopback address only (a remote scraper goes through an SSH
@@ -29,8 +31,10 @@
 //!
 //! ```text
 //!   GET /metrics HTTP/1.1      200  text/plain; version=0.0.4; charset=utf-8
-//!   GET /health HTTP/1.1       200  ok (503 draining, once a graceful stop began)
-//!   HEAD on either             200  the same head, no body
+//!   GET /health HTTP/1.1       200  ok (503 lameduck or draining, once a graceful stop began)
+//!   GET /health/web HTTP/1.1   200  ok: 2 of 3 servers usable (503 down: 0 of 3 servers
+//!                                   usable, or lameduck, draining; 404 for no frontend 'web')
+//!   HEAD on any of them        200  the same head, no body
 //!   POST /metrics ...          405  Allow: GET, HEAD
 //!   GET /anything-else         404
 //!   not a request line, not HTTP/1.0 or 1.1, bare LF line ends,
@@ -282,7 +286,7 @@ mod tests {
     use super::response::METRICS_TYPE;
     use super::*;
     use crate::ops::metrics::counters::add;
-    use crate::ops::metrics::exposition::Registry;
+    use crate::ops::metrics::exposition::{Registry, Stopping};
     use crate::policy::health::HealthBoard;
     use std::io::{Read, Write};
     use std::net::TcpStream as StdStream;
@@ -414,10 +418,70 @@ mod tests {
         let (addr, _thread) = spawn_with(loopback(), published.clone(), AdminOptions::default())
             .expect("admin starts");
         assert_eq!(exchange(addr, &get("/health")).status, 200);
-        published.set_draining();
+        published.set_stopping(Stopping::Lameduck);
+        let answer = exchange(addr, &get("/health"));
+        assert_eq!((answer.status, answer.body.as_str()), (503, "lameduck\n"));
+        let answer = exchange(addr, &get("/health/web"));
+        assert_eq!((answer.status, answer.body.as_str()), (503, "lameduck\n"));
+        published.set_stopping(Stopping::Draining);
         let answer = exchange(addr, &get("/health"));
         assert_eq!((answer.status, answer.body.as_str()), (503, "draining\n"));
         assert_eq!(exchange(addr, &get("/metrics")).status, 200);
+    }
+
+    #[test]
+    fn health_of_a_frontend_is_503_without_a_usable_server_and_404_unknown() {
+        let check = Some(crate::policy::health::Check {
+            fall: 1,
+            ..crate::policy::health::Check::default()
+        });
+        let (a, b) = (
+            SocketAddr::from(([127, 0, 0, 1], 9001)),
+            SocketAddr::from(([127, 0, 0, 1], 9002)),
+        );
+        let board = Arc::new(HealthBoard::new("web", &[(a, check), (b, None)]));
+        // b has weight 0: up, but drained, so never usable.
+        let parts = crate::ops::metrics::exposition::FrontendParts {
+            name: "web".to_string(),
+            backends: vec![a, b],
+            weights: vec![1, 0],
+            board: board.clone(),
+            counters: Vec::new(),
+            routes: Vec::new(),
+        };
+        let published = Published::new(Registry::from_counters(vec![parts]));
+        let (addr, _thread) = spawn_with(loopback(), published.clone(), AdminOptions::default())
+            .expect("admin starts");
+        let answer = exchange(addr, &get("/health/web"));
+        assert_eq!(
+            (answer.status, answer.body.as_str()),
+            (200, "ok: 1 of 2 servers usable\n")
+        );
+        board.check_result(
+            0,
+            crate::policy::check::dialogue::Verdict::failed(
+                crate::policy::check::dialogue::Status::L4Con,
+                "connection refused",
+            ),
+            std::time::Duration::from_millis(1),
+        );
+        let answer = exchange(addr, &get("/health/web"));
+        assert_eq!(
+            (answer.status, answer.body.as_str()),
+            (503, "down: 0 of 2 servers usable\n")
+        );
+        assert_eq!(
+            exchange(addr, b"HEAD /health/web HTTP/1.1\r\nHost: x\r\n\r\n").status,
+            503
+        );
+        // The process itself is still fine.
+        assert_eq!(exchange(addr, &get("/health")).status, 200);
+        let answer = exchange(addr, &get("/health/api"));
+        assert_eq!(
+            (answer.status, answer.body.as_str()),
+            (404, "not found: no frontend named 'api'\n")
+        );
+        assert_eq!(exchange(addr, &get("/health/")).status, 404);
     }
 
     #[test]

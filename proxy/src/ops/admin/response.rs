@@ -1,7 +1,7 @@
 //! The admin listener's answers: which one a request gets, and how it is
 //! written (always a `Content-Length` and `Connection: close`).
 
-use crate::ops::metrics::exposition::Published;
+use crate::ops::metrics::exposition::{FrontendHealth, Published};
 
 use super::request::Request;
 
@@ -10,9 +10,13 @@ pub(super) const METRICS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 
 /// The answer to a well-formed request.
 pub(super) fn respond(request: &Request<'_>, registry: &Published) -> Response {
-    let known = matches!(request.path, "/metrics" | "/health");
+    let frontend = request.path.strip_prefix("/health/");
+    let known = matches!(request.path, "/metrics" | "/health") || frontend.is_some();
     if !known {
-        return Response::text(404, "not found: try /metrics or /health\n");
+        return Response::text(
+            404,
+            "not found: try /metrics, /health or /health/FRONTEND\n",
+        );
     }
     let head_only = match request.method {
         "GET" => false,
@@ -23,18 +27,43 @@ pub(super) fn respond(request: &Request<'_>, registry: &Published) -> Response {
             return response;
         }
     };
-    let mut response = match request.path {
-        "/metrics" => Response {
+    let mut response = match (request.path, frontend) {
+        ("/metrics", _) => Response {
             content_type: METRICS_TYPE,
             ..Response::text(200, registry.render())
         },
-        // A draining proxy is alive but takes no new clients: a load
-        // balancer in front of it must stop sending them.
-        _ if registry.is_draining() => Response::text(503, "draining\n"),
-        _ => Response::text(200, "ok\n"),
+        (_, Some(name)) => frontend_health(registry, name),
+        _ => process_health(registry),
     };
     response.head_only = head_only;
     response
+}
+
+/// `/health`: 200 while the process serves, 503 once a graceful stop
+/// began (its lameduck phase included): a load balancer or a route
+/// announcer in front of it must stop sending new clients.
+fn process_health(registry: &Published) -> Response {
+    match registry.stopping() {
+        Some(phase) => Response::text(503, format!("{}\n", phase.name())),
+        None => Response::text(200, "ok\n"),
+    }
+}
+
+/// `/health/NAME`: as `/health`, and 503 as well when frontend `NAME` has
+/// no usable server, so that a node whose backends are all down leaves the
+/// rotation by itself; 404 for a name no frontend has.
+fn frontend_health(registry: &Published, name: &str) -> Response {
+    let Some(health) = registry.get().frontend_health(name) else {
+        return Response::text(404, format!("not found: no frontend named '{name}'\n"));
+    };
+    if let Some(phase) = registry.stopping() {
+        return Response::text(503, format!("{}\n", phase.name()));
+    }
+    let FrontendHealth { usable, servers } = health;
+    match usable {
+        0 => Response::text(503, format!("down: 0 of {servers} servers usable\n")),
+        _ => Response::text(200, format!("ok: {usable} of {servers} servers usable\n")),
+    }
 }
 
 /// The reason phrase of each status the listener answers with.

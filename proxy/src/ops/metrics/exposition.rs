@@ -17,7 +17,7 @@
 
 use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::policy::check::Status;
@@ -26,17 +26,24 @@ use crate::policy::health::HealthBoard;
 use super::counters::{BackendCounters, FrontendCounters};
 use super::process::Process;
 
-/// One frontend as [`Registry::from_counters`] takes it: name, backends'
-/// addresses, health board, one set of counters per worker, and the labels
-/// of its routing counters ([`FrontendCounters::routes`]: the rule, the
-/// group), none without `use-group` rules.
-pub type FrontendParts = (
-    String,
-    Vec<SocketAddr>,
-    Arc<HealthBoard>,
-    Vec<Arc<FrontendCounters>>,
-    Vec<(String, String)>,
-);
+/// One frontend as [`Registry::from_counters`] takes it.
+#[derive(Debug)]
+pub struct FrontendParts {
+    /// Its name.
+    pub name: String,
+    /// Its backends' addresses, by index.
+    pub backends: Vec<SocketAddr>,
+    /// Each backend's configured `weight`, by index (0: drained, never
+    /// picked for a new connection).
+    pub weights: Vec<u32>,
+    /// Its health board.
+    pub board: Arc<HealthBoard>,
+    /// One set of counters per worker.
+    pub counters: Vec<Arc<FrontendCounters>>,
+    /// The labels of its routing counters ([`FrontendCounters::routes`]:
+    /// the rule, the group), none without `use-group` rules.
+    pub routes: Vec<(String, String)>,
+}
 
 /// The registry the admin endpoint renders now: a reload swaps in a new one
 /// (new frontends, new backends) in one step. The lock is taken by scrapes
@@ -44,8 +51,29 @@ pub type FrontendParts = (
 #[derive(Debug)]
 pub struct Published {
     current: Mutex<Arc<Registry>>,
-    /// A graceful stop has begun (`/health` then answers 503).
-    draining: AtomicBool,
+    /// How far a stop has gone: 0 running, else a [`Stopping`] phase
+    /// (`/health` then answers 503).
+    stopping: AtomicU8,
+}
+
+/// The phases of a graceful stop that `/health` reports (ops/shutdown.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopping {
+    /// Still accepting and serving, but asking to be taken out of the
+    /// rotation (`shutdown-delay`).
+    Lameduck = 1,
+    /// No longer accepting; open connections finish.
+    Draining = 2,
+}
+
+impl Stopping {
+    /// Its name, as `/health` answers it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stopping::Lameduck => "lameduck",
+            Stopping::Draining => "draining",
+        }
+    }
 }
 
 impl Published {
@@ -53,7 +81,7 @@ impl Published {
     pub fn new(registry: Arc<Registry>) -> Arc<Published> {
         Arc::new(Published {
             current: Mutex::new(registry),
-            draining: AtomicBool::new(false),
+            stopping: AtomicU8::new(0),
         })
     }
 
@@ -70,20 +98,34 @@ impl Published {
             .clone()
     }
 
-    /// Marks the start of a graceful stop.
-    pub fn set_draining(&self) {
-        self.draining.store(true, Relaxed);
+    /// Marks the phase a graceful stop has reached.
+    pub fn set_stopping(&self, phase: Stopping) {
+        self.stopping.store(phase as u8, Relaxed);
     }
 
-    /// Whether a graceful stop has begun.
-    pub fn is_draining(&self) -> bool {
-        self.draining.load(Relaxed)
+    /// The phase of the graceful stop under way, if one is.
+    pub fn stopping(&self) -> Option<Stopping> {
+        match self.stopping.load(Relaxed) {
+            1 => Some(Stopping::Lameduck),
+            2 => Some(Stopping::Draining),
+            _ => None,
+        }
     }
 
     /// What a scrape answers: [`Registry::render`] of the current registry.
     pub fn render(&self) -> String {
         self.get().render()
     }
+}
+
+/// What [`Registry::frontend_health`] finds: a frontend with no usable
+/// server cannot serve a new client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrontendHealth {
+    /// Servers up with a weight above 0 (backups included).
+    pub usable: usize,
+    /// All its servers.
+    pub servers: usize,
 }
 
 /// Every counter of the process: the frontends' names, their backends'
@@ -99,6 +141,8 @@ pub struct Registry {
 struct FrontendInfo {
     name: String,
     backends: Vec<SocketAddr>,
+    /// Each backend's weight, by index.
+    weights: Vec<u32>,
     board: Arc<HealthBoard>,
     /// The labels (rule, group) of its routing counters, by index.
     routes: Vec<(String, String)>,
@@ -125,6 +169,7 @@ impl Registry {
             .map(|(name, backends, board)| FrontendInfo {
                 name: name.clone(),
                 backends: backends.clone(),
+                weights: vec![1; backends.len()],
                 board: board.clone(),
                 routes: Vec::new(),
             })
@@ -142,31 +187,47 @@ impl Registry {
     pub fn from_counters(frontends: Vec<FrontendParts>) -> Arc<Registry> {
         let workers = frontends
             .iter()
-            .map(|f| f.3.len())
+            .map(|f| f.counters.len())
             .max()
             .unwrap_or(1)
             .max(1);
         let mut counters: Vec<Vec<Arc<FrontendCounters>>> = vec![Vec::new(); workers];
         let mut infos = Vec::new();
-        for (name, backends, board, per_worker, routes) in frontends {
+        for parts in frontends {
             for (worker, row) in counters.iter_mut().enumerate() {
                 // A frontend short of counters for a worker reads as zeros.
-                let mine = per_worker.get(worker).cloned().unwrap_or_else(|| {
-                    Arc::new(FrontendCounters::with_routes(backends.len(), routes.len()))
+                let mine = parts.counters.get(worker).cloned().unwrap_or_else(|| {
+                    Arc::new(FrontendCounters::with_routes(
+                        parts.backends.len(),
+                        parts.routes.len(),
+                    ))
                 });
                 row.push(mine);
             }
             infos.push(FrontendInfo {
-                name,
-                backends,
-                board,
-                routes,
+                name: parts.name,
+                backends: parts.backends,
+                weights: parts.weights,
+                board: parts.board,
+                routes: parts.routes,
             });
         }
         Arc::new(Registry {
             frontends: infos,
             counters,
         })
+    }
+
+    /// Whether frontend `name` can serve a new client now: how many of its
+    /// servers are usable (up, and with a weight above 0, HAProxy's
+    /// `nbsrv`), out of how many. `None` if no frontend has that name.
+    pub fn frontend_health(&self, name: &str) -> Option<FrontendHealth> {
+        let frontend = self.frontends.iter().find(|f| f.name == name)?;
+        let servers = frontend.backends.len();
+        let usable = (0..servers.min(frontend.board.len()))
+            .filter(|&i| frontend.board.is_up(i) && frontend.weights.get(i) != Some(&0))
+            .count();
+        Some(FrontendHealth { usable, servers })
     }
 
     /// How many workers' counters are kept.
