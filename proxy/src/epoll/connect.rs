@@ -149,7 +149,7 @@ impl Local {
             frontend.name,
             trace.client,
             last.why,
-            frontend.backends[index].addr,
+            frontend.backends[index].label(),
             frontend.retries
         );
     }
@@ -196,7 +196,8 @@ impl Local {
         if let Some(server) = self.counters.backends.get(index) {
             counters::inc(&server.connect_errors);
         }
-        let refusal = Refusal::new(format!("connect to {addr} failed: {why}"), termination);
+        let server = frontend.backends[index].label();
+        let refusal = Refusal::new(format!("connect to {server} failed: {why}"), termination);
         Err(Failed::Retry(refusal))
     }
 

@@ -47,7 +47,7 @@ use crate::conn::machine::{Ending, Outcome};
 use crate::conn::proxy_protocol::{self, Addresses};
 use crate::conn::relay;
 use crate::conn::splice::Splicing;
-use crate::ops::access_log::record::Record;
+use crate::ops::access_log::record::{Record, ServerRef};
 use crate::ops::access_log::termination::{Cause, Phase, Termination};
 use crate::ops::metrics::counters::{self, Active, FrontendCounters};
 use crate::policy::balance::{Algorithm, Balancer, Server};
@@ -470,7 +470,7 @@ impl Local {
         }
         backend.write_all(&early).await.map_err(|e| {
             Refusal::new(
-                format!("backend {} failed before the relay: {e}", server.addr),
+                format!("backend {} failed before the relay: {e}", server.label()),
                 Termination::SERVER_RESET,
             )
         })
@@ -622,7 +622,10 @@ impl Local {
             frontend: &frontend.name,
             group: group.map_or(&frontend.name, |g| g.name),
             server_name: frontend.routing.as_ref().map(|_| trace.sni.as_deref()),
-            backend: backend.map(|b| b.addr),
+            backend: backend.map(|b| ServerRef {
+                name: &b.name,
+                addr: b.addr,
+            }),
             wait: trace.wait,
             connect: trace.connect,
             total: trace.started.elapsed(),

@@ -28,7 +28,7 @@ use crate::log::syslog::header::Severity;
 use crate::ops::access_log::record::Format;
 use crate::ops::access_log::sink::AccessLog;
 use crate::ops::admin;
-use crate::ops::metrics::exposition::{FrontendParts, Published, Registry, Stopping};
+use crate::ops::metrics::exposition::{FrontendParts, Published, Registry, ServerLabels, Stopping};
 use crate::ops::shutdown::{self, Drained};
 use crate::ops::upgrade::notify::notify;
 use crate::ops::upgrade::offer::{self, Offer, Request};
@@ -638,13 +638,23 @@ impl Control {
         self.published.set(Registry::from_counters(
             self.running
                 .iter()
-                .map(|s| FrontendParts {
-                    name: s.frontend.name.clone(),
-                    backends: s.frontend.backends.iter().map(|b| b.addr).collect(),
-                    weights: s.frontend.backends.iter().map(|b| b.weight).collect(),
-                    board: s.board.clone(),
-                    counters: s.counters.clone(),
-                    routes: s.frontend.route_labels(),
+                .map(|s| {
+                    let f = &s.frontend;
+                    let backends = (0..f.backends.len())
+                        .map(|i| ServerLabels {
+                            addr: f.backends[i].addr,
+                            group: f.group_name_of(i).to_string(),
+                            name: f.backends[i].name.clone(),
+                        })
+                        .collect();
+                    FrontendParts {
+                        name: f.name.clone(),
+                        backends,
+                        weights: f.backends.iter().map(|b| b.weight).collect(),
+                        board: s.board.clone(),
+                        counters: s.counters.clone(),
+                        routes: f.route_labels(),
+                    }
                 })
                 .collect(),
         ));

@@ -6,9 +6,13 @@
 //! ```text
 //! SIGQUIT: state: 3 open of global maxconn 114 (derived from RLIMIT_NOFILE 256, 27 reserved), 1 frontend, 1 worker, 2 of 28 splice pipes open, running
 //! SIGQUIT: frontend web on 127.0.0.1:8080 (roundrobin): 3 open (maxconn none), 120 accepted, 1,234 bytes in, 5,678 bytes out; refused: 0 denied, 0 connect, 0 queue timeout; 0 retries, 0 timeouts, 0 accept errors, 0 gone before served
-//! SIGQUIT: backend web/127.0.0.1:9001: UP, 2 open (maxconn 100), 60 connected, 1,234 bytes in, 5,678 bytes out, 0 connect errors; checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis: +PONG
+//! SIGQUIT: backend web/db1 (127.0.0.1:9001): UP, 2 open (maxconn 100), 60 connected, 1,234 bytes in, 5,678 bytes out, 0 connect errors; checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis: +PONG
+//! SIGQUIT: backend web/127.0.0.1:9002: UP, ...
 //! SIGQUIT: end of state
 //! ```
+//!
+//! A backend is shown as `GROUP/NAME (ADDRESS)`, as the access log's
+//! `group/server`, or `GROUP/ADDRESS` for a `backend` line without a name.
 //!
 //! The counters are the same as `/metrics` shows, summed over the workers
 //! with relaxed loads (`ops/metrics/counters.rs`): each number is right, the
@@ -150,11 +154,11 @@ fn backend_line(shared: &Shared, index: usize) -> String {
         .backend_limits
         .get(index)
         .map_or_else(|| "none".to_string(), |limit| max_of(limit));
+    let group = f.group_name_of(index);
     format!(
-        "SIGQUIT: backend {}/{}{role}: {health}, {open} open (maxconn {maxconn}), {} connected, {} \
-         bytes in, {} bytes out, {} connect errors; {checks}",
-        f.name,
-        server.addr,
+        "SIGQUIT: backend {group}/{}{role}: {health}, {open} open (maxconn {maxconn}), {} connected, \
+         {} bytes in, {} bytes out, {} connect errors; {checks}",
+        server.label(),
         grouped(sum(|c| &c.connections)),
         grouped(sum(|c| &c.bytes_in)),
         grouped(sum(|c| &c.bytes_out)),
@@ -239,6 +243,7 @@ mod tests {
             inter: std::time::Duration::from_secs(2),
             send: Vec::new(),
         });
+        checked.name = "db2".to_string();
         let shared = super::super::frontend::share(&config.frontends[0], None, 2);
         // Worker 0 and worker 1 each count some: the dump sums them.
         counters::add(&shared.counters[0].connections, 3);
@@ -308,7 +313,7 @@ mod tests {
         assert!(lines[2].ends_with("not checked"), "{}", lines[2]);
         // Three passive failures (the default fall) mark it down.
         assert!(
-            lines[3].starts_with("SIGQUIT: backend default/127.0.0.1:9002: DOWN"),
+            lines[3].starts_with("SIGQUIT: backend default/db2 (127.0.0.1:9002): DOWN"),
             "{}",
             lines[3]
         );

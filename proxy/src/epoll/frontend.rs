@@ -72,7 +72,10 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
         })
         .collect();
     Arc::new(Shared {
-        board: Arc::new(HealthBoard::new(&frontend.name, &servers)),
+        board: Arc::new(
+            HealthBoard::new(&frontend.name, &servers)
+                .with_labels(frontend.backends.iter().map(|b| b.label())),
+        ),
         limit,
         backend_limits,
         sources: frontend.maxconn_per_source.map(SourceLimits::new),

@@ -35,8 +35,8 @@
 //! Every change is logged once with its reason, DOWN as a warning:
 //!
 //! ```text
-//! frontend web: backend 127.0.0.1:9001 is DOWN: 3 consecutive failures (last: check: connection refused)
-//! frontend web: backend 127.0.0.1:9001 is UP: 2 consecutive successful checks (last: redis: +PONG)
+//! frontend web: backend db1 (127.0.0.1:9001) is DOWN: 3 consecutive failures (last: check: connection refused)
+//! frontend web: backend db1 (127.0.0.1:9001) is UP: 2 consecutive successful checks (last: redis: +PONG)
 //! frontend db: backend 127.0.0.1:5432 is DOWN: 3 consecutive failures (last: check: pgsql: ErrorResponse FATAL 57P03: the database system is shutting down)
 //! ```
 //!
@@ -138,6 +138,9 @@ pub struct HealthBoard {
 #[derive(Debug)]
 struct ServerHealth {
     addr: SocketAddr,
+    /// How the log lines name it: `db1 (127.0.0.1:9001)`, or the address
+    /// ([`HealthBoard::with_labels`]).
+    label: String,
     check: Option<Check>,
     /// Written only with `streak` locked; read by anyone.
     up: AtomicBool,
@@ -212,6 +215,7 @@ impl HealthBoard {
             .iter()
             .map(|&(addr, check)| ServerHealth {
                 addr,
+                label: addr.to_string(),
                 check,
                 up: AtomicBool::new(true),
                 failing: AtomicBool::new(false),
@@ -229,6 +233,15 @@ impl HealthBoard {
             servers,
             generation: AtomicU64::new(0),
         }
+    }
+
+    /// The same board with the servers' names for its log lines, in
+    /// order (`db1 (127.0.0.1:9001)`; by default each server's address).
+    pub fn with_labels(mut self, labels: impl IntoIterator<Item = String>) -> HealthBoard {
+        for (server, label) in self.servers.iter_mut().zip(labels) {
+            server.label = label;
+        }
+        self
     }
 
     /// Where server `index` is.
@@ -462,9 +475,10 @@ impl HealthBoard {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// `frontend web: backend 127.0.0.1:9001`, the start of every log line.
+    /// `frontend web: backend db1 (127.0.0.1:9001)`, the start of every
+    /// log line (`backend 127.0.0.1:9001` for a server without a name).
     fn name(&self, server: &ServerHealth) -> String {
-        format!("frontend {}: backend {}", self.frontend, server.addr)
+        format!("frontend {}: backend {}", self.frontend, server.label)
     }
 }
 

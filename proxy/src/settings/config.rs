@@ -262,11 +262,24 @@ impl Frontend {
     pub fn group_of(&self, index: usize) -> usize {
         self.groups.iter().take_while(|g| g.start <= index).count()
     }
+
+    /// The name of the group backend `index` belongs to (the `GROUP` of
+    /// `GROUP/SERVER` in the access log).
+    pub fn group_name_of(&self, index: usize) -> &str {
+        self.group(self.group_of(index))
+            .map_or(self.name.as_str(), |g| g.name)
+    }
 }
 
-/// One `backend` line of a frontend.
+/// One `backend` line of a frontend or a group: HAProxy's `server`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendServer {
+    /// `backend NAME ADDR`: what the access log, the metrics, the state dump
+    /// and the health lines call it, unique in its group. A line without a
+    /// name is named by its address (`127.0.0.1:9001`, `[::1]:9001`): its
+    /// log lines and metric labels read as they did before names existed,
+    /// and no written name can clash with it, since a name has no `:`.
+    pub name: String,
     /// Where connections go.
     pub addr: SocketAddr,
     /// `weight N`, 0 to 256 (default 1; 0 drains the backend).
@@ -289,10 +302,11 @@ pub struct BackendServer {
 }
 
 impl BackendServer {
-    /// A backend at `addr` with every parameter at its default: weight 1,
-    /// no limit, no check, no PROXY header, no agent.
+    /// A backend at `addr` with every parameter at its default: named by
+    /// its address, weight 1, no limit, no check, no PROXY header, no agent.
     pub fn new(addr: SocketAddr) -> BackendServer {
         BackendServer {
+            name: addr.to_string(),
             addr,
             weight: 1,
             backup: false,
@@ -301,6 +315,21 @@ impl BackendServer {
             send_proxy: None,
             probe: Probe::Connect,
             agent: None,
+        }
+    }
+
+    /// Whether the configuration named it (else it is named by its address).
+    pub fn is_named(&self) -> bool {
+        self.name != self.addr.to_string()
+    }
+
+    /// How the daemon's log shows it: `db1 (127.0.0.1:9001)`, or the
+    /// address alone for a server named by it.
+    pub fn label(&self) -> String {
+        if self.is_named() {
+            format!("{} ({})", self.name, self.addr)
+        } else {
+            self.name.clone()
         }
     }
 }

@@ -469,6 +469,7 @@ mod tests {
             web.backends,
             vec![
                 BackendServer {
+                    name: "127.0.0.1:9001".to_string(),
                     addr: addr("127.0.0.1:9001"),
                     weight: 5,
                     backup: false,
@@ -493,6 +494,7 @@ mod tests {
                     agent: None,
                 },
                 BackendServer {
+                    name: "127.0.0.1:9002".to_string(),
                     addr: addr("127.0.0.1:9002"),
                     weight: 1,
                     backup: true,
@@ -611,6 +613,40 @@ mod tests {
             assert_eq!(c.frontends[0].balance, balance);
             assert_eq!(balance.name(), word);
         }
+    }
+
+    #[test]
+    fn backends_are_named_or_named_by_their_address() {
+        let c = ok(
+            "frontend pg\n  listen 127.0.0.1:5432\n  backend db1 10.0.0.1:5432 check\n  \
+                    backend 10.0.0.2:5432 backup\ngroup ro\n  backend db1 10.0.0.3:5432\n",
+        );
+        let f = &c.frontends[0];
+        let b = &f.backends;
+        assert_eq!(
+            (b[0].name.as_str(), b[0].addr),
+            ("db1", addr("10.0.0.1:5432"))
+        );
+        assert!(b[0].is_named() && b[0].check.is_some());
+        assert_eq!(b[0].label(), "db1 (10.0.0.1:5432)");
+        assert_eq!(b[1].name, "10.0.0.2:5432");
+        assert!(!b[1].is_named() && b[1].backup);
+        assert_eq!(b[1].label(), "10.0.0.2:5432");
+        assert_eq!(f.group_name_of(1), "pg");
+        // Names are unique per section: the same name in another group is
+        // another server.
+        let c = ok(
+            "group ro\n  backend db1 10.0.0.3:5432\nfrontend pg\n  listen 127.0.0.1:1\n  \
+                    backend db1 10.0.0.1:5432\n  use-group ro sni ro.example\n",
+        );
+        let f = &c.frontends[0];
+        assert_eq!((f.group_name_of(0), f.group_name_of(1)), ("pg", "ro"));
+        assert_eq!(
+            (f.backends[0].name.as_str(), f.backends[1].name.as_str()),
+            ("db1", "db1")
+        );
+        let ipv6 = ok(&fe("  backend v6 [::1]:9\n"));
+        assert_eq!(ipv6.frontends[0].backends[1].label(), "v6 ([::1]:9)");
     }
 
     #[test]
@@ -859,6 +895,31 @@ mod tests {
                 "global\nglobal\n",
                 "lb.conf:2:1: a second 'global' section (the first is at line 1); merge them \
                  into one",
+            ),
+            // Names: before the address, once per section.
+            (
+                &fe("  backend db1 10.0.0.1:1\n  backend db1 10.0.0.2:1\n"),
+                "lb.conf:5:11: backend name 'db1' is already used in this section (line 4); give \
+                 each backend its own name",
+            ),
+            (
+                &fe("  backend 10.0.0.1:1 db1 check\n"),
+                "lb.conf:4:22: unknown option 'db1'; a backend's name comes before its address: \
+                 'backend db1 ADDR ...'",
+            ),
+            (
+                &fe("  backend db1 localhost:5432\n"),
+                "lb.conf:4:15: backend: 'localhost:5432' is not an IP address with a port, like \
+                 127.0.0.1:8080 or [::1]:8080 (host names are not resolved)",
+            ),
+            (
+                &fe("  backend db/1 10.0.0.1:1\n"),
+                "lb.conf:4:11: backend name 'db/1': use only letters, digits, '-', '_' and '.'",
+            ),
+            (
+                &fe("  backend\n"),
+                "lb.conf:4:3: 'backend' needs an address like 127.0.0.1:9001, or a name and an \
+                 address: 'backend db1 127.0.0.1:9001'",
             ),
             // check parameters: after 'check', known, in range, once.
             (

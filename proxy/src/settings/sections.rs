@@ -68,6 +68,9 @@ pub struct PoolDraft {
     /// line for an address is found in one look-up, not by comparing it with
     /// every backend before it (a frontend may have 100,000).
     pub backend_at: HashMap<SocketAddr, usize>,
+    /// The name of each good `backend` line (its address for an unnamed
+    /// one), with its line: names are unique in a section.
+    pub name_at: HashMap<String, usize>,
     /// `backend` lines, good or bad (a bad one is reported on its own).
     pub backend_lines: usize,
     /// `option redis-check`, `tcp-check` lines...: the check its servers
@@ -780,32 +783,81 @@ fn unknown_timeout(r: &mut Reader<'_>, kind: Word<'_>) {
 
 // ---- backend ----
 
-/// `backend ADDR [PARAM...]`: one server of the frontend or group, never
-/// twice.
+/// `backend [NAME] ADDR [PARAM...]`: one server of the frontend or group
+/// (HAProxy's `server NAME ADDR ...`), its address and its name never
+/// twice in the section.
 fn add_backend(r: &mut Reader<'_>, f: &mut PoolDraft, words: &[Word<'_>]) {
     f.backend_lines += 1;
-    let Some(v) = r.value(words, 0, "an address like 127.0.0.1:9001") else {
+    let hint = "an address like 127.0.0.1:9001, or a name and an address: 'backend db1 \
+                127.0.0.1:9001'";
+    let Some(first) = r.value(words, 0, hint) else {
         return;
     };
-    let addr = r.addr("backend", v);
-    let Some(server) = backend_params(r, &words[2..], addr) else {
-        return;
-    };
-    match f.backend_at.entry(server.addr) {
-        Entry::Occupied(first) => {
+    // A name, if the first word is not an address but the second one is
+    // (or the first could only be a name).
+    let second_is_addr = words
+        .get(2)
+        .is_some_and(|w| w.text.parse::<SocketAddr>().is_ok());
+    let named =
+        first.text.parse::<SocketAddr>().is_err() && (second_is_addr || is_server_name(first.text));
+    let (name, v) = if named {
+        if !is_server_name(first.text) {
             let message = format!(
-                "backend {} is already in this section (line {}); list it once and use \
-                 'weight' to send it more",
-                server.addr,
+                "backend name '{}': use only letters, digits, '-', '_' and '.'",
+                first.text
+            );
+            return r.error(first.column, message);
+        }
+        let hint = "an address after its name, like 'backend db1 127.0.0.1:9001'";
+        let Some(v) = r.value(words, 1, hint) else {
+            return;
+        };
+        (Some(first), v)
+    } else {
+        (None, first)
+    };
+    let params = if name.is_some() { 3 } else { 2 };
+    let addr = r.addr("backend", v);
+    let Some(mut server) = backend_params(r, words.get(params..).unwrap_or_default(), addr) else {
+        return;
+    };
+    if let Some(name) = name {
+        server.name = name.text.to_string();
+    }
+    if let Some(first) = f.backend_at.get(&server.addr) {
+        let message = format!(
+            "backend {} is already in this section (line {first}); list it once and use \
+             'weight' to send it more",
+            server.addr
+        );
+        return r.error(v.column, message);
+    }
+    match (name, f.name_at.entry(server.name.clone())) {
+        (Some(name), Entry::Occupied(first)) => {
+            let message = format!(
+                "backend name '{}' is already used in this section (line {}); give each \
+                 backend its own name",
+                name.text,
                 first.get()
             );
-            r.error(v.column, message);
+            r.error(name.column, message);
         }
-        Entry::Vacant(slot) => {
-            slot.insert(r.line);
+        (_, slot) => {
+            if let Entry::Vacant(slot) = slot {
+                slot.insert(r.line);
+            }
+            f.backend_at.insert(server.addr, r.line);
             f.backends.push(server);
         }
     }
+}
+
+/// A word that names a server (`backend db1 ADDR`) rather than being its
+/// address: letters, digits, `-`, `_` and `.`, and not an IP address (a
+/// forgotten port is the address's error, not a name).
+pub fn is_server_name(word: &str) -> bool {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    !word.is_empty() && word.chars().all(allowed) && word.parse::<std::net::IpAddr>().is_err()
 }
 
 /// A `backend` line's server while its parameters are read.
@@ -988,7 +1040,7 @@ fn backend_params(
             .chain(CHECK_PARAMS.iter().filter(|_| in_check));
         let Some(param) = found.into_iter().find(|p| p.name == w.text) else {
             // What follows may be its value: stop at the first unknown word.
-            unknown_param(r, w, in_check);
+            unknown_param(r, w, in_check, i == 0);
             return None;
         };
         i += 1;
@@ -1055,8 +1107,9 @@ fn agent_of(r: &mut Reader<'_>, d: &mut ServerDraft) -> bool {
 }
 
 /// An unknown word on a backend line: a check parameter before `check`, a
-/// typo, or something else.
-fn unknown_param(r: &mut Reader<'_>, w: Word<'_>, in_check: bool) {
+/// name after the address (`first`: right after it), a typo, or something
+/// else.
+fn unknown_param(r: &mut Reader<'_>, w: Word<'_>, in_check: bool, first: bool) {
     let other = w.text;
     if CHECK_PARAMS.iter().any(|p| p.name == other) {
         let message = format!(
@@ -1071,6 +1124,9 @@ fn unknown_param(r: &mut Reader<'_>, w: Word<'_>, in_check: bool) {
     }
     let hint = match suggest(other, &candidates) {
         Some(best) => format!(" (did you mean '{best}'?)"),
+        None if first && is_server_name(other) => {
+            format!("; a backend's name comes before its address: 'backend {other} ADDR ...'")
+        }
         None if in_check => format!(
             "; a backend takes {} (with {})",
             list(&names_of(PARAMS), "and"),
