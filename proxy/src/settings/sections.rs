@@ -788,33 +788,8 @@ fn unknown_timeout(r: &mut Reader<'_>, kind: Word<'_>) {
 /// twice in the section.
 fn add_backend(r: &mut Reader<'_>, f: &mut PoolDraft, words: &[Word<'_>]) {
     f.backend_lines += 1;
-    let hint = "an address like 127.0.0.1:9001, or a name and an address: 'backend db1 \
-                127.0.0.1:9001'";
-    let Some(first) = r.value(words, 0, hint) else {
+    let Some((name, v)) = name_and_address(r, words) else {
         return;
-    };
-    // A name, if the first word is not an address but the second one is
-    // (or the first could only be a name).
-    let second_is_addr = words
-        .get(2)
-        .is_some_and(|w| w.text.parse::<SocketAddr>().is_ok());
-    let named =
-        first.text.parse::<SocketAddr>().is_err() && (second_is_addr || is_server_name(first.text));
-    let (name, v) = if named {
-        if !is_server_name(first.text) {
-            let message = format!(
-                "backend name '{}': use only letters, digits, '-', '_' and '.'",
-                first.text
-            );
-            return r.error(first.column, message);
-        }
-        let hint = "an address after its name, like 'backend db1 127.0.0.1:9001'";
-        let Some(v) = r.value(words, 1, hint) else {
-            return;
-        };
-        (Some(first), v)
-    } else {
-        (None, first)
     };
     let params = if name.is_some() { 3 } else { 2 };
     let addr = r.addr("backend", v);
@@ -850,6 +825,37 @@ fn add_backend(r: &mut Reader<'_>, f: &mut PoolDraft, words: &[Word<'_>]) {
             f.backends.push(server);
         }
     }
+}
+
+/// The name (if any) and the address word of a `backend` line: a name if
+/// the first word is not an address but the second one is (or the first
+/// could only be a name). `None` once what was wrong is reported.
+fn name_and_address<'w>(
+    r: &mut Reader<'_>,
+    words: &[Word<'w>],
+) -> Option<(Option<Word<'w>>, Word<'w>)> {
+    let hint = "an address like 127.0.0.1:9001, or a name and an address: 'backend db1 \
+                127.0.0.1:9001'";
+    let first = r.value(words, 0, hint)?;
+    let second_is_addr = words
+        .get(2)
+        .is_some_and(|w| w.text.parse::<SocketAddr>().is_ok());
+    let named =
+        first.text.parse::<SocketAddr>().is_err() && (second_is_addr || is_server_name(first.text));
+    if !named {
+        return Some((None, first));
+    }
+    if !is_server_name(first.text) {
+        let message = format!(
+            "backend name '{}': use only letters, digits, '-', '_' and '.'",
+            first.text
+        );
+        r.error(first.column, message);
+        return None;
+    }
+    let hint = "an address after its name, like 'backend db1 127.0.0.1:9001'";
+    let v = r.value(words, 1, hint)?;
+    Some((Some(first), v))
 }
 
 /// A word that names a server (`backend db1 ADDR`) rather than being its
