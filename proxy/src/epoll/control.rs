@@ -44,7 +44,8 @@ use crate::settings::file;
 
 use super::checker;
 use super::dump;
-use super::frontend::{PerWorker, Shared, bind_listeners, share, spread_handed};
+use super::dump::Bound;
+use super::frontend::{PerWorker, Shared, bind_addresses, share, spread_handed};
 use super::handover;
 use super::plan::Plan;
 use super::worker::{Assignment, Command, worker};
@@ -195,7 +196,7 @@ struct Control {
     /// the admin listener, an access-log file): in every reload's budget.
     fixed: Fixed,
     /// Where each frontend listens, as bound (port 0 resolved), for SIGQUIT.
-    listening: Vec<(String, SocketAddr)>,
+    listening: Vec<Bound>,
     senders: Vec<mpsc::Sender<Command>>,
     /// The frontends running now, in file order.
     running: Vec<Arc<Shared>>,
@@ -224,8 +225,8 @@ struct Control {
     upgrade: Option<(Arc<SocketFile>, Reexec)>,
 }
 
-/// Per frontend, per worker: the listeners of a frontend that needs new ones.
-type Listeners = Vec<Option<PerWorker>>;
+/// Per frontend, per worker: the new listeners of each frontend.
+type Listeners = Vec<PerWorker>;
 
 impl Control {
     /// The control of `plan`, before any frontend runs.
@@ -525,9 +526,10 @@ impl Control {
     }
 
     /// The shared state of every frontend of `config`, reusing what has not
-    /// changed, and listeners for those that listen somewhere new. Binding
-    /// happens here, on the main thread, so that a port in use refuses the
-    /// whole configuration before any worker sees it.
+    /// changed, and listeners for the listen addresses new to each (all of
+    /// them for a new frontend; those a reload added to a running one).
+    /// Binding happens here, on the main thread, so that a port in use
+    /// refuses the whole configuration before any worker sees it.
     fn prepare(&mut self, config: &Config) -> io::Result<(Vec<Arc<Shared>>, Listeners)> {
         let mut shared = Vec::new();
         let mut listeners = Vec::new();
@@ -537,14 +539,14 @@ impl Control {
                 .iter()
                 .find(|s| s.frontend.name == frontend.name)
                 .cloned();
-            let same_listener = old
-                .as_ref()
-                .is_some_and(|s| s.frontend.listen == frontend.listen);
-            listeners.push(if same_listener {
-                None
-            } else {
-                Some(self.listeners_for(frontend)?)
-            });
+            let kept = old.as_ref().map_or(&[][..], |s| &s.frontend.listen[..]);
+            let new: Vec<SocketAddr> = frontend
+                .listen
+                .iter()
+                .filter(|addr| !kept.contains(addr))
+                .copied()
+                .collect();
+            listeners.push(self.listeners_for(frontend, &new)?);
             shared.push(match old {
                 Some(old) if old.frontend == *frontend => old,
                 _ => share(frontend, old.as_deref(), self.workers),
@@ -553,23 +555,40 @@ impl Control {
         Ok((shared, listeners))
     }
 
-    /// New listeners for `frontend`: those an old process handed over for
-    /// it, if any (every one of them, spread over the workers), else bound.
+    /// New listeners for the listen addresses `addrs` of `frontend`: for
+    /// each, those an old process handed over for it, if any (every one of
+    /// them, spread over the workers), else bound.
     fn listeners_for(
         &mut self,
         frontend: &crate::settings::config::Frontend,
+        addrs: &[SocketAddr],
     ) -> io::Result<PerWorker> {
-        let handed = handover::take_frontend(&mut self.handed, frontend);
-        if handed.is_empty() {
-            return bind_listeners(frontend, self.workers, self.backlog, self.upgradable);
+        let name = &frontend.name;
+        let mut per_worker: PerWorker = (0..self.workers).map(|_| Vec::new()).collect();
+        for &addr in addrs {
+            let handed = handover::take_address(&mut self.handed, frontend, addr);
+            let bound = if handed.is_empty() {
+                bind_addresses(
+                    frontend,
+                    &[addr],
+                    self.workers,
+                    self.backlog,
+                    self.upgradable,
+                )?
+            } else {
+                crate::info!(
+                    "upgrade: frontend {name} takes {} handed socket(s) over for {addr}, on {} \
+                     worker(s)",
+                    handed.len(),
+                    self.workers
+                );
+                spread_handed(frontend, addr, handed, self.workers, self.backlog)?
+            };
+            for (mine, more) in per_worker.iter_mut().zip(bound) {
+                mine.extend(more);
+            }
         }
-        crate::info!(
-            "upgrade: frontend {} takes {} handed socket(s) over, on {} worker(s)",
-            frontend.name,
-            handed.len(),
-            self.workers
-        );
-        spread_handed(frontend, handed, self.workers, self.backlog)
+        Ok(per_worker)
     }
 
     /// Hands the frontends to every worker, starts their health checks, and
@@ -588,14 +607,32 @@ impl Control {
         if let Err(e) = checker::spawn_checker(fresh_boards) {
             crate::error!("health checks could not start: {e}; backends count as up");
         }
-        self.listening
-            .retain(|(name, _)| shared.iter().any(|s| s.frontend.name == *name));
+        self.listening.retain(|b| {
+            shared
+                .iter()
+                .any(|s| s.frontend.name == b.frontend && s.frontend.listen.contains(&b.configured))
+        });
         for (s, bound) in shared.iter().zip(&listeners) {
-            let first = bound.as_ref().and_then(|w| w.first()?.first());
-            if let Some(addr) = first.and_then(|l| l.local_addr().ok()) {
-                let name = &s.frontend.name;
-                self.listening.retain(|(n, _)| n != name);
-                self.listening.push((name.clone(), addr));
+            // The first worker's listeners: one per new address at least.
+            let Some(first) = bound.first() else {
+                continue;
+            };
+            for (configured, listener) in first {
+                let Ok(addr) = listener.local_addr() else {
+                    continue;
+                };
+                if self
+                    .listening
+                    .iter()
+                    .any(|b| b.frontend == s.frontend.name && b.configured == *configured)
+                {
+                    continue; // a second socket handed over for it
+                }
+                self.listening.push(Bound {
+                    frontend: s.frontend.name.clone(),
+                    configured: *configured,
+                    bound: addr,
+                });
                 crate::info!(
                     "frontend {} listening on {addr} ({}, {} backends, epoll, {} workers)",
                     s.frontend.name,
@@ -614,17 +651,14 @@ impl Control {
     /// listeners of it. Each listener is moved, not duplicated: a listener
     /// costs one descriptor, even while it is handed out.
     fn hand_out(&self, shared: &[Arc<Shared>], mut listeners: Listeners) {
-        let mut listeners: Vec<_> = listeners
-            .drain(..)
-            .map(|bound| bound.map(Vec::into_iter))
-            .collect();
+        let mut listeners: Vec<_> = listeners.drain(..).map(Vec::into_iter).collect();
         for (index, tx) in self.senders.iter().enumerate() {
             let assignments = shared
                 .iter()
                 .zip(listeners.iter_mut())
                 .map(|(s, bound)| Assignment {
                     shared: s.clone(),
-                    listeners: bound.as_mut().and_then(Iterator::next).unwrap_or_default(),
+                    listeners: bound.next().unwrap_or_default(),
                 })
                 .collect();
             if tx.send(Command::Apply(assignments)).is_err() {

@@ -46,8 +46,20 @@ pub struct State<'a> {
     pub draining: bool,
     /// The frontends running now.
     pub frontends: &'a [Arc<Shared>],
-    /// Where each listens, as bound (its `listen` if not in this list).
-    pub listening: &'a [(String, SocketAddr)],
+    /// Where each listens, as bound (a `listen` address not in this list
+    /// is shown as configured).
+    pub listening: &'a [Bound],
+}
+
+/// One listen address of a frontend, as bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    /// The frontend.
+    pub frontend: String,
+    /// The `listen` address as configured.
+    pub configured: SocketAddr,
+    /// The address its listeners are bound to (port 0 resolved).
+    pub bound: SocketAddr,
 }
 
 impl State<'_> {
@@ -77,12 +89,19 @@ impl State<'_> {
             }
         )];
         for shared in self.frontends {
-            let listen = self
-                .listening
+            let f = &shared.frontend;
+            let listen: Vec<String> = f
+                .listen
                 .iter()
-                .find(|(name, _)| *name == shared.frontend.name)
-                .map_or(shared.frontend.listen, |(_, addr)| *addr);
-            lines.push(frontend_line(shared, listen));
+                .map(|&configured| {
+                    self.listening
+                        .iter()
+                        .find(|b| b.frontend == f.name && b.configured == configured)
+                        .map_or(configured, |b| b.bound)
+                        .to_string()
+                })
+                .collect();
+            lines.push(frontend_line(shared, &listen.join(", ")));
             for index in 0..shared.frontend.backends.len() {
                 lines.push(backend_line(shared, index));
             }
@@ -92,7 +111,7 @@ impl State<'_> {
     }
 }
 
-fn frontend_line(shared: &Shared, listen: SocketAddr) -> String {
+fn frontend_line(shared: &Shared, listen: &str) -> String {
     let f = &shared.frontend;
     let sum = |counter: fn(&FrontendCounters) -> &AtomicU64| {
         shared
@@ -263,7 +282,7 @@ mod tests {
         let _held = global.try_acquire();
         let opens = Opens {
             workers: 2,
-            frontends: 1,
+            listen_addresses: 1,
             ..Opens::default()
         };
         let budget = Budget::new(256, 256, &opens);
@@ -277,10 +296,11 @@ mod tests {
             workers: 2,
             draining: false,
             frontends: &[shared],
-            listening: &[(
-                "default".to_string(),
-                SocketAddr::from(([127, 0, 0, 1], 8443)),
-            )],
+            listening: &[Bound {
+                frontend: "default".to_string(),
+                configured: SocketAddr::from(([127, 0, 0, 1], 8080)),
+                bound: SocketAddr::from(([127, 0, 0, 1], 8443)),
+            }],
         };
         let lines = state.lines();
         assert_eq!(lines.len(), 5, "{lines:#?}");

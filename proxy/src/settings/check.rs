@@ -66,7 +66,12 @@ const SUMMARY_SERVERS: usize = 20;
 /// frontend pg: listens on 0.0.0.0:5432; group pg (roundrobin): db1 (10.0.0.1:5432), db2 (10.0.0.2:5432) backup
 /// ```
 pub fn summary(frontend: &Frontend) -> String {
-    let mut line = format!("frontend {}: listens on {}", frontend.name, frontend.listen);
+    let listen: Vec<String> = frontend.listen.iter().map(|a| a.to_string()).collect();
+    let mut line = format!(
+        "frontend {}: listens on {}",
+        frontend.name,
+        listen.join(", ")
+    );
     for g in 0..frontend.group_count() {
         let Some(group) = frontend.group(g) else {
             continue;
@@ -174,7 +179,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
     Opens {
         inherited,
         workers: workers as u64,
-        frontends: frontends.len() as u64,
+        listen_addresses: frontends.iter().map(|f| f.listen.len() as u64).sum(),
         checks: checks as u64,
         access_log_file,
         syslog,

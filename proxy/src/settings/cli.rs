@@ -202,22 +202,16 @@ impl Settings {
         let timeouts = self.timeouts;
         Config {
             global: Global {
-                maxconn: None,
-                workers: None,
-                grace: None,
-                shutdown_delay: None,
                 admin: self.admin,
                 access_log: self.access_log.clone(),
                 log_format: self.log_format.clone(),
                 admin_request: self.admin_request_timeout,
                 upgrade_socket: self.upgrade_socket.clone(),
-                log: None,
-                log_tag: None,
-                log_send_hostname: None,
+                ..Global::default()
             },
             frontends: vec![Frontend {
                 name: "default".to_string(),
-                listen: self.listen,
+                listen: vec![self.listen],
                 freebind: false,
                 balance: self.balance,
                 maxconn: self.maxconn,

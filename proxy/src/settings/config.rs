@@ -132,15 +132,20 @@ pub const DEFAULT_RETRIES: u32 = 3;
 /// The largest `weight`: the balancer's.
 pub use crate::policy::balance::MAX_WEIGHT;
 
-/// A `frontend` section: one listener and its pool.
+/// A `frontend` section: its listen addresses and its pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frontend {
     /// The section's name, unique in the file.
     pub name: String,
-    /// `listen ADDR`: where clients connect.
-    pub listen: SocketAddr,
-    /// `listen ADDR freebind`: bind it even if it is on no interface yet
-    /// (IP_FREEBIND), for a service address that arrives later.
+    /// `listen ADDR...`: where clients connect, one address or several
+    /// (HAProxy's `bind` lines), every one sharing the frontend's checks,
+    /// limits and counters; in file order, never empty. `:PORT` is read
+    /// as `0.0.0.0:PORT`.
+    pub listen: Vec<SocketAddr>,
+    /// `freebind` on a `listen` line: its addresses are bound even if they
+    /// are on no interface yet (IP_FREEBIND), for a service address that
+    /// arrives later. It applies to every address of the frontend (for
+    /// one already on an interface, it changes nothing).
     pub freebind: bool,
     /// `balance`: the algorithm of its default group (its own `backend`
     /// lines, or the `default-group`'s `balance`).

@@ -13,11 +13,12 @@
 //! problem of the file becomes a [`ConfigError`] that says where
 //! (`file:line:column` of the offending word), what was wrong, and what to do.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::Path;
 
 use super::config::{Config, ConfigError, Frontend};
+use super::haproxy;
 use super::probes;
 use super::reader::Reader;
 use super::routing;
@@ -78,6 +79,9 @@ struct File<'p> {
     names: HashMap<String, usize>,
     /// The `group` sections, by name.
     groups: HashMap<String, GroupDraft>,
+    /// The names of HAProxy's sections met and skipped (`backend pg`): a
+    /// `default-group pg` is not reported again as an unknown group.
+    skipped: HashSet<String>,
     section: Section,
 }
 
@@ -90,6 +94,7 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
         frontends: Vec::new(),
         names: HashMap::new(),
         groups: HashMap::new(),
+        skipped: HashSet::new(),
         section: Section::None,
     };
     for (index, line) in text.lines().enumerate() {
@@ -110,6 +115,44 @@ impl File<'_> {
             "group" => return self.open_group(words),
             _ => {}
         }
+        let texts: Vec<&str> = words.iter().map(|w| w.text).collect();
+        if let Some((message, name)) = haproxy::section(&texts) {
+            self.r.error(first.column, message);
+            self.skipped.extend(name);
+            self.section = Section::Skip;
+            return;
+        }
+        let before = self.r.errors.len();
+        self.read_option(words);
+        if self.r.errors.len() > before {
+            self.note_error();
+        }
+    }
+
+    /// A section's line with an error: the section's own completeness
+    /// ("no backend", "no listen") is then not judged, since the line in
+    /// error may be the one that would have made it complete.
+    fn note_error(&mut self) {
+        match self.section {
+            Section::Frontend(i) => {
+                if let Some(draft) = self.frontends.get_mut(i) {
+                    draft.erred = true;
+                }
+            }
+            Section::Group(ref name) => {
+                if let Some(draft) = self.groups.get_mut(name) {
+                    draft.erred = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A line of the open section: one of its options, or an error.
+    fn read_option(&mut self, words: &[Word<'_>]) {
+        let Some(&first) = words.first() else {
+            return;
+        };
         let known = match self.section {
             Section::Skip => true,
             Section::None => {
@@ -128,9 +171,9 @@ impl File<'_> {
         };
         if !known {
             match self.section {
-                Section::Global => unknown_in_global(&mut self.r, first),
-                Section::Group(_) => unknown_in_group(&mut self.r, first),
-                _ => unknown_in_frontend(&mut self.r, first),
+                Section::Global => unknown_in_global(&mut self.r, words),
+                Section::Group(_) => unknown_in_group(&mut self.r, words),
+                _ => unknown_in_frontend(&mut self.r, words),
             }
         }
     }
@@ -230,9 +273,7 @@ impl File<'_> {
     /// What can only be checked once every section is read.
     fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
         let mut frontends = Vec::new();
-        // Where each address is listened on; port 0 asks the kernel for a
-        // free port, so two such frontends never clash.
-        let mut listening: HashMap<SocketAddr, String> = HashMap::new();
+        let mut listening = Listening::default();
         for group in self.groups.values_mut() {
             probes::finish(&mut self.r, &mut group.pool);
         }
@@ -240,7 +281,8 @@ impl File<'_> {
             probes::finish(&mut self.r, &mut draft.pool);
         }
         self.check_groups();
-        for draft in std::mem::take(&mut self.frontends) {
+        for mut draft in std::mem::take(&mut self.frontends) {
+            self.forget_skipped(&mut draft);
             if let Some(frontend) = self.complete(draft, &mut listening) {
                 frontends.push(frontend);
             }
@@ -266,7 +308,7 @@ impl File<'_> {
     /// Every group needs a backend.
     fn check_groups(&mut self) {
         for group in self.groups.values() {
-            if group.pool.backend_lines == 0 {
+            if group.pool.backend_lines == 0 && !group.erred {
                 self.r.line = group.line;
                 let message = format!(
                     "group '{}' has no backend; add a line like 'backend 127.0.0.1:9001'",
@@ -277,46 +319,60 @@ impl File<'_> {
         }
     }
 
+    /// A frontend's references to HAProxy sections that were skipped
+    /// (`default-group pg` after `backend pg`): reported once, at the
+    /// section, so dropped here, and the frontend counts as erred.
+    fn forget_skipped(&self, draft: &mut FrontendDraft) {
+        let skipped = |name: &str| self.skipped.contains(name) && !self.groups.contains_key(name);
+        if draft
+            .default_group
+            .as_ref()
+            .is_some_and(|(name, ..)| skipped(name))
+        {
+            draft.default_group = None;
+            draft.erred = true;
+        }
+        let rules = draft.rules.len();
+        draft.rules.retain(|rule| !skipped(&rule.group.0));
+        draft.erred |= draft.rules.len() < rules;
+    }
+
     /// A frontend whose lines are all read: it needs a `listen` and a
-    /// backend, and an address of its own.
+    /// backend, and addresses of its own.
     fn complete(
         &mut self,
         mut draft: FrontendDraft,
-        listening: &mut HashMap<SocketAddr, String>,
+        listening: &mut Listening,
     ) -> Option<Frontend> {
         let r = &mut self.r;
         r.line = draft.line;
         let name = &draft.name;
-        let Some((listen, listen_line, listen_column)) = draft.listen else {
-            let message = format!(
-                "frontend '{name}' has no 'listen'; add a line like 'listen 127.0.0.1:8080'"
-            );
-            r.error(draft.column, message);
+        if draft.listen.is_empty() {
+            if !draft.erred {
+                let message = format!(
+                    "frontend '{name}' has no 'listen'; add a line like 'listen 127.0.0.1:8080'"
+                );
+                r.error(draft.column, message);
+            }
             return None;
-        };
-        if draft.pool.backend_lines == 0 && draft.default_group.is_none() {
+        }
+        if draft.pool.backend_lines == 0 && draft.default_group.is_none() && !draft.erred {
             let message = format!(
                 "frontend '{name}' has no backend; add a line like 'backend 127.0.0.1:9001', \
                  or 'default-group NAME'"
             );
             r.error(draft.column, message);
         }
-        if listen.port() != 0 {
-            if let Some(other) = listening.get(&listen) {
-                r.line = listen_line;
-                let message = format!(
-                    "frontend '{name}' listens on {listen}, as frontend '{other}' does; give \
-                     each frontend its own address"
-                );
-                r.error(listen_column, message);
-            } else {
-                listening.insert(listen, name.clone());
+        for &(addr, line, column) in &draft.listen {
+            if let Err(message) = listening.claim(addr, name) {
+                r.line = line;
+                r.error(column, message);
             }
         }
         let resolved = routing::resolve(&mut self.r, &mut draft, &self.groups)?;
         Some(Frontend {
             name: draft.name,
-            listen,
+            listen: draft.listen.iter().map(|&(addr, ..)| addr).collect(),
             freebind: draft.freebind,
             balance: resolved.balance,
             maxconn: draft.maxconn,
@@ -336,10 +392,61 @@ impl File<'_> {
     }
 }
 
+/// Where each address is listened on, by which frontend: an address is
+/// one frontend's, and so is a port on every address of a family
+/// (`0.0.0.0:80` and `127.0.0.1:80` would both bind with SO_REUSEPORT, and
+/// the second would take the first's clients on 127.0.0.1). Port 0 asks
+/// the kernel for a free port, so such addresses never clash.
+#[derive(Debug, Default)]
+struct Listening {
+    /// Each address, with its frontend.
+    at: HashMap<SocketAddr, String>,
+    /// Each (family, port) with an address of any kind, with the first
+    /// address and frontend: a wildcard there, or a wildcard's claim, finds
+    /// the clash in one look-up.
+    ports: HashMap<(bool, u16), (SocketAddr, String)>,
+}
+
+impl Listening {
+    /// Claims `addr` for frontend `name`, or says whose it is.
+    fn claim(&mut self, addr: SocketAddr, name: &str) -> Result<(), String> {
+        if addr.port() == 0 {
+            return Ok(());
+        }
+        if let Some(other) = self.at.get(&addr) {
+            let whose = match other == name {
+                true => "it already does".to_string(),
+                false => format!("as frontend '{other}' does"),
+            };
+            return Err(format!(
+                "frontend '{name}' listens on {addr}, {whose}; give each frontend its own address"
+            ));
+        }
+        let key = (addr.is_ipv6(), addr.port());
+        if let Some((first, other)) = self.ports.get(&key) {
+            if addr.ip().is_unspecified() || first.ip().is_unspecified() {
+                let (wide, narrow) = match addr.ip().is_unspecified() {
+                    true => (addr, *first),
+                    false => (*first, addr),
+                };
+                return Err(format!(
+                    "frontend '{name}' listens on {addr}, and frontend '{other}' on {first}: \
+                     {wide} takes every address of port {}, {narrow} included; give them \
+                     different ports",
+                    addr.port()
+                ));
+            }
+        } else {
+            self.ports.insert(key, (addr, name.to_string()));
+        }
+        self.at.insert(addr, name.to_string());
+        Ok(())
+    }
+}
+
 /// Section names of HAProxy and nginx, and what to write instead.
 fn foreign_section(word: &str) -> Option<&'static str> {
     match word {
-        "defaults" => Some("there are no defaults sections; set each option in its frontend"),
         "listen" => Some("write 'frontend NAME' and put 'listen ADDR' inside it"),
         "backend" | "upstream" => Some(
             "backends are listed inside their frontend, one 'backend ADDR ...' line each, or \
@@ -446,7 +553,7 @@ mod tests {
         assert_eq!(c.frontends.len(), 3);
         let web = &c.frontends[0];
         assert_eq!(web.name, "web");
-        assert_eq!(web.listen, addr("127.0.0.1:8080"));
+        assert_eq!(web.listen, [addr("127.0.0.1:8080")]);
         assert_eq!(web.balance, Algorithm::RoundRobin);
         assert_eq!(web.maxconn, Some(3000));
         assert_eq!(
@@ -511,7 +618,10 @@ mod tests {
             ]
         );
         let db = &c.frontends[1];
-        assert_eq!((db.name.as_str(), db.listen), ("db", addr("[::1]:5433")));
+        assert_eq!(
+            (db.name.as_str(), &db.listen[..]),
+            ("db", &[addr("[::1]:5433")][..])
+        );
         assert_eq!(db.backends[0].addr, addr("[::1]:5432"));
         let pgsql = PgsqlCheck {
             user: "haproxy".into(),
@@ -650,12 +760,36 @@ mod tests {
     }
 
     #[test]
+    fn a_frontend_listens_on_several_addresses_and_a_bare_port_is_every_ipv4_address() {
+        let c = ok(
+            "frontend pg\n  listen 127.0.0.1:5432 [::1]:5432\n  listen :6432\n  \
+                    listen *:7432 [::]:7432\n  backend 127.0.0.1:1\n",
+        );
+        assert_eq!(
+            c.frontends[0].listen,
+            [
+                addr("127.0.0.1:5432"),
+                addr("[::1]:5432"),
+                addr("0.0.0.0:6432"),
+                addr("0.0.0.0:7432"),
+                addr("[::]:7432"),
+            ]
+        );
+        // Port 0 twice: each gets a port of its own.
+        let c = ok(
+            "frontend a\n listen 127.0.0.1:0\n backend 127.0.0.1:1\nfrontend b\n listen \
+                    127.0.0.1:0\n backend 127.0.0.1:1\n",
+        );
+        assert_eq!(c.frontends.len(), 2);
+    }
+
+    #[test]
     fn comments_blank_lines_tabs_and_crlf() {
         let c = ok(
             "# top\r\n\r\n\tfrontend a # named a\r\n\t\tlisten 127.0.0.1:1#no space\r\n\
                     backend 127.0.0.1:2   \r\n",
         );
-        assert_eq!(c.frontends[0].listen, addr("127.0.0.1:1"));
+        assert_eq!(c.frontends[0].listen, [addr("127.0.0.1:1")]);
     }
 
     #[test]
@@ -668,8 +802,9 @@ mod tests {
             ),
             (
                 "defaults\n",
-                "lb.conf:1:1: unknown section 'defaults': there are no defaults sections; set \
-                 each option in its frontend",
+                "lb.conf:1:1: HAProxy's 'defaults' section: there are no defaults sections: set \
+                 each option in the frontend that needs it ('balance' also in a group); its lines \
+                 are skipped",
             ),
             (
                 "listen 127.0.0.1:1\n",
@@ -753,7 +888,9 @@ mod tests {
             ),
             (
                 &fe("  bind 127.0.0.1:1\n"),
-                "lb.conf:4:3: unknown option 'bind' (HAProxy's 'bind' is 'listen ADDR' here)",
+                "lb.conf:4:3: HAProxy's 'bind': write 'listen ADDR' (a line for each bind, or \
+                 several addresses on one line); bind's accept-proxy is the frontend's \
+                 'accept-proxy' line",
             ),
             (
                 &fe("  weight 5\n"),
@@ -837,8 +974,24 @@ mod tests {
                  use roundrobin, leastconn, random or source",
             ),
             (
-                &fe("  listen 127.0.0.1:9\n"),
-                "lb.conf:4:3: 'listen' is given twice (first at line 2); keep one",
+                &fe("  listen 127.0.0.1:8080\n"),
+                "lb.conf:4:10: listen 127.0.0.1:8080 is already in this frontend (line 2); keep one",
+            ),
+            (
+                &fe("  listen :80 127.0.0.1:80\n"),
+                "lb.conf:4:14: frontend 'web' listens on 127.0.0.1:80, and frontend 'web' on \
+                 0.0.0.0:80: 0.0.0.0:80 takes every address of port 80, 127.0.0.1:80 included; \
+                 give them different ports",
+            ),
+            (
+                &fe("frontend api\n  listen :8080\n  backend 127.0.0.1:3\n"),
+                "lb.conf:5:10: frontend 'api' listens on 0.0.0.0:8080, and frontend 'web' on \
+                 127.0.0.1:8080: 0.0.0.0:8080 takes every address of port 8080, 127.0.0.1:8080 \
+                 included; give them different ports",
+            ),
+            (
+                &fe("  listen :99999\n"),
+                "lb.conf:4:10: listen: ':99999': 99999 is not a port (0 to 65535)",
             ),
             (
                 &fe("  backend 127.0.0.1:9001 weight 2\n"),
@@ -847,7 +1000,8 @@ mod tests {
             ),
             (
                 &fe("  listen\n"),
-                "lb.conf:4:3: 'listen' needs an address like 127.0.0.1:8080",
+                "lb.conf:4:3: 'listen' needs an address like 127.0.0.1:8080, or :8080 for every \
+                 IPv4 address",
             ),
             (
                 "frontend web\n  listen 127.0.0.1:1 freebnd\n  backend 127.0.0.1:2\n",
@@ -1281,7 +1435,7 @@ frontend api
         let text = "frontend vip\n  listen 198.51.100.1:80 freebind\n  backend 127.0.0.1:2\n\
                     frontend web\n  listen 127.0.0.1:8080\n  backend 127.0.0.1:3\n";
         let c = ok(text);
-        assert_eq!(c.frontends[0].listen, addr("198.51.100.1:80"));
+        assert_eq!(c.frontends[0].listen, [addr("198.51.100.1:80")]);
         assert!(c.frontends[0].freebind);
         assert!(!c.frontends[1].freebind);
     }

@@ -37,6 +37,7 @@ use crate::policy::health::Check;
 use crate::policy::route::{NotTls, Pattern};
 
 use super::config::{AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT};
+use super::haproxy;
 use super::logging;
 use super::probes::{self, ProbeDraft};
 use super::reader::{Draft, Opt, Reader, Seen, Setter};
@@ -98,9 +99,9 @@ pub struct FrontendDraft {
     pub line: usize,
     /// The column of its header.
     pub column: usize,
-    /// `listen`, with the line and column of its value.
-    pub listen: Option<(SocketAddr, usize, usize)>,
-    /// `listen ADDR freebind`.
+    /// `listen` addresses, each with the line and column of its word.
+    pub listen: Vec<(SocketAddr, usize, usize)>,
+    /// `freebind` on a `listen` line.
     pub freebind: bool,
     /// `balance` and `backend` lines: its default group, unless
     /// `default-group`.
@@ -129,6 +130,9 @@ pub struct FrontendDraft {
     pub splice: Splice,
     /// `dontlognull`.
     pub dontlognull: bool,
+    /// A line of it was in error: whether it is complete (a `listen`, a
+    /// backend) is then not judged.
+    pub erred: bool,
     seen: Seen,
 }
 
@@ -139,7 +143,7 @@ impl FrontendDraft {
             name: name.to_string(),
             line,
             column,
-            listen: None,
+            listen: Vec::new(),
             freebind: false,
             pool: PoolDraft::default(),
             maxconn: None,
@@ -154,6 +158,7 @@ impl FrontendDraft {
             not_tls: None,
             splice: Splice::default(),
             dontlognull: false,
+            erred: false,
             seen: Seen::default(),
         }
     }
@@ -170,6 +175,8 @@ pub struct GroupDraft {
     pub column: usize,
     /// `balance` and `backend` lines.
     pub pool: PoolDraft,
+    /// A line of it was in error ([`FrontendDraft::erred`]).
+    pub erred: bool,
     seen: Seen,
 }
 
@@ -181,6 +188,7 @@ impl GroupDraft {
             line,
             column,
             pool: PoolDraft::default(),
+            erred: false,
             seen: Seen::default(),
         }
     }
@@ -315,9 +323,16 @@ fn set_shutdown_delay(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
     }
 }
 
-/// What an unknown first word in `global` gets.
-pub fn unknown_in_global(r: &mut Reader<'_>, first: Word<'_>) {
+/// What an unknown first word in `global` gets: an option of another
+/// section, one of HAProxy's words, or a typo.
+pub fn unknown_in_global(r: &mut Reader<'_>, words: &[Word<'_>]) {
+    let Some(&first) = words.first() else {
+        return;
+    };
     let other = first.text;
+    if let Some(message) = haproxy::global(other) {
+        return r.error(first.column, message);
+    }
     if FRONTEND.iter().any(|o| o.name == other) {
         let message = format!("'{other}' belongs in a frontend section, not in 'global'");
         return r.error(first.column, message);
@@ -339,7 +354,7 @@ pub fn unknown_in_global(r: &mut Reader<'_>, first: Word<'_>) {
 pub const FRONTEND: &[Opt<FrontendDraft>] = &[
     Opt {
         name: "listen",
-        setter: Setter::Line(set_listen),
+        setter: Setter::Line(add_listens),
     },
     Opt {
         name: "balance",
@@ -436,6 +451,69 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
     },
 ];
 
+/// `listen ADDR... [freebind]`: one address or several, on one line or
+/// many (HAProxy's `bind` lines), each once per frontend. `freebind` binds
+/// them even when they are on no interface yet (IP_FREEBIND; HAProxy's
+/// `bind ... freebind`), once per line.
+fn add_listens(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let [option, words @ ..] = words else {
+        return;
+    };
+    let (flags, addrs): (Vec<Word<'_>>, Vec<Word<'_>>) =
+        words.iter().partition(|w| w.text == "freebind");
+    if let [_, again, ..] = flags.as_slice() {
+        r.error(
+            again.column,
+            "'freebind' is given twice on this line; keep one",
+        );
+    }
+    f.freebind |= !flags.is_empty();
+    if addrs.is_empty() {
+        let message = "'listen' needs an address like 127.0.0.1:8080, or :8080 for every IPv4 \
+                       address";
+        return r.error(option.column, message);
+    }
+    for &w in &addrs {
+        let Some(addr) = listen_addr(r, w) else {
+            continue;
+        };
+        if let Some(&(_, line, _)) = f.listen.iter().find(|(a, ..)| *a == addr) {
+            let message =
+                format!("listen {addr} is already in this frontend (line {line}); keep one");
+            r.error(w.column, message);
+            continue;
+        }
+        f.listen.push((addr, r.line, w.column));
+    }
+}
+
+/// A listen address: `IP:PORT`, `[IPv6]:PORT`, or `:PORT` and `*:PORT` for
+/// every IPv4 address (`0.0.0.0:PORT`, as HAProxy reads them).
+fn listen_addr(r: &mut Reader<'_>, w: Word<'_>) -> Option<SocketAddr> {
+    let port = w.text.strip_prefix('*').unwrap_or(w.text).strip_prefix(':');
+    if let Some(port) = port.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+        return match port.parse::<u16>() {
+            Ok(port) => Some(SocketAddr::from(([0, 0, 0, 0], port))),
+            Err(_) => {
+                let message = format!("listen: '{}': {port} is not a port (0 to 65535)", w.text);
+                r.error(w.column, message);
+                None
+            }
+        };
+    }
+    if !w.text.contains(':') && w.text.parse::<std::net::IpAddr>().is_err() {
+        let message = format!(
+            "unknown listen parameter '{}'{}; 'listen ADDR' takes 'freebind' (bind an address \
+             that is on no interface yet)",
+            w.text,
+            did_you_mean(w.text, &["freebind"])
+        );
+        r.error(w.column, message);
+        return None;
+    }
+    r.addr("listen", w)
+}
+
 // ---- group ----
 
 /// A group's options: the backends and how they are balanced.
@@ -465,10 +543,16 @@ pub const GROUP: &[Opt<GroupDraft>] = &[
     },
 ];
 
-/// What an unknown first word in a group gets: a frontend's option, or a
-/// typo.
-pub fn unknown_in_group(r: &mut Reader<'_>, first: Word<'_>) {
+/// What an unknown first word in a group gets: one of HAProxy's words, a
+/// frontend's option, or a typo.
+pub fn unknown_in_group(r: &mut Reader<'_>, words: &[Word<'_>]) {
+    let Some(&first) = words.first() else {
+        return;
+    };
     let other = first.text;
+    if let Some(message) = haproxy_proxy_word(words) {
+        return r.error(first.column, message);
+    }
     let message = if FRONTEND.iter().any(|o| o.name == other) {
         let quoted: Vec<String> = names(GROUP).iter().map(|n| format!("'{n}'")).collect();
         let quoted: Vec<&str> = quoted.iter().map(String::as_str).collect();
@@ -485,40 +569,6 @@ pub fn unknown_in_group(r: &mut Reader<'_>, first: Word<'_>) {
         )
     };
     r.error(first.column, message);
-}
-
-/// `listen ADDR [freebind]`: once per frontend. `freebind` binds the
-/// address even when it is on no interface yet (IP_FREEBIND; HAProxy's
-/// `bind ... freebind`).
-fn set_listen(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
-    let Some(value) = r.value(words, 0, "an address like 127.0.0.1:8080") else {
-        return;
-    };
-    let option = words[0];
-    if !r.once(&mut f.seen, option.text, option.column) {
-        return;
-    }
-    if let Some(addr) = r.addr("listen", value) {
-        f.listen = Some((addr, r.line, value.column));
-    }
-    let mut seen = Seen::default();
-    for param in words.get(2..).unwrap_or_default() {
-        match param.text {
-            "freebind" => {
-                if r.once_on_line(&mut seen, "freebind", "freebind", param.column) {
-                    f.freebind = true;
-                }
-            }
-            other => r.error(
-                param.column,
-                format!(
-                    "unknown listen parameter '{other}'{}; 'listen ADDR' takes 'freebind' (bind \
-                     an address that is on no interface yet)",
-                    did_you_mean(other, &["freebind"])
-                ),
-            ),
-        }
-    }
 }
 
 /// A `use-group` condition: its word, how a value is read, an example.
@@ -1152,17 +1202,28 @@ pub fn names<T>(table: &[Opt<T>]) -> Vec<&'static str> {
     table.iter().map(|o| o.name).collect()
 }
 
+/// The message for a line that starts with one of HAProxy's frontend or
+/// backend words, if it does.
+fn haproxy_proxy_word(words: &[Word<'_>]) -> Option<String> {
+    let texts: Vec<&str> = words.iter().map(|w| w.text).collect();
+    haproxy::proxy(&texts)
+}
+
 /// What an unknown first word in a frontend gets: a word of HAProxy's or
 /// nginx's, an option of `global`, a typo, or a backend's parameter.
-pub fn unknown_in_frontend(r: &mut Reader<'_>, first: Word<'_>) {
+pub fn unknown_in_frontend(r: &mut Reader<'_>, words: &[Word<'_>]) {
+    let Some(&first) = words.first() else {
+        return;
+    };
     let other = first.text;
     if GLOBAL.iter().any(|o| o.name == other) {
         let message = format!("'{other}' belongs in the 'global' section, not in a frontend");
         return r.error(first.column, message);
     }
+    if let Some(message) = haproxy_proxy_word(words) {
+        return r.error(first.column, message);
+    }
     let hint = match other {
-        "bind" => " (HAProxy's 'bind' is 'listen ADDR' here)".to_string(),
-        "server" => " (HAProxy's 'server NAME ADDR' is 'backend ADDR' here)".to_string(),
         "proxy_pass" => " (list the backends with 'backend ADDR' lines)".to_string(),
         _ => {
             let mut candidates = names(FRONTEND);
