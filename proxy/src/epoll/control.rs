@@ -29,6 +29,7 @@ use crate::ops::access_log::record::Format;
 use crate::ops::access_log::sink::AccessLog;
 use crate::ops::admin;
 use crate::ops::metrics::exposition::{FrontendParts, Published, Registry, ServerLabels, Stopping};
+use crate::ops::privileges::Applied;
 use crate::ops::shutdown::{self, Drained};
 use crate::ops::upgrade::notify::notify;
 use crate::ops::upgrade::offer::{self, Offer, Request};
@@ -60,11 +61,17 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     // umask (ops/upgrade/socket.rs), and the take blocks nothing else. The
     // file first: a directory it cannot be made in stops us before the old
     // process is asked for anything.
+    let run_as = &plan.config.global.run_as;
+    let user = run_as.user.as_ref().map(|(_, uid)| *uid);
     let socket_file = match &plan.config.global.upgrade_socket {
-        Some(path) => Some(SocketFile::create(path, plan.upgrade_from.is_some())?),
+        Some(path) => Some(SocketFile::create(path, plan.upgrade_from.is_some(), user)?),
         None => None,
     };
-    let mut handed = plan.upgrade_from.as_deref().map(take::take).transpose()?;
+    let mut handed = plan
+        .upgrade_from
+        .as_deref()
+        .map(|path| take::take(path, user))
+        .transpose()?;
     let mut control = Control::new(plan, socket_file.is_some())?;
     if let Some(handed) = &mut handed {
         control.handed = std::mem::take(&mut handed.listeners);
@@ -76,6 +83,9 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     let (shared, listeners) = control.prepare(&plan.config)?;
     let admin = admin_listener(plan, &mut control.handed)?;
     handover::close_unclaimed(std::mem::take(&mut control.handed));
+    // Everything that needs root is done: every listener bound, every
+    // file open. Before any other thread starts, and before serving.
+    switch_user(plan, socket_file.as_ref(), control.access_log.as_deref())?;
     if let Some(handed) = &handed {
         handover::seed(&shared, &handed.health);
     }
@@ -88,6 +98,57 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     let requests = control.open_for_upgrades(socket_file, handed.as_ref(), path)?;
     let rt = runtime::Runtime::new()?;
     rt.block_on(control.until_stopped(requests))
+}
+
+/// `user` in `global`: the files made as root handed to that user, then
+/// root dropped for good (ops/privileges.rs). The upgrade socket's
+/// directory must be the user's: the new process of an upgrade runs as
+/// that user and makes its own socket there.
+fn switch_user(
+    plan: &Plan,
+    socket: Option<&SocketFile>,
+    access_log: Option<&AccessLog>,
+) -> io::Result<()> {
+    let run_as = &plan.config.global.run_as;
+    if run_as.is_empty() {
+        return Ok(());
+    }
+    let who = run_as.describe();
+    if let (Some(socket), Some(path)) = (socket, &plan.config.global.upgrade_socket) {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        let dir = dir.unwrap_or(std::path::Path::new("."));
+        if run_as.writable_by(dir)? == Some(false) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "upgrade socket {}: its directory {} is not writable by {who}, which the \
+                     proxy runs as after startup: the new process of an upgrade could not make \
+                     its socket there; give the directory to that user (chown, mode 0700)",
+                    path.display(),
+                    dir.display()
+                ),
+            ));
+        }
+        run_as.hand_over(socket.path())?;
+    }
+    if let Some(path) = access_log.and_then(AccessLog::path) {
+        run_as.hand_over(path)?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if run_as.writable_by(dir.unwrap_or(std::path::Path::new(".")))? == Some(false) {
+            crate::warn!(
+                "access log {}: its directory is not writable by {who}: after a rotation that \
+                 renames the file, SIGUSR1 cannot make a new one (logrotate's 'create' or \
+                 'copytruncate' work)",
+                path.display()
+            );
+        }
+    }
+    match run_as.apply()? {
+        Applied::Dropped => crate::info!("running as {who} from now on"),
+        Applied::AlreadySo => crate::info!("running as {who} already"),
+        Applied::Nothing => {}
+    }
+    Ok(())
 }
 
 /// The admin listener the configuration asks for: the one the old process
@@ -794,6 +855,9 @@ impl Control {
         }
         if new.upgrade_socket != old.upgrade_socket {
             fixed.push("upgrade-socket");
+        }
+        if new.run_as != old.run_as {
+            fixed.push("user");
         }
         if !fixed.is_empty() {
             crate::warn!(

@@ -293,6 +293,10 @@ SIGNALS
                       a second one exits at once (the single mode exits at once)
     SIGHUP            epoll with --config: reload the file (a bad file keeps the old one)
     SIGUSR1           epoll: reopen the --access-log file (after a rotation renamed it)
+    SIGUSR2           epoll with --upgrade-socket: start the binary again, which takes the
+                      listeners over; this process then drains and exits
+    SIGQUIT           log the state (epoll: every frontend and backend; the other modes:
+                      their open connections) and go on running
 
 EXAMPLES
     proxy --listen 127.0.0.1:8080 --backend 127.0.0.1:9001 --backend 127.0.0.1:9002
@@ -876,6 +880,9 @@ mod tests {
         assert!(matches!(parse(&args("-V")), Ok(Command::Version)));
         assert!(help().contains("--mode MODE"));
         assert!(help().contains("--check-config FILE"));
+        for signal in ["SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGQUIT"] {
+            assert!(help().contains(&format!("\n    {signal}")), "{signal}");
+        }
         assert!(matches!(
             parse(&args("--check-config lb.conf")),
             Ok(Command::CheckConfig(p)) if p == std::path::Path::new("lb.conf")

@@ -30,6 +30,7 @@ use crate::conn::timeouts::Timeouts;
 use crate::log::syslog::Destination;
 use crate::ops::access_log::custom::FormatError;
 use crate::ops::access_log::record::Format;
+use crate::ops::privileges::RunAs;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::policy::check::Probe;
@@ -85,6 +86,9 @@ pub struct Global {
     /// `upgrade-socket PATH`: where the running proxy offers its listeners
     /// to a new process (`--upgrade-from PATH`; `None`: off).
     pub upgrade_socket: Option<PathBuf>,
+    /// `user ID [GROUP]`: who the proxy runs as once its listeners are
+    /// bound (empty: who it was started as).
+    pub run_as: RunAs,
 }
 
 /// Where the access log goes.

@@ -97,14 +97,48 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
         skipped: HashSet::new(),
         section: Section::None,
     };
-    for (index, line) in text.lines().enumerate() {
+    let lines: Vec<&str> = text.lines().collect();
+    for (index, line) in lines.iter().enumerate() {
         file.r.line = index + 1;
-        file.line(&words(line));
+        let words = words(line);
+        if file.haproxy_group(&words, &lines[index + 1..]) {
+            continue;
+        }
+        file.line(&words);
     }
     file.finish()
 }
 
 impl File<'_> {
+    /// HAProxy's `group NAME` in its global section (the group to run as)
+    /// rather than a `group` section here: `group NAME` in `global`, not
+    /// followed by a line of a group (whose first word is not one of
+    /// `global`'s, HAProxy's global words, a section header, or nothing).
+    /// Reported with what to write instead; `true` if it was one.
+    fn haproxy_group(&mut self, words: &[Word<'_>], rest: &[&str]) -> bool {
+        let [first, name] = words else {
+            return false;
+        };
+        if first.text != "group" || !matches!(self.section, Section::Global) {
+            return false;
+        }
+        let next = rest.iter().map(|l| words_of(l)).find(|w| !w.is_empty());
+        let global_line = next.as_ref().and_then(|w| w.first()).is_none_or(|w| {
+            names(GLOBAL).contains(&w.as_str())
+                || SECTIONS.contains(&w.as_str())
+                || haproxy::global(w).is_some()
+        });
+        if global_line {
+            let message = format!(
+                "HAProxy's 'group {0}' of its global section is written after the user here: \
+                 'user USER {0}' ('group NAME' starts a section of backends)",
+                name.text
+            );
+            self.r.error(first.column, message);
+        }
+        global_line
+    }
+
     fn line(&mut self, words: &[Word<'_>]) {
         let Some(&first) = words.first() else {
             return;
@@ -280,6 +314,7 @@ impl File<'_> {
         for draft in &mut self.frontends {
             probes::finish(&mut self.r, &mut draft.pool);
         }
+        self.global.finish(&mut self.r);
         self.check_groups();
         for mut draft in std::mem::take(&mut self.frontends) {
             self.forget_skipped(&mut draft);
@@ -444,6 +479,11 @@ impl Listening {
     }
 }
 
+/// The words of `line`, owned (for a look ahead).
+fn words_of(line: &str) -> Vec<String> {
+    words(line).iter().map(|w| w.text.to_string()).collect()
+}
+
 /// Section names of HAProxy and nginx, and what to write instead.
 fn foreign_section(word: &str) -> Option<&'static str> {
     match word {
@@ -490,6 +530,7 @@ mod tests {
     use crate::log::syslog::header::{Facility, Layout, Severity};
     use crate::log::syslog::target::Target;
     use crate::ops::access_log::record::Format;
+    use crate::ops::privileges::RunAs;
     use crate::policy::balance::Algorithm;
     use crate::policy::check::Probe;
     use crate::policy::check::agent::AgentCheck;
@@ -548,6 +589,7 @@ mod tests {
                 }),
                 log_tag: Some("proxy".into()),
                 log_send_hostname: Some(Some("lb1".into())),
+                run_as: RunAs::default(),
             }
         );
         assert_eq!(c.frontends.len(), 3);
@@ -784,6 +826,53 @@ mod tests {
     }
 
     #[test]
+    fn user_names_a_user_and_its_group_or_the_users_own() {
+        let c = ok(&format!("global\n  user root\n{}", fe("")));
+        let run_as = &c.global.run_as;
+        assert_eq!(run_as.user, Some(("root".to_string(), 0)));
+        assert_eq!(run_as.group, Some(("root".to_string(), 0)));
+        let c = ok(&format!("global\n  user 0 0\n{}", fe("")));
+        assert_eq!(c.global.run_as.group, Some(("0".to_string(), 0)));
+        // A uid the user database does not know needs its group.
+        let c = ok(&format!("global\n  user 4000000000 4000000000\n{}", fe("")));
+        assert_eq!(
+            c.global.run_as.user,
+            Some(("4000000000".to_string(), 4_000_000_000))
+        );
+        assert_eq!(
+            errors(&format!("global\n  user 4000000000\n{}", fe(""))),
+            [
+                "lb.conf:2:8: user 4000000000: uid 4000000000 has no entry in the user database, so \
+              its group is unknown; write it after the user: 'user 4000000000 GROUP'"
+            ]
+        );
+        assert_eq!(
+            errors(&format!("global\n  user no-such-user-here\n{}", fe(""))),
+            [
+                "lb.conf:2:8: user: no user 'no-such-user-here' in the user database (getent \
+              passwd no-such-user-here); write an existing user, or a uid"
+            ]
+        );
+        // HAProxy's 'group NAME' of its global section, said once; a group
+        // section after 'global' is still one.
+        assert_eq!(
+            errors(&format!(
+                "global\n  user root\n  group root\n  maxconn 10\n{}",
+                fe("")
+            )),
+            [
+                "lb.conf:3:3: HAProxy's 'group root' of its global section is written after the \
+              user here: 'user USER root' ('group NAME' starts a section of backends)"
+            ]
+        );
+        let c = ok(&format!(
+            "global\n  user root\ngroup api\n  backend 127.0.0.1:7\n{}",
+            fe("  use-group api sni a.example\n")
+        ));
+        assert_eq!(c.frontends[0].groups[0].name, "api");
+    }
+
+    #[test]
     fn comments_blank_lines_tabs_and_crlf() {
         let c = ok(
             "# top\r\n\r\n\tfrontend a # named a\r\n\t\tlisten 127.0.0.1:1#no space\r\n\
@@ -909,7 +998,7 @@ mod tests {
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
                  which takes maxconn, workers, grace, shutdown-delay, admin, access-log, \
-                 log-format, log, log-tag, log-send-hostname, timeout and upgrade-socket",
+                 log-format, log, log-tag, log-send-hostname, timeout, upgrade-socket and user",
             ),
             (
                 &fe("  backend localhost:80\n"),

@@ -107,8 +107,8 @@ const GLOBAL: &[(&str, &str)] = &[
         "nbproc",
         "not supported: one process runs every worker thread; write 'workers N'",
     ),
-    ("uid", "write 'user ID' (a name or a number)"),
-    ("gid", "write 'group ID' (a name or a number)"),
+    ("uid", "write 'user UID [GROUP]' (a name or a number each)"),
+    ("gid", "write 'user USER GID' (a name or a number each)"),
     (
         "chroot",
         "not supported: a jail would hide the configuration file that SIGHUP reads again and the \

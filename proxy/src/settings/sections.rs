@@ -29,6 +29,7 @@ use std::time::Duration;
 use crate::conn::proxy_protocol::Version;
 use crate::conn::splice::Splice;
 use crate::conn::timeouts::Timeouts;
+use crate::ops::privileges::{FoundUser, find_group, find_user, group_name};
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::policy::check::agent::AgentCheck;
@@ -53,7 +54,41 @@ pub struct GlobalDraft {
     pub global: Global,
     /// The line of its header, once there is one.
     pub line: Option<usize>,
+    /// `user`'s user: found, as written, with its line and column.
+    user: Option<(FoundUser, String, usize, usize)>,
+    /// `user`'s group, if given: its gid, as written.
+    group: Option<(u32, String)>,
     seen: Seen,
+}
+
+impl GlobalDraft {
+    /// What only the whole section says: who to run as (the group given,
+    /// else the user's primary group). A uid the user database does not know needs
+    /// its `group` written out.
+    pub fn finish(&mut self, r: &mut Reader<'_>) {
+        let group = self.group.clone();
+        let user = self.user.take();
+        let run_as = &mut self.global.run_as;
+        run_as.group = group.map(|(gid, word)| (word, gid));
+        let Some((found, word, line, column)) = user else {
+            return;
+        };
+        if run_as.group.is_none() {
+            match found.gid {
+                Some(gid) => run_as.group = Some((group_name(gid), gid)),
+                None => {
+                    r.line = line;
+                    let message = format!(
+                        "user {word}: uid {} has no entry in the user database, so its group is \
+                         unknown; write it after the user: 'user {word} GROUP'",
+                        found.uid
+                    );
+                    r.error(column, message);
+                }
+            }
+        }
+        run_as.user = Some((word, found.uid));
+    }
 }
 
 /// The backends of a frontend or a group while their lines are read.
@@ -296,7 +331,36 @@ pub const GLOBAL: &[Opt<GlobalDraft>] = &[
             set: |_, g, v| g.global.upgrade_socket = Some(v.text.into()),
         },
     },
+    Opt {
+        name: "user",
+        setter: Setter::Line(set_user),
+    },
 ];
+
+/// `user ID [GROUP]`: who to run as once the listeners are bound (nginx's
+/// `user USER [GROUP]`; HAProxy's `user` and `group`, the latter a section
+/// header here), each a name or a number.
+fn set_user(r: &mut Reader<'_>, g: &mut GlobalDraft, words: &[Word<'_>]) {
+    let hint = "a user's name or uid, and optionally a group, like 'user nobody nogroup'";
+    let Some(user) = r.value(words, 0, hint) else {
+        return;
+    };
+    r.no_more(words, 3);
+    if !r.once(&mut g.seen, "user", words[0].column) {
+        return;
+    }
+    match find_user(user.text) {
+        Ok(found) => g.user = Some((found, user.text.to_string(), r.line, user.column)),
+        Err(why) => r.error(user.column, format!("user: {why}")),
+    }
+    let Some(&group) = words.get(2) else {
+        return;
+    };
+    match find_group(group.text) {
+        Ok(gid) => g.group = Some((gid, group.text.to_string())),
+        Err(why) => r.error(group.column, format!("user: {why}")),
+    }
+}
 
 fn set_admin(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
     let Some(addr) = r.addr("admin", v) else {
