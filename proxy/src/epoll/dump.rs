@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! SIGQUIT: state: 3 open of global maxconn 114 (derived from RLIMIT_NOFILE 256, 27 reserved), 1 frontend, 1 worker, 2 of 28 splice pipes open, running
-//! SIGQUIT: frontend web on 127.0.0.1:8080 (roundrobin): 3 open (maxconn none), 120 accepted, 1,234 bytes in, 5,678 bytes out; refused: 0 denied, 0 connect, 0 queue timeout; 0 retries, 0 timeouts, 0 accept errors, 0 gone before served
+//! SIGQUIT: frontend web on 127.0.0.1:8080 (roundrobin): 3 open (maxconn none), 120 accepted, 1,234 bytes in, 5,678 bytes out; refused: 0 denied, 0 connect, 0 queue timeout, 0 queue full; 0 retries, 0 timeouts, 0 accept errors, 0 gone before served
 //! SIGQUIT: backend web/db1 (127.0.0.1:9001): UP, 2 open (maxconn 100), 60 connected, 1,234 bytes in, 5,678 bytes out, 0 connect errors; checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis: +PONG
 //! SIGQUIT: backend web/127.0.0.1:9002: UP, ...
 //! SIGQUIT: end of state
@@ -21,6 +21,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
 
 use crate::log::grouped::grouped;
 use crate::ops::metrics::counters::{BackendCounters, FrontendCounters};
@@ -122,8 +123,8 @@ fn frontend_line(shared: &Shared, listen: &str) -> String {
     };
     format!(
         "SIGQUIT: frontend {} on {} ({}): {} open (maxconn {}), {} accepted, {} bytes in, {} bytes \
-         out; refused: {} denied, {} connect, {} queue timeout; {} retries, {} timeouts, {} accept \
-         errors, {} gone before served",
+         out; refused: {} denied, {} connect, {} queue timeout, {} queue full; {} retries, {} \
+         timeouts, {} accept errors, {} gone before served",
         f.name,
         listen,
         f.balance.name(),
@@ -135,6 +136,7 @@ fn frontend_line(shared: &Shared, listen: &str) -> String {
         grouped(sum(|c| &c.denied)),
         grouped(sum(|c| &c.connect_errors)),
         grouped(sum(|c| &c.queue_timeouts)),
+        grouped(sum(|c| &c.queue_full)),
         grouped(sum(|c| &c.retries)),
         grouped(sum(|c| &c.timeouts)),
         grouped(sum(|c| &c.accept_errors)),
@@ -153,18 +155,11 @@ fn backend_line(shared: &Shared, index: usize) -> String {
             .map(|c| counter(c).load(Relaxed))
             .fold(0, u64::wrapping_add)
     };
-    let board = &shared.board;
-    let health = if index < board.len() && !board.is_up(index) {
-        "DOWN"
-    } else {
-        "UP"
-    };
     let role = match (server.backup, server.weight) {
         (true, _) => " (backup)",
         (false, 0) => " (weight 0: drained)",
         _ => "",
     };
-    let checks = checks(shared, index);
     let open = shared
         .backend_limits
         .get(index)
@@ -175,14 +170,42 @@ fn backend_line(shared: &Shared, index: usize) -> String {
         .map_or_else(|| "none".to_string(), |limit| max_of(limit));
     let group = f.group_name_of(index);
     format!(
-        "SIGQUIT: backend {group}/{}{role}: {health}, {open} open (maxconn {maxconn}), {} connected, \
-         {} bytes in, {} bytes out, {} connect errors; {checks}",
+        "SIGQUIT: backend {group}/{}{role}: {}, {open} open (maxconn {maxconn}){}, {} connected, \
+         {} bytes in, {} bytes out, {} connect errors; {}",
         server.label(),
+        health_of(shared, index),
+        queue_of(shared, index),
         grouped(sum(|c| &c.connections)),
         grouped(sum(|c| &c.bytes_in)),
         grouped(sum(|c| &c.bytes_out)),
         grouped(sum(|c| &c.connect_errors)),
+        checks(shared, index),
     )
+}
+
+/// `UP`, `DOWN`, or `UP (slowstart: 12%)` while it ramps up (the share of
+/// its configured weight it gets now).
+fn health_of(shared: &Shared, index: usize) -> String {
+    let board = &shared.board;
+    if index >= board.len() {
+        return "UP".to_string();
+    }
+    if !board.is_up(index) {
+        return "DOWN".to_string();
+    }
+    let now = Instant::now();
+    match board.ramp(index, now) {
+        Some(_) => format!("UP (slowstart: {}%)", board.weight_percent_now(index, now)),
+        None => "UP".to_string(),
+    }
+}
+
+/// `, 2 queued (maxqueue 10)` for a backend with a `maxqueue`.
+fn queue_of(shared: &Shared, index: usize) -> String {
+    match shared.queues.get(index).and_then(Option::as_ref) {
+        Some(queue) => format!(", {} queued (maxqueue {})", queue.open(), max_of(queue)),
+        None => String::new(),
+    }
 }
 
 /// `checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis:

@@ -14,10 +14,12 @@ use std::sync::Arc;
 use runtime::net::{ListenOptions, bind_std};
 
 use crate::ops::metrics::counters::FrontendCounters;
-use crate::policy::health::HealthBoard;
+use crate::policy::health::{HealthBoard, OnChange};
 use crate::policy::limit::Limit;
 use crate::policy::route::Routes;
+use crate::policy::session_rate::SessionRate;
 use crate::policy::source_limit::SourceLimits;
+use crate::policy::source_rate::SourceRates;
 use crate::settings::config::Frontend;
 
 /// One frontend's state shared by every worker.
@@ -31,8 +33,16 @@ pub struct Shared {
     pub limit: Arc<Limit>,
     /// Each backend's `maxconn`, by index.
     pub backend_limits: Vec<Arc<Limit>>,
+    /// Each backend's `maxqueue`: the clients waiting for one of its places
+    /// (none: no limit).
+    pub queues: Vec<Option<Arc<Limit>>>,
     /// `maxconn-per-source`, if set.
     pub sources: Option<Arc<SourceLimits>>,
+    /// `rate-limit-per-source`, if set.
+    pub source_rates: Option<SourceRates>,
+    /// `rate-limit sessions`, if set: every accept loop of the frontend
+    /// takes its turn on this one schedule.
+    pub session_rate: Option<Arc<SessionRate>>,
     /// Its counters, one set per worker (`ops/metrics/counters.rs`: each
     /// written by one thread only).
     pub counters: Vec<Arc<FrontendCounters>>,
@@ -54,7 +64,43 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
         }
         None => Limit::new(frontend.maxconn),
     };
-    let backend_limits = frontend
+    let backend_limits = backend_limits(frontend, old);
+    let queues = frontend
+        .backends
+        .iter()
+        .map(|b| b.maxqueue.map(|n| Limit::new(Some(n))))
+        .collect();
+    Arc::new(Shared {
+        queues,
+        board: Arc::new(
+            HealthBoard::new(&frontend.name, &servers)
+                .with_labels(frontend.backends.iter().map(|b| b.label()))
+                .with_changes(on_changes(frontend)),
+        ),
+        limit,
+        backend_limits,
+        sources: frontend.maxconn_per_source.map(SourceLimits::new),
+        source_rates: frontend
+            .rate_limit_per_source
+            .map(|(max, period)| SourceRates::new(max, period)),
+        session_rate: frontend.rate_limit.map(SessionRate::new),
+        counters: (0..workers)
+            .map(|_| {
+                let routes = frontend.routing.as_ref().map_or(0, Routes::counters);
+                Arc::new(FrontendCounters::with_routes(
+                    frontend.backends.len(),
+                    routes,
+                ))
+            })
+            .collect(),
+        frontend: frontend.clone(),
+    })
+}
+
+/// Each backend's `maxconn` limit: the one of the same address in `old`,
+/// its ceiling moved, so that its count goes on; else a new one.
+fn backend_limits(frontend: &Frontend, old: Option<&Shared>) -> Vec<Arc<Limit>> {
+    frontend
         .backends
         .iter()
         .map(|b| {
@@ -74,26 +120,29 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
                 None => Limit::new(b.maxconn),
             }
         })
-        .collect();
-    Arc::new(Shared {
-        board: Arc::new(
-            HealthBoard::new(&frontend.name, &servers)
-                .with_labels(frontend.backends.iter().map(|b| b.label())),
-        ),
-        limit,
-        backend_limits,
-        sources: frontend.maxconn_per_source.map(SourceLimits::new),
-        counters: (0..workers)
-            .map(|_| {
-                let routes = frontend.routing.as_ref().map_or(0, Routes::counters);
-                Arc::new(FrontendCounters::with_routes(
-                    frontend.backends.len(),
-                    routes,
-                ))
-            })
-            .collect(),
-        frontend: frontend.clone(),
-    })
+        .collect()
+}
+
+/// What each backend's changes of state do (`on-marked-down`,
+/// `on-marked-up`, `slowstart`): a normal backend that cuts the backups
+/// when it comes back cuts those of its own group.
+fn on_changes(frontend: &Frontend) -> Vec<OnChange> {
+    let backends = &frontend.backends;
+    (0..backends.len())
+        .map(|index| {
+            let b = &backends[index];
+            let group = frontend.group(frontend.group_of(index));
+            let backups = group.map_or(0..0, |g| g.backends);
+            OnChange {
+                cut_when_down: b.shutdown_on_down,
+                cut_when_up: match b.shutdown_backups_on_up {
+                    true => backups.filter(|&i| backends[i].backup).collect(),
+                    false => Vec::new(),
+                },
+                slowstart: b.slowstart,
+            }
+        })
+        .collect()
 }
 
 /// A listener, with the `listen` address it was configured for (its bound

@@ -335,15 +335,23 @@ async fn admit(slot: &RefCell<Rc<Local>>) -> (Rc<Local>, Places) {
 }
 
 /// Accepts until aborted (a stop, or the frontend removed by a reload),
-/// one task per connection. At the frontend's or the global maxconn it
-/// stops accepting: new clients wait in the kernel's listen queue
-/// (HAProxy's behaviour) instead of being accepted and dropped.
+/// one task per connection. At the frontend's or the global maxconn, or
+/// over its `rate-limit sessions`, it stops accepting: new clients wait in
+/// the kernel's listen queue (HAProxy's behaviour) instead of being
+/// accepted and dropped.
 async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<Local>>>) {
     let mut errors = AcceptErrors::new();
     loop {
         let local = slot.borrow().clone();
         local.worker.global.room().await;
         local.shared.limit.room().await;
+        if let Some(rate) = &local.shared.session_rate {
+            // Over `rate-limit sessions`: the clients wait in the kernel's
+            // queue while this loop waits for its turn.
+            while let Err(wait) = rate.take(Instant::now()) {
+                time::sleep(wait).await;
+            }
+        }
         match listener.accept().await {
             Ok((client, peer)) => {
                 let waiting = Waiting::new(client, peer, &slot);

@@ -220,6 +220,8 @@ impl Settings {
                 backends,
                 access: AccessList::default(),
                 maxconn_per_source: None,
+                rate_limit: None,
+                rate_limit_per_source: None,
                 accept_proxy: false,
                 proxy_from: Vec::new(),
                 default_group: None,

@@ -167,6 +167,12 @@ pub struct Frontend {
     pub access: AccessList,
     /// `maxconn-per-source N`: concurrent connections from one address.
     pub maxconn_per_source: Option<u32>,
+    /// `rate-limit sessions N`: new connections accepted per second, at
+    /// most; the excess waits in the listen queue.
+    pub rate_limit: Option<u32>,
+    /// `rate-limit-per-source N PERIOD`: new connections from one address
+    /// per period, at most; the excess is refused.
+    pub rate_limit_per_source: Option<(u32, Duration)>,
     /// `accept-proxy`: clients start with a PROXY protocol header (v1 or v2)
     /// giving the real client's address (behind another load balancer).
     pub accept_proxy: bool,
@@ -308,6 +314,18 @@ pub struct BackendServer {
     pub probe: Probe,
     /// `agent-check agent-port N ...`: its agent, if it has one.
     pub agent: Option<AgentCheck>,
+    /// `slowstart DURATION`: once it comes back up, its weight and its
+    /// `maxconn` grow from almost nothing to full over this time.
+    pub slowstart: Option<Duration>,
+    /// `maxqueue N`: clients that may wait for a place under its `maxconn`;
+    /// beyond, a client goes to another backend, or is refused.
+    pub maxqueue: Option<u32>,
+    /// `on-marked-down shutdown-sessions`: its connections are cut when
+    /// it is marked down.
+    pub shutdown_on_down: bool,
+    /// `on-marked-up shutdown-backup-sessions`: when it comes back up, the
+    /// connections to its group's backups are cut.
+    pub shutdown_backups_on_up: bool,
 }
 
 impl BackendServer {
@@ -324,6 +342,10 @@ impl BackendServer {
             send_proxy: None,
             probe: Probe::Connect,
             agent: None,
+            slowstart: None,
+            maxqueue: None,
+            shutdown_on_down: false,
+            shutdown_backups_on_up: false,
         }
     }
 

@@ -416,6 +416,8 @@ impl File<'_> {
             backends: resolved.backends,
             access: draft.access,
             maxconn_per_source: draft.maxconn_per_source,
+            rate_limit: draft.rate_limit,
+            rate_limit_per_source: draft.rate_limit_per_source,
             accept_proxy: draft.accept_proxy,
             proxy_from: draft.proxy_from,
             default_group: resolved.default_group,
@@ -641,6 +643,7 @@ mod tests {
                         }],
                     }),
                     agent: None,
+                    ..BackendServer::new(addr("127.0.0.1:9001"))
                 },
                 BackendServer {
                     name: "127.0.0.1:9002".to_string(),
@@ -656,6 +659,7 @@ mod tests {
                         inter: Duration::from_secs(5),
                         send: Vec::new(),
                     }),
+                    ..BackendServer::new(addr("127.0.0.1:9002"))
                 },
             ]
         );
@@ -873,6 +877,31 @@ mod tests {
     }
 
     #[test]
+    fn the_options_tcp_configurations_use_are_read() {
+        let c = ok(
+            "frontend r\n  listen 127.0.0.1:1\n  balance first\n  rate-limit sessions 500\n  \
+                    rate-limit-per-source 20 10s\n  backend r1 127.0.0.1:2 maxconn 10 maxqueue 5 \
+                    check slowstart 30s on-marked-down shutdown-sessions on-marked-up \
+                    shutdown-backup-sessions\n  backend r2 127.0.0.1:3 backup\n",
+        );
+        let f = &c.frontends[0];
+        assert_eq!(f.balance, Algorithm::First);
+        assert_eq!(f.rate_limit, Some(500));
+        assert_eq!(f.rate_limit_per_source, Some((20, Duration::from_secs(10))));
+        let r1 = &f.backends[0];
+        assert_eq!((r1.maxconn, r1.maxqueue), (Some(10), Some(5)));
+        assert_eq!(r1.slowstart, Some(Duration::from_secs(30)));
+        assert!(r1.shutdown_on_down && r1.shutdown_backups_on_up);
+        assert_eq!(
+            r1.check,
+            Some(Check::default()),
+            "slowstart is not a check parameter"
+        );
+        let r2 = &f.backends[1];
+        assert!(!r2.shutdown_on_down && r2.slowstart.is_none() && r2.maxqueue.is_none());
+    }
+
+    #[test]
     fn comments_blank_lines_tabs_and_crlf() {
         let c = ok(
             "# top\r\n\r\n\tfrontend a # named a\r\n\t\tlisten 127.0.0.1:1#no space\r\n\
@@ -1055,12 +1084,12 @@ mod tests {
             (
                 &fe("  balance fastest\n"),
                 "lb.conf:4:11: unknown balance algorithm 'fastest'; use roundrobin, leastconn, \
-                 random or source",
+                 random, source or first",
             ),
             (
                 &fe("  balance leastcon\n"),
                 "lb.conf:4:11: unknown balance algorithm 'leastcon' (did you mean 'leastconn'?); \
-                 use roundrobin, leastconn, random or source",
+                 use roundrobin, leastconn, random, source or first",
             ),
             (
                 &fe("  listen 127.0.0.1:8080\n"),
@@ -1164,6 +1193,56 @@ mod tests {
                 "lb.conf:4:3: 'backend' needs an address like 127.0.0.1:9001, or a name and an \
                  address: 'backend db1 127.0.0.1:9001'",
             ),
+            // The options TCP configurations use, and what they need.
+            (
+                &fe("  backend 127.0.0.1:2 slowstart 30s\n"),
+                "lb.conf:4:23: 'slowstart' ramps up after the backend comes back up, which only a \
+                 checked backend does: add 'check'",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 on-marked-down shutdown-sessions\n"),
+                "lb.conf:4:23: 'on-marked-down' acts when the backend is marked down, which only \
+                 a checked backend does: add 'check'",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 check on-marked-down shutdown\n"),
+                "lb.conf:4:44: on-marked-down: unknown action 'shutdown'; the one action is \
+                 shutdown-sessions",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 backup check on-marked-up shutdown-backup-sessions\n"),
+                "lb.conf:4:36: 'on-marked-up shutdown-backup-sessions' on a backup: it is a normal \
+                 backend's coming up that cuts its group's backups; move it to the normal backends",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 maxqueue 10\n"),
+                "lb.conf:4:23: 'maxqueue' bounds the clients waiting for a place under 'maxconn': \
+                 add 'maxconn N'",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 maxconn 1 maxqueue 0\n"),
+                "lb.conf:4:42: maxqueue: 0 is out of range; use 1 to 10000000; leave it out for no \
+                 limit (HAProxy's maxqueue 0)",
+            ),
+            (
+                &fe("  rate-limit connections 10\n"),
+                "lb.conf:4:14: rate-limit: unknown kind 'connections'; write 'rate-limit sessions \
+                 N' (new connections a second; per client address: 'rate-limit-per-source N \
+                 PERIOD')",
+            ),
+            (
+                &fe("  rate-limit sessions 0\n"),
+                "lb.conf:4:23: rate-limit sessions: 0 is out of range; use 1 to 10000000",
+            ),
+            (
+                &fe("  rate-limit-per-source 20\n"),
+                "lb.conf:4:3: 'rate-limit-per-source 20' needs a period after the count, like \
+                 'rate-limit-per-source 20 10s'",
+            ),
+            (
+                &fe("  rate-limit-per-source 20 10\n"),
+                "lb.conf:4:28: rate-limit-per-source: '10' has no unit: write 10s or 10ms",
+            ),
             // check parameters: after 'check', known, in range, once.
             (
                 &fe("  backend 127.0.0.1:2 inter 2s check\n"),
@@ -1221,7 +1300,7 @@ frontend api
             vec![
                 "lb.conf:2:13: maxconn: 'lots' is not a whole number",
                 "lb.conf:5:13: unknown balance algorithm 'fastest'; use roundrobin, leastconn, \
-                 random or source",
+                 random, source or first",
                 "lb.conf:6:28: unknown option 'wieght' (did you mean 'weight'?)",
                 "lb.conf:7:20: timeout client: '10x': unknown unit 'x'; use us, ms, s, m, h or d",
                 "lb.conf:8:10: duplicate frontend 'web' (the first is at line 3); give each \

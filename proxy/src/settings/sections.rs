@@ -151,6 +151,10 @@ pub struct FrontendDraft {
     pub access: AccessList,
     /// `maxconn-per-source`.
     pub maxconn_per_source: Option<u32>,
+    /// `rate-limit sessions`.
+    pub rate_limit: Option<u32>,
+    /// `rate-limit-per-source`.
+    pub rate_limit_per_source: Option<(u32, Duration)>,
     /// `accept-proxy`.
     pub accept_proxy: bool,
     /// `accept-proxy RANGE...`.
@@ -186,6 +190,8 @@ impl FrontendDraft {
             retries: DEFAULT_RETRIES,
             access: AccessList::default(),
             maxconn_per_source: None,
+            rate_limit: None,
+            rate_limit_per_source: None,
             accept_proxy: false,
             proxy_from: Vec::new(),
             default_group: None,
@@ -423,7 +429,7 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
     Opt {
         name: "balance",
         setter: Setter::Value {
-            hint: "roundrobin, leastconn, random or source",
+            hint: "roundrobin, leastconn, random, source or first",
             set: |r, f, v| set_balance(r, &mut f.pool, v),
         },
     },
@@ -467,6 +473,14 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
             hint: "a number of connections",
             set: |r, f, v| f.maxconn_per_source = connections(r, "maxconn-per-source", v),
         },
+    },
+    Opt {
+        name: "rate-limit",
+        setter: Setter::Line(set_rate_limit),
+    },
+    Opt {
+        name: "rate-limit-per-source",
+        setter: Setter::Line(set_rate_limit_per_source),
     },
     Opt {
         name: "accept-proxy",
@@ -585,7 +599,7 @@ pub const GROUP: &[Opt<GroupDraft>] = &[
     Opt {
         name: "balance",
         setter: Setter::Value {
-            hint: "roundrobin, leastconn, random or source",
+            hint: "roundrobin, leastconn, random, source or first",
             set: |r, g, v| set_balance(r, &mut g.pool, v),
         },
     },
@@ -717,6 +731,9 @@ fn set_splice(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
 
 fn set_balance(r: &mut Reader<'_>, f: &mut PoolDraft, v: Word<'_>) {
     f.balance_at = Some((r.line, v.column));
+    if let Some(here) = haproxy::balance(v.text) {
+        return r.error(v.column, format!("HAProxy's 'balance {}': {here}", v.text));
+    }
     let what = "unknown balance algorithm";
     if let Some(algorithm) = one_of(r, v, Algorithm::ALL, Algorithm::name, what, "") {
         f.balance = algorithm;
@@ -757,6 +774,57 @@ fn add_ranges(r: &mut Reader<'_>, into: &mut Vec<Cidr>, words: &[Word<'_>]) {
         return r.error(option.column, message);
     }
     add_cidrs(r, option.text, into, ranges);
+}
+
+/// `rate-limit sessions N`: HAProxy's words, its one kind.
+fn set_rate_limit(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let hint = "'sessions' and a rate, like 'rate-limit sessions 1000' (new connections a second)";
+    let Some(kind) = r.value(words, 0, hint) else {
+        return;
+    };
+    if kind.text != "sessions" {
+        let message = format!(
+            "rate-limit: unknown kind '{}'{}; write 'rate-limit sessions N' (new connections a \
+             second; per client address: 'rate-limit-per-source N PERIOD')",
+            kind.text,
+            did_you_mean(kind.text, &["sessions"])
+        );
+        return r.error(kind.column, message);
+    }
+    let Some(rate) = r.value(words, 1, "a number of new connections a second") else {
+        return;
+    };
+    r.no_more(words, 3);
+    if r.once(&mut f.seen, "rate-limit", words[0].column) {
+        f.rate_limit = r.number("rate-limit sessions", rate, 1, 10_000_000, "");
+    }
+}
+
+/// `rate-limit-per-source N PERIOD`: new connections from one address per
+/// period (HAProxy's stick table `conn_rate(PERIOD)`).
+fn set_rate_limit_per_source(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let hint = "a number of connections and a period, like 'rate-limit-per-source 20 10s'";
+    let Some(count) = r.value(words, 0, hint) else {
+        return;
+    };
+    let Some(&period) = words.get(2) else {
+        let message = format!(
+            "'rate-limit-per-source {0}' needs a period after the count, like \
+             'rate-limit-per-source {0} 10s'",
+            count.text
+        );
+        return r.error(words[0].column, message);
+    };
+    r.no_more(words, 3);
+    if !r.once(&mut f.seen, "rate-limit-per-source", words[0].column) {
+        return;
+    }
+    let option = "rate-limit-per-source";
+    let count = r.number(option, count, 1, 10_000_000, "; leave it out for no limit");
+    let period = r.duration(option, period);
+    if let (Some(count), Some(period)) = (count, period) {
+        f.rate_limit_per_source = Some((count, period));
+    }
 }
 
 /// `accept-proxy [RANGE...]`: once, with the peers trusted to send the
@@ -890,6 +958,10 @@ fn unknown_timeout(r: &mut Reader<'_>, kind: Word<'_>) {
         );
         return r.error(kind.column, message);
     }
+    if let Some(here) = haproxy::timeout(kind.text) {
+        let message = format!("HAProxy's 'timeout {}': {here}", kind.text);
+        return r.error(kind.column, message);
+    }
     let kinds = kind_names(TIMEOUTS);
     let message = format!("unknown timeout {}", not_one_of(kind.text, &kinds));
     r.error(kind.column, message);
@@ -988,6 +1060,9 @@ struct ServerDraft {
     /// `agent-check`, `agent-port`, `agent-inter`, `agent-send`: checked
     /// together once the line is read.
     agent: AgentDraft,
+    /// The column of each parameter given, for what only the whole line
+    /// can judge ([`consistent`]).
+    columns: Vec<(&'static str, usize)>,
 }
 
 /// An agent's parameters while a backend line is read.
@@ -1093,7 +1168,116 @@ const PARAMS: &[Param] = &[
             }
         }),
     },
+    Param {
+        name: "slowstart",
+        key: "slowstart",
+        kind: ParamKind::Value(|r, d, v| {
+            d.server.slowstart = Some(r.duration("slowstart", v)?);
+            Some(())
+        }),
+    },
+    Param {
+        name: "maxqueue",
+        key: "maxqueue",
+        kind: ParamKind::Value(|r, d, v| {
+            let hint = "; leave it out for no limit (HAProxy's maxqueue 0)";
+            d.server.maxqueue = Some(r.number("maxqueue", v, 1, 10_000_000, hint)?);
+            Some(())
+        }),
+    },
+    Param {
+        name: "on-marked-down",
+        key: "on-marked-down",
+        kind: ParamKind::Value(|r, d, v| {
+            d.server.shutdown_on_down = action(r, "on-marked-down", v, "shutdown-sessions")?;
+            Some(())
+        }),
+    },
+    Param {
+        name: "on-marked-up",
+        key: "on-marked-up",
+        kind: ParamKind::Value(|r, d, v| {
+            let name = "on-marked-up";
+            d.server.shutdown_backups_on_up = action(r, name, v, "shutdown-backup-sessions")?;
+            Some(())
+        }),
+    },
 ];
+
+/// The one action HAProxy's `on-marked-down` / `on-marked-up` take that
+/// this proxy does: `true` if `v` is it.
+fn action(r: &mut Reader<'_>, param: &str, v: Word<'_>, only: &str) -> Option<bool> {
+    if v.text == only {
+        return Some(true);
+    }
+    let message = format!(
+        "{param}: unknown action '{}'{}; the one action is {only}",
+        v.text,
+        did_you_mean(v.text, &[only])
+    );
+    r.error(v.column, message);
+    None
+}
+
+/// What only the whole backend line can judge: parameters that need
+/// another one to mean anything. Reported at the parameter's column.
+fn consistent(r: &mut Reader<'_>, d: &ServerDraft) -> bool {
+    let s = &d.server;
+    let at = |name: &str| {
+        d.columns
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(1, |&(_, column)| column)
+    };
+    let mut problems = Vec::new();
+    if s.check.is_none() {
+        let needs_check = [
+            (
+                "slowstart",
+                s.slowstart.is_some(),
+                "ramps up after the backend comes back up",
+            ),
+            (
+                "on-marked-down",
+                s.shutdown_on_down,
+                "acts when the backend is marked down",
+            ),
+            (
+                "on-marked-up",
+                s.shutdown_backups_on_up,
+                "acts when the backend comes back up",
+            ),
+        ];
+        for (name, given, what) in needs_check {
+            if given {
+                problems.push((
+                    at(name),
+                    format!("'{name}' {what}, which only a checked backend does: add 'check'"),
+                ));
+            }
+        }
+    }
+    if s.maxqueue.is_some() && s.maxconn.is_none() {
+        problems.push((
+            at("maxqueue"),
+            "'maxqueue' bounds the clients waiting for a place under 'maxconn': add 'maxconn N'"
+                .to_string(),
+        ));
+    }
+    if s.shutdown_backups_on_up && s.backup {
+        problems.push((
+            at("on-marked-up"),
+            "'on-marked-up shutdown-backup-sessions' on a backup: it is a normal backend's \
+             coming up that cuts its group's backups; move it to the normal backends"
+                .to_string(),
+        ));
+    }
+    let ok = problems.is_empty();
+    for (column, message) in problems {
+        r.error(column, message);
+    }
+    ok
+}
 
 /// The health check's parameters, read only after `check`.
 const CHECK_PARAMS: &[Param] = &[
@@ -1149,6 +1333,7 @@ fn backend_params(
         server: BackendServer::new(addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))),
         check_timeout: None,
         agent: AgentDraft::default(),
+        columns: Vec::new(),
     };
     let mut ok = addr.is_some();
     let mut seen = Seen::default();
@@ -1179,6 +1364,7 @@ fn backend_params(
             ok = false;
             continue;
         }
+        d.columns.push((param.name, w.column));
         ok &= match (&param.kind, value) {
             (ParamKind::Value(set), Some(v)) => set(r, &mut d, v).is_some(),
             (ParamKind::Flag(set), _) => {
@@ -1195,6 +1381,7 @@ fn backend_params(
         check.timeout = d.check_timeout.unwrap_or(check.inter);
     }
     ok &= agent_of(r, &mut d);
+    ok &= consistent(r, &d);
     ok.then_some(d.server)
 }
 
@@ -1231,6 +1418,9 @@ fn agent_of(r: &mut Reader<'_>, d: &mut ServerDraft) -> bool {
 /// else.
 fn unknown_param(r: &mut Reader<'_>, w: Word<'_>, in_check: bool, first: bool) {
     let other = w.text;
+    if let Some(here) = haproxy::server_param(other) {
+        return r.error(w.column, format!("HAProxy's '{other}': {here}"));
+    }
     if CHECK_PARAMS.iter().any(|p| p.name == other) {
         let message = format!(
             "'{other}' is a health-check parameter: write it after 'check', like 'check {other} ...'"

@@ -520,6 +520,12 @@ const FRONTEND_FAMILIES: &[Family<FrontendCounter>] = &[
         |c| &c.queue_timeouts,
     ),
     (
+        "proxy_frontend_queue_full_total",
+        Kind::Counter,
+        "Clients refused at once: every candidate backend at its maxconn and its queue at its maxqueue.",
+        |c| &c.queue_full,
+    ),
+    (
         "proxy_accept_errors_total",
         Kind::Counter,
         "Errors returned by accept on the frontend's listeners (EMFILE and the like).",
