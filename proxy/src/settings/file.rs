@@ -527,6 +527,7 @@ mod tests {
     use super::testing::{errors, ok};
     use super::*;
     use crate::conn::proxy_protocol::Version;
+    use crate::conn::timeouts::NO_TIMEOUT;
     use crate::conn::timeouts::Timeouts;
     use crate::log::syslog::Destination;
     use crate::log::syslog::header::{Facility, Layout, Severity};
@@ -902,6 +903,76 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_timeout_is_no_timeout_as_haproxy_reads_it() {
+        let c = ok(&fe(
+            "  timeout client 0\n  timeout server 0s\n  timeout tunnel 0\n  \
+                        timeout queue 0ms\n",
+        ));
+        let t = &c.frontends[0].timeouts;
+        assert_eq!((t.client, t.server), (NO_TIMEOUT, NO_TIMEOUT));
+        assert_eq!((t.tunnel, t.queue), (Some(NO_TIMEOUT), Some(NO_TIMEOUT)));
+        assert_eq!(t.idle(), NO_TIMEOUT);
+        let c = ok(&format!("global\n  timeout admin-request 0\n{}", fe("")));
+        assert_eq!(c.global.admin_request, Some(NO_TIMEOUT));
+    }
+
+    // The configuration an HAProxy operator brings (issue 24's, less its
+    // syslog line), pasted as it is: one message for each line of
+    // HAProxy's, each pointing to what to write, and nothing after (no
+    // "has no listen", no "unknown group", no line of a skipped section).
+    #[test]
+    fn an_haproxy_file_pasted_as_it_is_gets_one_message_per_foreign_line() {
+        let text = "\
+global
+  maxconn 50000
+defaults
+  mode tcp
+  timeout connect 5s
+  option tcplog
+frontend pg
+  bind :5432
+  default_backend pg_primary
+backend pg_primary
+  option pgsql-check user haproxy
+  server db1 10.0.0.1:5432 check inter 2s fall 3 rise 2
+  server db2 10.0.0.2:5432 check backup
+frontend redis
+  bind :6379
+  default_backend redis
+backend redis
+  balance first
+  server r1 10.0.0.11:6379 check maxconn 1000
+";
+        let bind = "HAProxy's 'bind': write 'listen ADDR' (a line for each bind, or several \
+                    addresses on one line); bind's accept-proxy is the frontend's 'accept-proxy' \
+                    line";
+        let section = |line: usize, name: &str| {
+            format!(
+                "lb.conf:{line}:1: 'backend {name}' without an address: HAProxy's 'backend NAME' \
+                 section is 'group {name}' here, chosen with 'default-group {name}' or \
+                 'use-group {name} ...', and each of its 'server NAME ADDR' lines is 'backend \
+                 NAME ADDR'; a backend line is 'backend [NAME] ADDR ...'. The lines up to the \
+                 next section are skipped"
+            )
+        };
+        assert_eq!(
+            errors(text),
+            [
+                "lb.conf:3:1: HAProxy's 'defaults' section: there are no defaults sections: set \
+                 each option in the frontend that needs it ('balance' also in a group); its lines \
+                 are skipped"
+                    .to_string(),
+                format!("lb.conf:8:3: {bind}"),
+                "lb.conf:9:3: HAProxy's 'default_backend': write 'default-group NAME'".to_string(),
+                section(10, "pg_primary"),
+                format!("lb.conf:15:3: {bind}"),
+                "lb.conf:16:3: HAProxy's 'default_backend': write 'default-group NAME'".to_string(),
+                section(17, "redis"),
+            ]
+        );
+    }
+
+    #[test]
     fn comments_blank_lines_tabs_and_crlf() {
         let c = ok(
             "# top\r\n\r\n\tfrontend a # named a\r\n\t\tlisten 127.0.0.1:1#no space\r\n\
@@ -971,9 +1042,12 @@ mod tests {
                  'global'; use admin-request",
             ),
             (
-                "global\n  timeout admin-request 0s\n",
-                "lb.conf:2:25: timeout admin-request: 0s would end everything at once; use at \
-                 least 1ms",
+                "global\n  grace 0s\n",
+                "lb.conf:2:9: grace: 0s would end everything at once; use at least 1ms",
+            ),
+            (
+                "global\n  grace 0\n",
+                "lb.conf:2:9: grace: 0 would end everything at once; use at least 1ms",
             ),
             (
                 "global\n  timeout\n",
@@ -1043,8 +1117,8 @@ mod tests {
                 "lb.conf:4:18: timeout client: '30' has no unit: write 30s or 30ms",
             ),
             (
-                &fe("  timeout connect 0s\n"),
-                "lb.conf:4:19: timeout connect: 0s would end everything at once; use at least 1ms",
+                &fe("  backend 127.0.0.1:2 check inter 0\n"),
+                "lb.conf:4:35: check inter: 0 would end everything at once; use at least 1ms",
             ),
             (
                 &fe("  timeout conect 5s\n"),

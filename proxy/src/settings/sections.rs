@@ -874,7 +874,7 @@ fn timeout_line<'k, S>(
     if !r.once(seen, &option, words[0].column) {
         return None;
     }
-    Some((slot, r.duration(&option, value)?))
+    Some((slot, r.timeout(&option, value)?))
 }
 
 /// The names of a table of timeout kinds, in table order.
