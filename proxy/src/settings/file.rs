@@ -610,6 +610,11 @@ mod tests {
         );
         assert_eq!(web.retries, 3);
         assert_eq!(web.maxconn_per_source, Some(100));
+        assert_eq!(web.rate_limit, Some(1000));
+        assert_eq!(
+            web.rate_limit_per_source,
+            Some((50, Duration::from_secs(10)))
+        );
         assert_eq!(
             web.access.deny,
             vec![cidr("10.0.0.0/8"), cidr("192.168.0.0/16")]
@@ -621,7 +626,7 @@ mod tests {
             web.backends,
             vec![
                 BackendServer {
-                    name: "127.0.0.1:9001".to_string(),
+                    name: "app1".to_string(),
                     addr: addr("127.0.0.1:9001"),
                     weight: 5,
                     backup: false,
@@ -644,10 +649,12 @@ mod tests {
                         }],
                     }),
                     agent: None,
+                    slowstart: Some(Duration::from_secs(30)),
+                    maxqueue: Some(50),
                     ..BackendServer::new(addr("127.0.0.1:9001"))
                 },
                 BackendServer {
-                    name: "127.0.0.1:9002".to_string(),
+                    name: "app2".to_string(),
                     addr: addr("127.0.0.1:9002"),
                     weight: 1,
                     backup: true,
@@ -667,7 +674,7 @@ mod tests {
         let db = &c.frontends[1];
         assert_eq!(
             (db.name.as_str(), &db.listen[..]),
-            ("db", &[addr("[::1]:5433")][..])
+            ("db", &[addr("[::1]:5433"), addr("127.0.0.1:5433")][..])
         );
         assert_eq!(db.backends[0].addr, addr("[::1]:5432"));
         let pgsql = PgsqlCheck {
@@ -1516,18 +1523,22 @@ frontend api
     }
 
     #[test]
-    fn the_documented_example_is_the_full_example() {
-        // docs/OPERATIONS.md shows examples/full.conf; they must not drift apart.
+    fn the_documented_examples_are_the_example_files() {
+        // docs/OPERATIONS.md shows examples/full.conf and the translation of
+        // an HAProxy file, examples/haproxy.conf; they must not drift apart.
         let doc = include_str!("../../../docs/OPERATIONS.md");
-        let body: String = FULL
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .collect::<Vec<_>>()
-            .join("\n");
-        assert!(
-            doc.contains(body.trim()),
-            "docs/OPERATIONS.md lacks full.conf"
-        );
+        let files = [
+            ("full.conf", FULL),
+            ("haproxy.conf", include_str!("../../examples/haproxy.conf")),
+        ];
+        for (name, text) in files {
+            let body: String = text
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(doc.contains(body.trim()), "docs/OPERATIONS.md lacks {name}");
+        }
     }
 
     fn temp_file(tag: &str, contents: &[u8]) -> std::path::PathBuf {
