@@ -2,7 +2,7 @@
 //! ([`Command`]): one accept loop per listener of each frontend (one per
 //! listen address, or more where a handover gave this worker several:
 //! ops/upgrade/), one task per connection, and the access-log flush timer.
-//! A frontend's accept loops share one state ([`Local`]): whatever address
+//! A frontend's accept loops share one state (`connection::Local`): whatever address
 //! a client came in on, it takes its places under the same limits.
 
 use std::cell::RefCell;

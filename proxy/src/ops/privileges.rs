@@ -20,7 +20,7 @@
 //! - **SIGUSR2** starts the binary again, and the new process runs as that
 //!   user from the start: it takes the listeners over the upgrade socket
 //!   (no bind needed), and puts its own socket in the socket's directory,
-//!   which must therefore be the user's ([`writable_by`] checks it at
+//!   which must therefore be the user's ([`RunAs::writable_by`] checks it at
 //!   startup); the socket file made by root is handed to the user.
 //! - **SIGUSR1** reopens the access log as that user: the file opened at
 //!   startup is handed to it (nginx does the same with its log files), and
