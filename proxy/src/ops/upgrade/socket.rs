@@ -11,13 +11,15 @@
 //! - the socket file is created `0600` (under a umask of `0177`, so it never
 //!   exists with wider rights, then `chmod` again in case the file system
 //!   ignores the umask): connecting needs write permission on it;
-//! - its directory must not let others swap it: owned by us or root, and
+//! - its directory must not let others swap it: owned by us, root, or the
+//!   user the proxy switches to after startup (`user` in `global`), and
 //!   not writable by group or others unless sticky (`/tmp`, `/run/user`
 //!   are fine, a world-writable directory without the sticky bit is not);
 //! - both ends check the other's user with `SO_PEERCRED`: a peer whose uid
 //!   is not ours is refused and logged, whichever side it is on (a new
 //!   process does not take descriptors from an impostor listening at the
-//!   path either).
+//!   path either); root is let through (it could take the sockets anyway),
+//!   and so is, for a process started as root, the user it switches to.
 //!
 //! ## Replacing the file without a gap
 //!
