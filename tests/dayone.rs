@@ -817,3 +817,60 @@ fn rate_limit_per_source_refuses_a_source_beyond_its_rate_and_no_other() {
     );
     stop_cleanly(proxy);
 }
+
+// An upgrade hands every listen address of a frontend over: the new
+// process (SIGUSR2) serves on both, on the same ports.
+#[test]
+fn an_upgrade_hands_over_every_listen_address_of_a_frontend() {
+    if !has_ipv6_loopback() {
+        eprintln!("skipped: no IPv6 loopback (::1) here");
+        return;
+    }
+    let a = named_backend("A", listener());
+    let config = ConfigFile::new(
+        "upgrade-both",
+        &format!(
+            "frontend both\n    listen 127.0.0.1:0 [::1]:0\n    backend {}\n",
+            a.addr()
+        ),
+    );
+    std::fs::set_permissions(config.dir(), std::fs::Permissions::from_mode(0o700)).expect("0700");
+    let socket = config.dir().join("upgrade.sock");
+    let socket = socket.to_str().expect("a path");
+    let old = start_with(
+        &config,
+        &[
+            "--upgrade-socket",
+            socket,
+            "--workers",
+            "2",
+            "--grace",
+            "5s",
+        ],
+    );
+    let v4 = announced(&old, "frontend both listening on 127.0.0.1:");
+    let v6 = announced(&old, "frontend both listening on [::1]:");
+    expect_log_within(&old, "upgrade socket ", SOON);
+    old.signal(Signal::SIGUSR2).expect("SIGUSR2");
+    let new = Stray(started_pid(&expect_log_within(
+        &old,
+        "SIGUSR2: started ",
+        SOON,
+    )));
+    expect_log_within(&old, "upgrade: took over from pid", SOON);
+    match old.wait_exit(SOON).expect("wait for the old proxy") {
+        Some(status) => assert_eq!(status.code(), Some(0), "{}", said(&old)),
+        None => panic!("the old proxy still runs; stderr:\n{}", said(&old)),
+    }
+    // The new process writes to the old one's stderr, which it inherited:
+    // it took both sockets (one per worker) of each address.
+    let log = said(&old);
+    for configured in ["127.0.0.1:0", "[::1]:0"] {
+        let took = format!("frontend both takes 2 handed socket(s) over for {configured}");
+        assert!(log.contains(&took), "{took:?} not in:\n{log}");
+    }
+    for addr in [v4, v6] {
+        assert_eq!(held(addr).1, "A", "{addr} after the upgrade");
+    }
+    kill(Pid::from_raw(new.0 as i32), Signal::SIGTERM).expect("SIGTERM to the new process");
+}

@@ -450,13 +450,11 @@ impl Listening {
         if addr.port() == 0 {
             return Ok(());
         }
+        // A frontend's own repeats are refused as its lines are read.
         if let Some(other) = self.at.get(&addr) {
-            let whose = match other == name {
-                true => "it already does".to_string(),
-                false => format!("as frontend '{other}' does"),
-            };
             return Err(format!(
-                "frontend '{name}' listens on {addr}, {whose}; give each frontend its own address"
+                "frontend '{name}' listens on {addr}, as frontend '{other}' does; give each \
+                 frontend its own address"
             ));
         }
         let key = (addr.is_ipv6(), addr.port());
