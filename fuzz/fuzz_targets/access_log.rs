@@ -56,7 +56,7 @@ fn record<'a>(u: &mut Unstructured<'a>) -> Result<Record<'a>> {
     }
     // A frontend with use-group rules logs the server name, or none.
     let server_name: Option<Option<&str>> = u.arbitrary()?;
-    let server = maybe(u, |u| server(u))?;
+    let backend = maybe(u, |u| server(u))?;
     let wait = maybe(u, duration)?;
     let connect = maybe(u, duration)?;
     let termination = Termination::new(*u.choose(&Cause::ALL)?, *u.choose(&Phase::ALL)?);
@@ -66,7 +66,7 @@ fn record<'a>(u: &mut Unstructured<'a>) -> Result<Record<'a>> {
         frontend,
         group,
         server_name,
-        server,
+        backend,
         wait,
         connect,
         total: duration(u)?,
@@ -158,7 +158,7 @@ fn round_trip_tcplog(r: &Record<'_>) {
         time: p.time.clone(),
         frontend: r.frontend.to_string(),
         backend: r.group.to_string(),
-        server: r.server.map(|s| s.name.to_string()),
+        server: r.server().map(str::to_string),
         wait_ms: millis_or_none(r.wait),
         connect_ms: millis_or_none(r.connect),
         total_ms: millis_or_none(Some(r.total)),
@@ -199,8 +199,8 @@ fn round_trip_json(r: &Record<'_>) {
         number(f64::from(r.client.port())),
         text(r.frontend.to_string()),
         text(r.group.to_string()),
-        r.server.map_or(Json::Null, |s| text(s.name.to_string())),
-        r.server.map_or(Json::Null, |s| text(s.addr.to_string())),
+        r.backend.map_or(Json::Null, |s| text(s.name.to_string())),
+        r.backend.map_or(Json::Null, |s| text(s.addr.to_string())),
         ms(r.wait),
         ms(r.connect),
         ms(Some(r.total)),

@@ -175,7 +175,6 @@ fn listen_options(
         // batched; every accepted client inherits it from the listener.
         nodelay: true,
         freebind: frontend.freebind,
-        ..ListenOptions::default()
     }
 }
 
