@@ -630,12 +630,10 @@ fn slowstart_gives_a_backend_back_up_a_sliver_of_its_weight() {
     expect_log_within(&proxy, &format!("backend a ({a_addr}) is UP"), SOON);
     let to_a = count_a(40);
     assert!(to_a <= 4, "{to_a} of 40 to a backend in its slowstart");
-    let dump = dump_until(&proxy, |d| {
-        d.iter().any(|l| l.contains("UP (slowstart: weight"))
-    });
+    let dump = dump_until(&proxy, |d| d.iter().any(|l| l.contains("UP (slowstart: ")));
     assert!(
         dump.iter()
-            .any(|l| l.contains(&format!("backend s/a ({a_addr}): UP (slowstart: weight"))),
+            .any(|l| l.contains(&format!("backend s/a ({a_addr}): UP (slowstart: "))),
         "{dump:?}"
     );
     stop_cleanly(proxy);
