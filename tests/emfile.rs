@@ -423,7 +423,7 @@ fn budget_flood(mode: Mode, workers: usize) {
     let opens = proxy::policy::descriptors::Opens {
         inherited: inherited as u64,
         workers: workers as u64,
-        frontends: 1,
+        listen_addresses: 1,
         // The default `splice auto`: the derived maxconn leaves room for pipes.
         splice: true,
         ..Default::default()

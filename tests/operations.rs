@@ -1005,7 +1005,12 @@ fn metrics_count_exactly_the_traffic_sent() {
     scrape_until(admin, "the dead backend marked down", |x| {
         x.value(
             "proxy_backend_up",
-            &[("frontend", "m"), ("backend", &sdead)],
+            &[
+                ("frontend", "m"),
+                ("backend", &sdead),
+                ("group", "m"),
+                ("server", &sdead),
+            ],
         ) == Some(0.0)
     });
 
@@ -1049,6 +1054,8 @@ fn metrics_count_exactly_the_traffic_sent() {
         vec![
             ("frontend", frontend.to_string()),
             ("backend", addr.to_string()),
+            ("group", frontend.to_string()),
+            ("server", addr.to_string()),
         ]
     };
     let bv = |name: &str, labels: Vec<(&'static str, String)>| {
@@ -1609,7 +1616,12 @@ fn accept_proxy_trusts_valid_headers_and_refuses_the_rest() {
         x.value("proxy_frontend_active_connections", &[("frontend", "pin")]) == Some(0.0)
     });
     let backend = end.addr().to_string();
-    let on_backend = [("frontend", "pin"), ("backend", backend.as_str())];
+    let on_backend = [
+        ("frontend", "pin"),
+        ("backend", backend.as_str()),
+        ("group", "pin"),
+        ("server", backend.as_str()),
+    ];
     let up = 6 * valid.len() as u64;
     for (name, labels, want) in [
         (

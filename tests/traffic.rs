@@ -1082,8 +1082,8 @@ fn a_bad_config_exits_with_status_2_and_every_error_before_listening() {
     for expected in [
         format!("{path}:6:25: unknown option 'wieght' (did you mean 'weight'?)"),
         format!(
-            "{path}:7:13: unknown balance algorithm 'fastest'; use roundrobin, leastconn, random \
-             or source"
+            "{path}:7:13: unknown balance algorithm 'fastest'; use roundrobin, leastconn, random, \
+             source or first"
         ),
         format!("proxy: {path} is not valid; nothing started"),
     ] {

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use proxy::ops::access_log::record::{JSON_KEYS, Record};
+use proxy::ops::access_log::record::{JSON_KEYS, Record, ServerRef};
 use proxy::ops::access_log::termination::{Cause, Phase, Termination};
 use testkit::json::{self, Json};
 use testkit::tcplog::{self, ParsedLine};
@@ -56,7 +56,7 @@ fn record<'a>(u: &mut Unstructured<'a>) -> Result<Record<'a>> {
     }
     // A frontend with use-group rules logs the server name, or none.
     let server_name: Option<Option<&str>> = u.arbitrary()?;
-    let backend = maybe(u, address)?;
+    let backend = maybe(u, |u| server(u))?;
     let wait = maybe(u, duration)?;
     let connect = maybe(u, duration)?;
     let termination = Termination::new(*u.choose(&Cause::ALL)?, *u.choose(&Phase::ALL)?);
@@ -82,6 +82,20 @@ fn record<'a>(u: &mut Unstructured<'a>) -> Result<Record<'a>> {
         frontend_addr: maybe(u, address)?,
         backend_source: maybe(u, address)?,
         id: u.arbitrary()?,
+    })
+}
+
+/// A server: any name of at least one character but `<NOSRV>` (what the
+/// line says when there is none; a file's names have letters, digits,
+/// `-`, `_` and `.` only), and an address.
+fn server<'a>(u: &mut Unstructured<'a>) -> Result<ServerRef<'a>> {
+    let name: &str = u.arbitrary()?;
+    if name.is_empty() || name == "<NOSRV>" {
+        return Err(libfuzzer_sys::arbitrary::Error::IncorrectFormat);
+    }
+    Ok(ServerRef {
+        name,
+        addr: address(u)?,
     })
 }
 
@@ -144,7 +158,7 @@ fn round_trip_tcplog(r: &Record<'_>) {
         time: p.time.clone(),
         frontend: r.frontend.to_string(),
         backend: r.group.to_string(),
-        server: r.backend.map(|a| a.to_string()),
+        server: r.server().map(str::to_string),
         wait_ms: millis_or_none(r.wait),
         connect_ms: millis_or_none(r.connect),
         total_ms: millis_or_none(Some(r.total)),
@@ -185,7 +199,8 @@ fn round_trip_json(r: &Record<'_>) {
         number(f64::from(r.client.port())),
         text(r.frontend.to_string()),
         text(r.group.to_string()),
-        r.backend.map_or(Json::Null, |a| text(a.to_string())),
+        r.backend.map_or(Json::Null, |s| text(s.name.to_string())),
+        r.backend.map_or(Json::Null, |s| text(s.addr.to_string())),
         ms(r.wait),
         ms(r.connect),
         ms(Some(r.total)),

@@ -12,9 +12,11 @@
 //! docs/OPERATIONS.md ("Grammar", and the rules beyond it):
 //! - a configuration it accepts has a frontend, and every frontend a
 //!   `listen`, a backend, and values within their documented ranges; names
-//!   are unique, so are `listen` addresses (but port 0) and a frontend's
-//!   backend addresses; its groups tile its backends, none empty, and each
-//!   `use-group` rule names one of them and can be reached;
+//!   are unique, so are `listen` addresses (but port 0), a port listened on
+//!   at every address is not listened on again at one, and a frontend's
+//!   backend addresses are unique, and its backends' names in each group;
+//!   its groups tile its backends, none empty, and each `use-group` rule
+//!   names one of them and can be reached;
 //! - a file it refuses gets at least one error, each on one line, in file
 //!   order, pointing at a real line and at a column within it (or at the
 //!   file as a whole, line 0).
@@ -61,14 +63,26 @@ fn check_config(config: &Config) {
             "frontend {} twice",
             frontend.name
         );
-        if frontend.listen.port() != 0 {
-            assert!(
-                listening.insert(frontend.listen),
-                "{} twice",
-                frontend.listen
-            );
+        assert!(
+            !frontend.listen.is_empty(),
+            "{} listens nowhere",
+            frontend.name
+        );
+        for &addr in frontend.listen.iter().filter(|a| a.port() != 0) {
+            assert!(listening.insert(addr), "{addr} twice");
         }
         check_frontend(frontend);
+    }
+    // A port of every address of a family is not also one address's.
+    for addr in &listening {
+        let wide = match addr {
+            std::net::SocketAddr::V4(_) => std::net::SocketAddr::from(([0u8; 4], addr.port())),
+            std::net::SocketAddr::V6(_) => std::net::SocketAddr::from(([0u16; 8], addr.port())),
+        };
+        assert!(
+            *addr == wide || !listening.contains(&wide),
+            "{addr} and {wide}"
+        );
     }
 }
 
@@ -113,6 +127,32 @@ fn check_frontend(frontend: &Frontend) {
         if let Some(check) = &backend.check {
             assert!((1..=100).contains(&check.fall) && (1..=100).contains(&check.rise));
             assert!(check.inter > Duration::ZERO && check.timeout > Duration::ZERO);
+        }
+        assert!(backend.maxqueue.is_none_or(|n| CONNECTIONS.contains(&n)));
+        assert!(backend.maxqueue.is_none() || backend.maxconn.is_some());
+        let checked = backend.check.is_some();
+        assert!(checked || (backend.slowstart.is_none() && !backend.shutdown_on_down));
+        assert!(!backend.shutdown_backups_on_up || (checked && !backend.backup));
+        assert!(backend.slowstart.is_none_or(|d| d > Duration::ZERO));
+    }
+    assert!(frontend.rate_limit.is_none_or(|n| CONNECTIONS.contains(&n)));
+    assert!(
+        frontend
+            .rate_limit_per_source
+            .is_none_or(|(n, d)| CONNECTIONS.contains(&n) && d > Duration::ZERO)
+    );
+    // A backend's name is unique in its group.
+    for g in 0..frontend.group_count() {
+        let Some(group) = frontend.group(g) else {
+            continue;
+        };
+        let mut names = HashSet::new();
+        for backend in &frontend.backends[group.backends] {
+            assert!(
+                names.insert(&backend.name),
+                "backend name {} twice",
+                backend.name
+            );
         }
     }
 }

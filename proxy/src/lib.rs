@@ -26,18 +26,19 @@
 //!  │         handover probe                   │ states/    interest         │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
-//!  │ settings/  cli flags config file sections logging probes reader       │  what was asked
-//!  │            words check                                                │
+//!  │ settings/  cli flags config file sections haproxy logging probes      │  what was asked
+//!  │            reader words check                                         │
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/  access_log/ (termination record custom sink)  metrics/          │  what an operator
-//!  │       (counters exposition process)  admin  shutdown  upgrade/ (wire  │  sees and does
-//!  │       socket offer take reexec notify)                                │
+//!  │       (counters exposition process)  admin  shutdown  privileges      │  sees and does
+//!  │       upgrade/ (wire socket offer take reexec notify)                 │
 //!  ├──────────────────────────────────────┬────────────────────────────────┤
 //!  │ policy/  acl cidr source_limit limit │ conn/  machine timeouts alarm  │  decisions, and the
-//!  │          health agent_state balance  │        snapshot buffers relay  │  pieces of a connection
-//!  │          maglev descriptors          │        splice proxy_protocol   │
-//!  │          check/ (redis pgsql mysql   │        client_hello accept     │
-//!  │           http smtp script regex     │        side                    │
+//!  │          source_rate session_rate    │        snapshot buffers relay  │  pieces of a connection
+//!  │          health agent_state balance  │        splice proxy_protocol   │
+//!  │          maglev descriptors          │        client_hello accept     │
+//!  │          check/ (redis pgsql mysql   │        side                    │
+//!  │           http smtp script regex     │                                │
 //!  │           agent dialogue)            │                                │
 //!  ├──────────────────────────────────────┴────────────────────────────────┤
 //!  │ log/  the daemon's lines, syslog/, utc dates, json strings            │  ground

@@ -14,6 +14,12 @@
 
 use std::time::Duration;
 
+/// `timeout KIND 0`: no timeout, as HAProxy reads a zero. Held as thirty
+/// years, the longest wait the runtime's timers hold (`runtime/src/time.rs`
+/// says the same of "never"): no deadline computed from it overflows, and
+/// no connection lives that long.
+pub const NO_TIMEOUT: Duration = Duration::from_secs(86_400 * 365 * 30);
+
 /// A connection's timeouts (`timeout KIND DURATION`, HAProxy's names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {

@@ -23,7 +23,7 @@ use std::future::{Future, poll_fn};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use runtime::net::{TcpStream, is_fd_exhaustion};
 use runtime::time;
@@ -44,7 +44,14 @@ enum NoBackend {
     /// Some are up but all are at their maxconn, and stayed so for the
     /// queue timeout.
     Full,
+    /// All are at their maxconn, and their queues at their `maxqueue`.
+    QueuesFull,
 }
+
+/// How often a client waiting for a backend in its slowstart looks again:
+/// that backend's `maxconn` grows with time, not only when a place is
+/// given back.
+const RAMP_LOOK: Duration = Duration::from_millis(100);
 
 /// How one connect attempt ended, when it did not connect.
 enum Failed {
@@ -128,6 +135,13 @@ impl Local {
                     Termination::QUEUE_TIMEOUT,
                 ))
             }
+            (Err(NoBackend::QueuesFull), _) => {
+                trace.wait.get_or_insert(waiting.elapsed());
+                Err(Refusal::new(
+                    "every backend is at its maxconn and its queue at its maxqueue",
+                    Termination::QUEUE_FULL,
+                ))
+            }
             (Err(NoBackend::Unavailable), None) => Err(Refusal::new(
                 "no backend available (all down or drained)",
                 Termination::NO_SERVER,
@@ -149,7 +163,7 @@ impl Local {
             frontend.name,
             trace.client,
             last.why,
-            frontend.backends[index].addr,
+            frontend.backends[index].label(),
             frontend.retries
         );
     }
@@ -196,13 +210,17 @@ impl Local {
         if let Some(server) = self.counters.backends.get(index) {
             counters::inc(&server.connect_errors);
         }
-        let refusal = Refusal::new(format!("connect to {addr} failed: {why}"), termination);
+        let server = frontend.backends[index].label();
+        let refusal = Refusal::new(format!("connect to {server} failed: {why}"), termination);
         Err(Failed::Retry(refusal))
     }
 
     /// Picks a backend not in `tried` that is below its maxconn, and takes a
     /// place there. If every candidate is full, waits (until `deadline`)
-    /// for one of them to have room: HAProxy's server queue.
+    /// for one of them to have room: HAProxy's server queue, where a
+    /// backend with a `maxqueue` holds that many waiting clients at most (a
+    /// client then waits in another's queue, or is refused when all are
+    /// full).
     async fn pick(
         &self,
         client: IpAddr,
@@ -213,41 +231,77 @@ impl Local {
         // `tried`, then the servers found full during this pick.
         let mut avoid: Vec<usize> = tried.to_vec();
         loop {
-            self.sync_health();
-            let chosen = self.pick_in(group, client, &avoid);
-            // A backup serves only when every normal backend is down or
-            // failed, as HAProxy's: normal ones merely full mean "queue".
-            let backends = &self.shared.frontend.backends;
-            let chosen = chosen.filter(|&index| {
-                !backends[index].backup
-                    || !avoid[tried.len()..].iter().any(|&f| !backends[f].backup)
-            });
-            if let Some(index) = chosen {
-                match self.shared.backend_limits[index].try_acquire() {
-                    Some(place) => return Ok((index, place)),
-                    None => {
-                        avoid.push(index);
-                        continue;
-                    }
-                }
+            if let Some(picked) = self.pick_with_room(client, group, tried, &mut avoid) {
+                return Ok(picked);
             }
             let full = &avoid[tried.len()..];
             if full.is_empty() {
                 return Err(NoBackend::Unavailable);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(_queued) = self.queue_place(full) else {
+                return Err(NoBackend::QueuesFull);
+            };
+            let now = Instant::now();
+            let mut left = deadline.saturating_duration_since(now);
+            if left.is_zero() {
+                return Err(NoBackend::Full);
+            }
+            let board = &self.shared.board;
+            if full.iter().any(|&i| board.ramp(i, now).is_some()) {
+                left = left.min(RAMP_LOOK);
+            }
             // Boxed: the wait for room is the rare path (every candidate at
             // its maxconn), and held inline its timer would make every
             // connection's task, for its whole life, that much bigger.
-            if left.is_zero()
-                || Box::pin(time::timeout(left, self.some_room(full)))
-                    .await
-                    .is_err()
-            {
+            let waited = Box::pin(time::timeout(left, self.some_room(full))).await;
+            if waited.is_err() && Instant::now() >= deadline {
                 return Err(NoBackend::Full);
             }
             avoid.truncate(tried.len());
         }
+    }
+
+    /// One round of picks: a backend not in `avoid` with a place under its
+    /// `maxconn` (as its slowstart has it now), and the place; each one
+    /// found full is added to `avoid`. `None` when none is left.
+    fn pick_with_room(
+        &self,
+        client: IpAddr,
+        group: usize,
+        tried: &[usize],
+        avoid: &mut Vec<usize>,
+    ) -> Option<(usize, Permit)> {
+        let backends = &self.shared.frontend.backends;
+        loop {
+            self.sync_health();
+            let index = self.pick_in(group, client, avoid)?;
+            // A backup serves only when every normal backend is down or
+            // failed, as HAProxy's: normal ones merely full mean "queue".
+            if backends[index].backup && avoid[tried.len()..].iter().any(|&f| !backends[f].backup) {
+                return None;
+            }
+            let cap = self
+                .shared
+                .board
+                .maxconn_now(index, backends[index].maxconn, Instant::now());
+            match self.shared.backend_limits[index].try_acquire_under(cap) {
+                Some(place) => return Some((index, place)),
+                None => avoid.push(index),
+            }
+        }
+    }
+
+    /// A place in the queue of one of the `full` backends, for a client
+    /// about to wait: the first without a `maxqueue`, or with room in it
+    /// (`Some(None)`: a backend without one). `None` when every queue is
+    /// at its `maxqueue`.
+    fn queue_place(&self, full: &[usize]) -> Option<Option<Permit>> {
+        let queues = &self.shared.queues;
+        full.iter()
+            .find_map(|&index| match queues.get(index).and_then(Option::as_ref) {
+                None => Some(None),
+                Some(queue) => queue.try_acquire().map(Some),
+            })
     }
 
     /// The pick of `group`'s balancer, avoiding `avoid` (indexes in the
@@ -288,9 +342,9 @@ impl Local {
         .await;
     }
 
-    /// Copies the health board's verdicts (and its agents' weights) into
-    /// this worker's balancer if they changed since the last time (one
-    /// atomic load when they did not).
+    /// Copies the health board's verdicts and weights (its agents', and
+    /// those of servers in their slowstart) into this worker's balancers if
+    /// they changed since the last time (one atomic load when they did not).
     fn sync_health(&self) {
         let board = &self.shared.board;
         let generation = board.generation();
@@ -298,6 +352,7 @@ impl Local {
             return;
         }
         let frontend = &self.shared.frontend;
+        let now = Instant::now();
         let mut balancers = self.balancers.borrow_mut();
         for (g, balancer) in balancers.iter_mut().enumerate() {
             let Some(group) = frontend.group(g) else {
@@ -306,7 +361,8 @@ impl Local {
             let start = group.backends.start;
             for index in group.backends.filter(|&i| i < board.len()) {
                 balancer.set_up(index - start, board.is_up(index));
-                balancer.set_weight_percent(index - start, board.weight_percent(index));
+                let percent = board.weight_percent_now(index, now);
+                balancer.set_weight_percent(index - start, percent);
             }
         }
         self.seen_generation.set(generation);

@@ -47,7 +47,7 @@ use crate::conn::machine::{Ending, Outcome};
 use crate::conn::proxy_protocol::{self, Addresses};
 use crate::conn::relay;
 use crate::conn::splice::Splicing;
-use crate::ops::access_log::record::Record;
+use crate::ops::access_log::record::{Record, ServerRef};
 use crate::ops::access_log::termination::{Cause, Phase, Termination};
 use crate::ops::metrics::counters::{self, Active, FrontendCounters};
 use crate::policy::balance::{Algorithm, Balancer, Server};
@@ -428,11 +428,21 @@ impl Local {
         }
     }
 
-    /// Step 2: the access rules, then a place under `maxconn-per-source`
+    /// Step 2: the access rules, the source's rate (this connection
+    /// counted, refused or not), then a place under `maxconn-per-source`
     /// (held until the connection ends).
     fn admit(&self, ip: IpAddr) -> Result<Option<SourcePermit>, Refusal> {
         if !self.shared.frontend.access.admits(ip) {
             return Err(Refusal::denied("denied by allow/deny"));
+        }
+        if let Some(rates) = &self.shared.source_rates {
+            if !rates.admit(ip, Instant::now()) {
+                return Err(Refusal::denied(format!(
+                    "over rate-limit-per-source {} per {:?}",
+                    rates.max(),
+                    rates.period()
+                )));
+            }
         }
         let Some(sources) = &self.shared.sources else {
             return Ok(None);
@@ -470,7 +480,7 @@ impl Local {
         }
         backend.write_all(&early).await.map_err(|e| {
             Refusal::new(
-                format!("backend {} failed before the relay: {e}", server.addr),
+                format!("backend {} failed before the relay: {e}", server.label()),
                 Termination::SERVER_RESET,
             )
         })
@@ -500,7 +510,16 @@ impl Local {
             pipes: &self.worker.pipes,
         };
         let timeouts = &self.shared.frontend.timeouts;
-        let mut outcome = relay::relay_until(client, backend, timeouts, splicing, kill).await;
+        // Cut by the stop (`KD`), or because its server was marked down or
+        // its group's normal server came back (`DD`: health.rs, "When a
+        // server changes").
+        let server_cut = Cell::new(false);
+        let stop = async {
+            if let Either::Right(()) = select(kill, self.shared.board.cut(index)).await {
+                server_cut.set(true);
+            }
+        };
+        let mut outcome = relay::relay_until(client, backend, timeouts, splicing, stop).await;
         outcome.upstream += early_payload;
         self.with_balancer(index, |b, i| b.connection_closed(i));
         // Counted while this connection still holds its place, as HAProxy's
@@ -514,7 +533,10 @@ impl Local {
         trace.client_sent |= outcome.upstream > 0;
         trace.bytes_up = outcome.upstream;
         trace.bytes_down = outcome.downstream;
-        trace.termination = Termination::of_relay(outcome.ending, outcome.first_fin);
+        trace.termination = match server_cut.get() {
+            true => Termination::SERVER_DOWN,
+            false => Termination::of_relay(outcome.ending, outcome.first_fin),
+        };
     }
 
     /// Adds a finished relay to the frontend's and the backend's counters.
@@ -622,7 +644,10 @@ impl Local {
             frontend: &frontend.name,
             group: group.map_or(&frontend.name, |g| g.name),
             server_name: frontend.routing.as_ref().map(|_| trace.sni.as_deref()),
-            backend: backend.map(|b| b.addr),
+            backend: backend.map(|b| ServerRef {
+                name: &b.name,
+                addr: b.addr,
+            }),
             wait: trace.wait,
             connect: trace.connect,
             total: trace.started.elapsed(),
@@ -679,6 +704,7 @@ fn group_balancer(servers: &[BackendServer], balance: Algorithm, worker: usize) 
 fn count_refusal(counters: &FrontendCounters, refusal: &Refusal) {
     let counter = match refusal.termination.phase {
         _ if refusal.denied => &counters.denied,
+        _ if refusal.termination == Termination::QUEUE_FULL => &counters.queue_full,
         Phase::Queue => &counters.queue_timeouts,
         Phase::Connect => &counters.connect_errors,
         _ => return,

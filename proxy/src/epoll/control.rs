@@ -28,7 +28,8 @@ use crate::log::syslog::header::Severity;
 use crate::ops::access_log::record::Format;
 use crate::ops::access_log::sink::AccessLog;
 use crate::ops::admin;
-use crate::ops::metrics::exposition::{FrontendParts, Published, Registry, Stopping};
+use crate::ops::metrics::exposition::{FrontendParts, Published, Registry, ServerLabels, Stopping};
+use crate::ops::privileges::Applied;
 use crate::ops::shutdown::{self, Drained};
 use crate::ops::upgrade::notify::notify;
 use crate::ops::upgrade::offer::{self, Offer, Request};
@@ -44,7 +45,8 @@ use crate::settings::file;
 
 use super::checker;
 use super::dump;
-use super::frontend::{PerWorker, Shared, bind_listeners, share, spread_handed};
+use super::dump::Bound;
+use super::frontend::{PerWorker, Shared, bind_addresses, share, spread_handed};
 use super::handover;
 use super::plan::Plan;
 use super::worker::{Assignment, Command, worker};
@@ -59,11 +61,17 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     // umask (ops/upgrade/socket.rs), and the take blocks nothing else. The
     // file first: a directory it cannot be made in stops us before the old
     // process is asked for anything.
+    let run_as = &plan.config.global.run_as;
+    let user = run_as.user.as_ref().map(|(_, uid)| *uid);
     let socket_file = match &plan.config.global.upgrade_socket {
-        Some(path) => Some(SocketFile::create(path, plan.upgrade_from.is_some())?),
+        Some(path) => Some(SocketFile::create(path, plan.upgrade_from.is_some(), user)?),
         None => None,
     };
-    let mut handed = plan.upgrade_from.as_deref().map(take::take).transpose()?;
+    let mut handed = plan
+        .upgrade_from
+        .as_deref()
+        .map(|path| take::take(path, user))
+        .transpose()?;
     let mut control = Control::new(plan, socket_file.is_some())?;
     if let Some(handed) = &mut handed {
         control.handed = std::mem::take(&mut handed.listeners);
@@ -75,6 +83,9 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     let (shared, listeners) = control.prepare(&plan.config)?;
     let admin = admin_listener(plan, &mut control.handed)?;
     handover::close_unclaimed(std::mem::take(&mut control.handed));
+    // Everything that needs root is done: every listener bound, every
+    // file open. Before any other thread starts, and before serving.
+    switch_user(plan, socket_file.as_ref(), control.access_log.as_deref())?;
     if let Some(handed) = &handed {
         handover::seed(&shared, &handed.health);
     }
@@ -87,6 +98,57 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     let requests = control.open_for_upgrades(socket_file, handed.as_ref(), path)?;
     let rt = runtime::Runtime::new()?;
     rt.block_on(control.until_stopped(requests))
+}
+
+/// `user` in `global`: the files made as root handed to that user, then
+/// root dropped for good (ops/privileges.rs). The upgrade socket's
+/// directory must be the user's: the new process of an upgrade runs as
+/// that user and makes its own socket there.
+fn switch_user(
+    plan: &Plan,
+    socket: Option<&SocketFile>,
+    access_log: Option<&AccessLog>,
+) -> io::Result<()> {
+    let run_as = &plan.config.global.run_as;
+    if run_as.is_empty() {
+        return Ok(());
+    }
+    let who = run_as.describe();
+    if let (Some(socket), Some(path)) = (socket, &plan.config.global.upgrade_socket) {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        let dir = dir.unwrap_or(std::path::Path::new("."));
+        if run_as.writable_by(dir)? == Some(false) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "upgrade socket {}: its directory {} is not writable by {who}, which the \
+                     proxy runs as after startup: the new process of an upgrade could not make \
+                     its socket there; give the directory to that user (chown, mode 0700)",
+                    path.display(),
+                    dir.display()
+                ),
+            ));
+        }
+        run_as.hand_over(socket.path())?;
+    }
+    if let Some(path) = access_log.and_then(AccessLog::path) {
+        run_as.hand_over(path)?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if run_as.writable_by(dir.unwrap_or(std::path::Path::new(".")))? == Some(false) {
+            crate::warn!(
+                "access log {}: its directory is not writable by {who}: after a rotation that \
+                 renames the file, SIGUSR1 cannot make a new one (logrotate's 'create' or \
+                 'copytruncate' work)",
+                path.display()
+            );
+        }
+    }
+    match run_as.apply()? {
+        Applied::Dropped => crate::info!("running as {who} from now on"),
+        Applied::AlreadySo => crate::info!("running as {who} already"),
+        Applied::Nothing => {}
+    }
+    Ok(())
 }
 
 /// The admin listener the configuration asks for: the one the old process
@@ -195,7 +257,7 @@ struct Control {
     /// the admin listener, an access-log file): in every reload's budget.
     fixed: Fixed,
     /// Where each frontend listens, as bound (port 0 resolved), for SIGQUIT.
-    listening: Vec<(String, SocketAddr)>,
+    listening: Vec<Bound>,
     senders: Vec<mpsc::Sender<Command>>,
     /// The frontends running now, in file order.
     running: Vec<Arc<Shared>>,
@@ -224,8 +286,8 @@ struct Control {
     upgrade: Option<(Arc<SocketFile>, Reexec)>,
 }
 
-/// Per frontend, per worker: the listeners of a frontend that needs new ones.
-type Listeners = Vec<Option<PerWorker>>;
+/// Per frontend, per worker: the new listeners of each frontend.
+type Listeners = Vec<PerWorker>;
 
 impl Control {
     /// The control of `plan`, before any frontend runs.
@@ -525,9 +587,10 @@ impl Control {
     }
 
     /// The shared state of every frontend of `config`, reusing what has not
-    /// changed, and listeners for those that listen somewhere new. Binding
-    /// happens here, on the main thread, so that a port in use refuses the
-    /// whole configuration before any worker sees it.
+    /// changed, and listeners for the listen addresses new to each (all of
+    /// them for a new frontend; those a reload added to a running one).
+    /// Binding happens here, on the main thread, so that a port in use
+    /// refuses the whole configuration before any worker sees it.
     fn prepare(&mut self, config: &Config) -> io::Result<(Vec<Arc<Shared>>, Listeners)> {
         let mut shared = Vec::new();
         let mut listeners = Vec::new();
@@ -537,14 +600,14 @@ impl Control {
                 .iter()
                 .find(|s| s.frontend.name == frontend.name)
                 .cloned();
-            let same_listener = old
-                .as_ref()
-                .is_some_and(|s| s.frontend.listen == frontend.listen);
-            listeners.push(if same_listener {
-                None
-            } else {
-                Some(self.listeners_for(frontend)?)
-            });
+            let kept = old.as_ref().map_or(&[][..], |s| &s.frontend.listen[..]);
+            let new: Vec<SocketAddr> = frontend
+                .listen
+                .iter()
+                .filter(|addr| !kept.contains(addr))
+                .copied()
+                .collect();
+            listeners.push(self.listeners_for(frontend, &new)?);
             shared.push(match old {
                 Some(old) if old.frontend == *frontend => old,
                 _ => share(frontend, old.as_deref(), self.workers),
@@ -553,23 +616,40 @@ impl Control {
         Ok((shared, listeners))
     }
 
-    /// New listeners for `frontend`: those an old process handed over for
-    /// it, if any (every one of them, spread over the workers), else bound.
+    /// New listeners for the listen addresses `addrs` of `frontend`: for
+    /// each, those an old process handed over for it, if any (every one of
+    /// them, spread over the workers), else bound.
     fn listeners_for(
         &mut self,
         frontend: &crate::settings::config::Frontend,
+        addrs: &[SocketAddr],
     ) -> io::Result<PerWorker> {
-        let handed = handover::take_frontend(&mut self.handed, frontend);
-        if handed.is_empty() {
-            return bind_listeners(frontend, self.workers, self.backlog, self.upgradable);
+        let name = &frontend.name;
+        let mut per_worker: PerWorker = (0..self.workers).map(|_| Vec::new()).collect();
+        for &addr in addrs {
+            let handed = handover::take_address(&mut self.handed, frontend, addr);
+            let bound = if handed.is_empty() {
+                bind_addresses(
+                    frontend,
+                    &[addr],
+                    self.workers,
+                    self.backlog,
+                    self.upgradable,
+                )?
+            } else {
+                crate::info!(
+                    "upgrade: frontend {name} takes {} handed socket(s) over for {addr}, on {} \
+                     worker(s)",
+                    handed.len(),
+                    self.workers
+                );
+                spread_handed(frontend, addr, handed, self.workers, self.backlog)?
+            };
+            for (mine, more) in per_worker.iter_mut().zip(bound) {
+                mine.extend(more);
+            }
         }
-        crate::info!(
-            "upgrade: frontend {} takes {} handed socket(s) over, on {} worker(s)",
-            frontend.name,
-            handed.len(),
-            self.workers
-        );
-        spread_handed(frontend, handed, self.workers, self.backlog)
+        Ok(per_worker)
     }
 
     /// Hands the frontends to every worker, starts their health checks, and
@@ -588,14 +668,32 @@ impl Control {
         if let Err(e) = checker::spawn_checker(fresh_boards) {
             crate::error!("health checks could not start: {e}; backends count as up");
         }
-        self.listening
-            .retain(|(name, _)| shared.iter().any(|s| s.frontend.name == *name));
+        self.listening.retain(|b| {
+            shared
+                .iter()
+                .any(|s| s.frontend.name == b.frontend && s.frontend.listen.contains(&b.configured))
+        });
         for (s, bound) in shared.iter().zip(&listeners) {
-            let first = bound.as_ref().and_then(|w| w.first()?.first());
-            if let Some(addr) = first.and_then(|l| l.local_addr().ok()) {
-                let name = &s.frontend.name;
-                self.listening.retain(|(n, _)| n != name);
-                self.listening.push((name.clone(), addr));
+            // The first worker's listeners: one per new address at least.
+            let Some(first) = bound.first() else {
+                continue;
+            };
+            for (configured, listener) in first {
+                let Ok(addr) = listener.local_addr() else {
+                    continue;
+                };
+                if self
+                    .listening
+                    .iter()
+                    .any(|b| b.frontend == s.frontend.name && b.configured == *configured)
+                {
+                    continue; // a second socket handed over for it
+                }
+                self.listening.push(Bound {
+                    frontend: s.frontend.name.clone(),
+                    configured: *configured,
+                    bound: addr,
+                });
                 crate::info!(
                     "frontend {} listening on {addr} ({}, {} backends, epoll, {} workers)",
                     s.frontend.name,
@@ -614,17 +712,14 @@ impl Control {
     /// listeners of it. Each listener is moved, not duplicated: a listener
     /// costs one descriptor, even while it is handed out.
     fn hand_out(&self, shared: &[Arc<Shared>], mut listeners: Listeners) {
-        let mut listeners: Vec<_> = listeners
-            .drain(..)
-            .map(|bound| bound.map(Vec::into_iter))
-            .collect();
+        let mut listeners: Vec<_> = listeners.drain(..).map(Vec::into_iter).collect();
         for (index, tx) in self.senders.iter().enumerate() {
             let assignments = shared
                 .iter()
                 .zip(listeners.iter_mut())
                 .map(|(s, bound)| Assignment {
                     shared: s.clone(),
-                    listeners: bound.as_mut().and_then(Iterator::next).unwrap_or_default(),
+                    listeners: bound.next().unwrap_or_default(),
                 })
                 .collect();
             if tx.send(Command::Apply(assignments)).is_err() {
@@ -638,13 +733,23 @@ impl Control {
         self.published.set(Registry::from_counters(
             self.running
                 .iter()
-                .map(|s| FrontendParts {
-                    name: s.frontend.name.clone(),
-                    backends: s.frontend.backends.iter().map(|b| b.addr).collect(),
-                    weights: s.frontend.backends.iter().map(|b| b.weight).collect(),
-                    board: s.board.clone(),
-                    counters: s.counters.clone(),
-                    routes: s.frontend.route_labels(),
+                .map(|s| {
+                    let f = &s.frontend;
+                    let backends = (0..f.backends.len())
+                        .map(|i| ServerLabels {
+                            addr: f.backends[i].addr,
+                            group: f.group_name_of(i).to_string(),
+                            name: f.backends[i].name.clone(),
+                        })
+                        .collect();
+                    FrontendParts {
+                        name: f.name.clone(),
+                        backends,
+                        weights: f.backends.iter().map(|b| b.weight).collect(),
+                        board: s.board.clone(),
+                        counters: s.counters.clone(),
+                        routes: f.route_labels(),
+                    }
                 })
                 .collect(),
         ));
@@ -750,6 +855,9 @@ impl Control {
         }
         if new.upgrade_socket != old.upgrade_socket {
             fixed.push("upgrade-socket");
+        }
+        if new.run_as != old.run_as {
+            fixed.push("user");
         }
         if !fixed.is_empty() {
             crate::warn!(

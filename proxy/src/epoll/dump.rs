@@ -5,10 +5,14 @@
 //!
 //! ```text
 //! SIGQUIT: state: 3 open of global maxconn 114 (derived from RLIMIT_NOFILE 256, 27 reserved), 1 frontend, 1 worker, 2 of 28 splice pipes open, running
-//! SIGQUIT: frontend web on 127.0.0.1:8080 (roundrobin): 3 open (maxconn none), 120 accepted, 1,234 bytes in, 5,678 bytes out; refused: 0 denied, 0 connect, 0 queue timeout; 0 retries, 0 timeouts, 0 accept errors, 0 gone before served
-//! SIGQUIT: backend web/127.0.0.1:9001: UP, 2 open (maxconn 100), 60 connected, 1,234 bytes in, 5,678 bytes out, 0 connect errors; checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis: +PONG
+//! SIGQUIT: frontend web on 127.0.0.1:8080 (roundrobin): 3 open (maxconn none), 120 accepted, 1,234 bytes in, 5,678 bytes out; refused: 0 denied, 0 connect, 0 queue timeout, 0 queue full; 0 retries, 0 timeouts, 0 accept errors, 0 gone before served
+//! SIGQUIT: backend web/db1 (127.0.0.1:9001): UP, 2 open (maxconn 100), 60 connected, 1,234 bytes in, 5,678 bytes out, 0 connect errors; checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis: +PONG
+//! SIGQUIT: backend web/127.0.0.1:9002: UP, ...
 //! SIGQUIT: end of state
 //! ```
+//!
+//! A backend is shown as `GROUP/NAME (ADDRESS)`, as the access log's
+//! `group/server`, or `GROUP/ADDRESS` for a `backend` line without a name.
 //!
 //! The counters are the same as `/metrics` shows, summed over the workers
 //! with relaxed loads (`ops/metrics/counters.rs`): each number is right, the
@@ -17,6 +21,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
 
 use crate::log::grouped::grouped;
 use crate::ops::metrics::counters::{BackendCounters, FrontendCounters};
@@ -42,8 +47,20 @@ pub struct State<'a> {
     pub draining: bool,
     /// The frontends running now.
     pub frontends: &'a [Arc<Shared>],
-    /// Where each listens, as bound (its `listen` if not in this list).
-    pub listening: &'a [(String, SocketAddr)],
+    /// Where each listens, as bound (a `listen` address not in this list
+    /// is shown as configured).
+    pub listening: &'a [Bound],
+}
+
+/// One listen address of a frontend, as bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    /// The frontend.
+    pub frontend: String,
+    /// The `listen` address as configured.
+    pub configured: SocketAddr,
+    /// The address its listeners are bound to (port 0 resolved).
+    pub bound: SocketAddr,
 }
 
 impl State<'_> {
@@ -73,12 +90,19 @@ impl State<'_> {
             }
         )];
         for shared in self.frontends {
-            let listen = self
-                .listening
+            let f = &shared.frontend;
+            let listen: Vec<String> = f
+                .listen
                 .iter()
-                .find(|(name, _)| *name == shared.frontend.name)
-                .map_or(shared.frontend.listen, |(_, addr)| *addr);
-            lines.push(frontend_line(shared, listen));
+                .map(|&configured| {
+                    self.listening
+                        .iter()
+                        .find(|b| b.frontend == f.name && b.configured == configured)
+                        .map_or(configured, |b| b.bound)
+                        .to_string()
+                })
+                .collect();
+            lines.push(frontend_line(shared, &listen.join(", ")));
             for index in 0..shared.frontend.backends.len() {
                 lines.push(backend_line(shared, index));
             }
@@ -88,7 +112,7 @@ impl State<'_> {
     }
 }
 
-fn frontend_line(shared: &Shared, listen: SocketAddr) -> String {
+fn frontend_line(shared: &Shared, listen: &str) -> String {
     let f = &shared.frontend;
     let sum = |counter: fn(&FrontendCounters) -> &AtomicU64| {
         shared
@@ -99,8 +123,8 @@ fn frontend_line(shared: &Shared, listen: SocketAddr) -> String {
     };
     format!(
         "SIGQUIT: frontend {} on {} ({}): {} open (maxconn {}), {} accepted, {} bytes in, {} bytes \
-         out; refused: {} denied, {} connect, {} queue timeout; {} retries, {} timeouts, {} accept \
-         errors, {} gone before served",
+         out; refused: {} denied, {} connect, {} queue timeout, {} queue full; {} retries, {} \
+         timeouts, {} accept errors, {} gone before served",
         f.name,
         listen,
         f.balance.name(),
@@ -112,6 +136,7 @@ fn frontend_line(shared: &Shared, listen: SocketAddr) -> String {
         grouped(sum(|c| &c.denied)),
         grouped(sum(|c| &c.connect_errors)),
         grouped(sum(|c| &c.queue_timeouts)),
+        grouped(sum(|c| &c.queue_full)),
         grouped(sum(|c| &c.retries)),
         grouped(sum(|c| &c.timeouts)),
         grouped(sum(|c| &c.accept_errors)),
@@ -130,18 +155,11 @@ fn backend_line(shared: &Shared, index: usize) -> String {
             .map(|c| counter(c).load(Relaxed))
             .fold(0, u64::wrapping_add)
     };
-    let board = &shared.board;
-    let health = if index < board.len() && !board.is_up(index) {
-        "DOWN"
-    } else {
-        "UP"
-    };
     let role = match (server.backup, server.weight) {
         (true, _) => " (backup)",
         (false, 0) => " (weight 0: drained)",
         _ => "",
     };
-    let checks = checks(shared, index);
     let open = shared
         .backend_limits
         .get(index)
@@ -150,16 +168,44 @@ fn backend_line(shared: &Shared, index: usize) -> String {
         .backend_limits
         .get(index)
         .map_or_else(|| "none".to_string(), |limit| max_of(limit));
+    let group = f.group_name_of(index);
     format!(
-        "SIGQUIT: backend {}/{}{role}: {health}, {open} open (maxconn {maxconn}), {} connected, {} \
-         bytes in, {} bytes out, {} connect errors; {checks}",
-        f.name,
-        server.addr,
+        "SIGQUIT: backend {group}/{}{role}: {}, {open} open (maxconn {maxconn}){}, {} connected, \
+         {} bytes in, {} bytes out, {} connect errors; {}",
+        server.label(),
+        health_of(shared, index),
+        queue_of(shared, index),
         grouped(sum(|c| &c.connections)),
         grouped(sum(|c| &c.bytes_in)),
         grouped(sum(|c| &c.bytes_out)),
         grouped(sum(|c| &c.connect_errors)),
+        checks(shared, index),
     )
+}
+
+/// `UP`, `DOWN`, or `UP (slowstart: 12%)` while it ramps up (the share of
+/// its configured weight it gets now).
+fn health_of(shared: &Shared, index: usize) -> String {
+    let board = &shared.board;
+    if index >= board.len() {
+        return "UP".to_string();
+    }
+    if !board.is_up(index) {
+        return "DOWN".to_string();
+    }
+    let now = Instant::now();
+    match board.ramp(index, now) {
+        Some(_) => format!("UP (slowstart: {}%)", board.weight_percent_now(index, now)),
+        None => "UP".to_string(),
+    }
+}
+
+/// `, 2 queued (maxqueue 10)` for a backend with a `maxqueue`.
+fn queue_of(shared: &Shared, index: usize) -> String {
+    match shared.queues.get(index).and_then(Option::as_ref) {
+        Some(queue) => format!(", {} queued (maxqueue {})", queue.open(), max_of(queue)),
+        None => String::new(),
+    }
 }
 
 /// `checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis:
@@ -239,6 +285,7 @@ mod tests {
             inter: std::time::Duration::from_secs(2),
             send: Vec::new(),
         });
+        checked.name = "db2".to_string();
         let shared = super::super::frontend::share(&config.frontends[0], None, 2);
         // Worker 0 and worker 1 each count some: the dump sums them.
         counters::add(&shared.counters[0].connections, 3);
@@ -258,7 +305,7 @@ mod tests {
         let _held = global.try_acquire();
         let opens = Opens {
             workers: 2,
-            frontends: 1,
+            listen_addresses: 1,
             ..Opens::default()
         };
         let budget = Budget::new(256, 256, &opens);
@@ -272,10 +319,11 @@ mod tests {
             workers: 2,
             draining: false,
             frontends: &[shared],
-            listening: &[(
-                "default".to_string(),
-                SocketAddr::from(([127, 0, 0, 1], 8443)),
-            )],
+            listening: &[Bound {
+                frontend: "default".to_string(),
+                configured: SocketAddr::from(([127, 0, 0, 1], 8080)),
+                bound: SocketAddr::from(([127, 0, 0, 1], 8443)),
+            }],
         };
         let lines = state.lines();
         assert_eq!(lines.len(), 5, "{lines:#?}");
@@ -308,7 +356,7 @@ mod tests {
         assert!(lines[2].ends_with("not checked"), "{}", lines[2]);
         // Three passive failures (the default fall) mark it down.
         assert!(
-            lines[3].starts_with("SIGQUIT: backend default/127.0.0.1:9002: DOWN"),
+            lines[3].starts_with("SIGQUIT: backend default/db2 (127.0.0.1:9002): DOWN"),
             "{}",
             lines[3]
         );

@@ -1,19 +1,25 @@
 //! One frontend as every worker shares it ([`Shared`]): its configuration,
 //! its health board, its limits and its counters, built anew by a reload
 //! that changes the frontend ([`share`]), with the limits carried over; and
-//! its listening sockets, one per worker ([`bind_listeners`]), or the ones
-//! an old process handed over, spread over the workers ([`spread_handed`]).
+//! its listening sockets, one per worker and listen address
+//! ([`bind_addresses`]), or the ones an old process handed over, spread over
+//! the workers ([`spread_handed`]). Every listen address of a frontend
+//! shares the one [`Shared`]: its limits and counters count the clients of
+//! all of them together.
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use runtime::net::{ListenOptions, bind_std};
 
 use crate::ops::metrics::counters::FrontendCounters;
-use crate::policy::health::HealthBoard;
+use crate::policy::health::{HealthBoard, OnChange};
 use crate::policy::limit::Limit;
 use crate::policy::route::Routes;
+use crate::policy::session_rate::SessionRate;
 use crate::policy::source_limit::SourceLimits;
+use crate::policy::source_rate::SourceRates;
 use crate::settings::config::Frontend;
 
 /// One frontend's state shared by every worker.
@@ -27,8 +33,16 @@ pub struct Shared {
     pub limit: Arc<Limit>,
     /// Each backend's `maxconn`, by index.
     pub backend_limits: Vec<Arc<Limit>>,
+    /// Each backend's `maxqueue`: the clients waiting for one of its places
+    /// (none: no limit).
+    pub queues: Vec<Option<Arc<Limit>>>,
     /// `maxconn-per-source`, if set.
     pub sources: Option<Arc<SourceLimits>>,
+    /// `rate-limit-per-source`, if set.
+    pub source_rates: Option<SourceRates>,
+    /// `rate-limit sessions`, if set: every accept loop of the frontend
+    /// takes its turn on this one schedule.
+    pub session_rate: Option<Arc<SessionRate>>,
     /// Its counters, one set per worker (`ops/metrics/counters.rs`: each
     /// written by one thread only).
     pub counters: Vec<Arc<FrontendCounters>>,
@@ -50,7 +64,43 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
         }
         None => Limit::new(frontend.maxconn),
     };
-    let backend_limits = frontend
+    let backend_limits = backend_limits(frontend, old);
+    let queues = frontend
+        .backends
+        .iter()
+        .map(|b| b.maxqueue.map(|n| Limit::new(Some(n))))
+        .collect();
+    Arc::new(Shared {
+        queues,
+        board: Arc::new(
+            HealthBoard::new(&frontend.name, &servers)
+                .with_labels(frontend.backends.iter().map(|b| b.label()))
+                .with_changes(on_changes(frontend)),
+        ),
+        limit,
+        backend_limits,
+        sources: frontend.maxconn_per_source.map(SourceLimits::new),
+        source_rates: frontend
+            .rate_limit_per_source
+            .map(|(max, period)| SourceRates::new(max, period)),
+        session_rate: frontend.rate_limit.map(SessionRate::new),
+        counters: (0..workers)
+            .map(|_| {
+                let routes = frontend.routing.as_ref().map_or(0, Routes::counters);
+                Arc::new(FrontendCounters::with_routes(
+                    frontend.backends.len(),
+                    routes,
+                ))
+            })
+            .collect(),
+        frontend: frontend.clone(),
+    })
+}
+
+/// Each backend's `maxconn` limit: the one of the same address in `old`,
+/// its ceiling moved, so that its count goes on; else a new one.
+fn backend_limits(frontend: &Frontend, old: Option<&Shared>) -> Vec<Arc<Limit>> {
+    frontend
         .backends
         .iter()
         .map(|b| {
@@ -70,34 +120,49 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
                 None => Limit::new(b.maxconn),
             }
         })
-        .collect();
-    Arc::new(Shared {
-        board: Arc::new(HealthBoard::new(&frontend.name, &servers)),
-        limit,
-        backend_limits,
-        sources: frontend.maxconn_per_source.map(SourceLimits::new),
-        counters: (0..workers)
-            .map(|_| {
-                let routes = frontend.routing.as_ref().map_or(0, Routes::counters);
-                Arc::new(FrontendCounters::with_routes(
-                    frontend.backends.len(),
-                    routes,
-                ))
-            })
-            .collect(),
-        frontend: frontend.clone(),
-    })
+        .collect()
 }
 
-/// Each worker's listeners of one frontend.
-pub type PerWorker = Vec<Vec<std::net::TcpListener>>;
+/// What each backend's changes of state do (`on-marked-down`,
+/// `on-marked-up`, `slowstart`): a normal backend that cuts the backups
+/// when it comes back cuts those of its own group.
+fn on_changes(frontend: &Frontend) -> Vec<OnChange> {
+    let backends = &frontend.backends;
+    (0..backends.len())
+        .map(|index| {
+            let b = &backends[index];
+            let group = frontend.group(frontend.group_of(index));
+            let backups = group.map_or(0..0, |g| g.backends);
+            OnChange {
+                cut_when_down: b.shutdown_on_down,
+                cut_when_up: match b.shutdown_backups_on_up {
+                    true => backups.filter(|&i| backends[i].backup).collect(),
+                    false => Vec::new(),
+                },
+                slowstart: b.slowstart,
+            }
+        })
+        .collect()
+}
+
+/// A listener, with the `listen` address it was configured for (its bound
+/// address differs for port 0).
+pub type Listener = (SocketAddr, std::net::TcpListener);
+
+/// Each worker's new listeners of one frontend (one per new listen address,
+/// or more after a handover).
+pub type PerWorker = Vec<Vec<Listener>>;
 
 /// How a frontend's listeners are bound: with SO_REUSEPORT when several
 /// workers share the address, or when a process that takes them over
 /// later (`upgradable`, ops/upgrade/) may need to bind more beside them;
-/// with IP_FREEBIND if the frontend asks (`listen ADDR freebind`).
+/// an IPv6 one with IPV6_V6ONLY, so that `[::]:PORT` is IPv6's alone and
+/// `0.0.0.0:PORT` can be bound beside it, whatever the system's default
+/// (`net.ipv6.bindv6only`; nginx's `ipv6only=on`); with IP_FREEBIND if the
+/// frontend asks (`listen ADDR freebind`).
 fn listen_options(
     frontend: &Frontend,
+    addr: SocketAddr,
     workers: usize,
     backlog: u32,
     upgradable: bool,
@@ -105,48 +170,82 @@ fn listen_options(
     ListenOptions {
         backlog,
         reuse_port: workers > 1 || upgradable,
+        only_v6: addr.is_ipv6().then_some(true),
         // Small writes (a request line, a prompt) go out at once, not
         // batched; every accepted client inherits it from the listener.
         nodelay: true,
         freebind: frontend.freebind,
-        ..ListenOptions::default()
     }
 }
 
-/// A frontend's listeners, one per worker, on the same address: the first
-/// binds (and learns the port, if 0 was asked), the others join it with
-/// SO_REUSEPORT.
-pub fn bind_listeners(
+/// Listeners for the listen addresses `addrs` of `frontend`, one per worker
+/// each.
+pub fn bind_addresses(
     frontend: &Frontend,
+    addrs: &[SocketAddr],
     workers: usize,
     backlog: u32,
     upgradable: bool,
 ) -> io::Result<PerWorker> {
-    let options = listen_options(frontend, workers, backlog, upgradable);
-    let first = bind_std(frontend.listen, &options).map_err(|e| {
+    let mut per_worker: PerWorker = (0..workers).map(|_| Vec::new()).collect();
+    for &addr in addrs {
+        let bound = bind_listeners(frontend, addr, workers, backlog, upgradable)?;
+        for (mine, listener) in per_worker.iter_mut().zip(bound) {
+            mine.push((addr, listener));
+        }
+    }
+    Ok(per_worker)
+}
+
+/// A listen address's listeners, one per worker, on the same address: the
+/// first binds (and learns the port, if 0 was asked), the others join it
+/// with SO_REUSEPORT.
+fn bind_listeners(
+    frontend: &Frontend,
+    addr: SocketAddr,
+    workers: usize,
+    backlog: u32,
+    upgradable: bool,
+) -> io::Result<Vec<std::net::TcpListener>> {
+    let options = listen_options(frontend, addr, workers, backlog, upgradable);
+    let first = bind_std(addr, &options).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!(
-                "frontend {}: cannot listen on {}: {e}",
-                frontend.name, frontend.listen
+                "frontend {}: cannot listen on {addr}: {e}{}",
+                frontend.name,
+                bind_hint(&e, addr)
             ),
         )
     })?;
-    let addr = first.local_addr()?;
-    let mut listeners = vec![vec![first]];
+    let bound = first.local_addr()?;
+    let mut listeners = vec![first];
     for _ in 1..workers {
-        listeners.push(vec![bind_std(addr, &options)?]);
+        listeners.push(bind_std(bound, &options)?);
     }
     Ok(listeners)
 }
 
-/// The listeners an old process handed over for one frontend, spread over
-/// `workers`: socket i to worker i mod n, so that every socket of the
-/// SO_REUSEPORT group keeps being accepted on (closing one would reset the
-/// clients queued on it), and one more bound beside them (SO_REUSEPORT)
-/// for each worker left without one.
+/// What to do about a port below 1024 refused to a process that is not
+/// root (it dropped its privileges at startup: `user` in `global`).
+fn bind_hint(e: &io::Error, addr: SocketAddr) -> &'static str {
+    let refused = e.kind() == io::ErrorKind::PermissionDenied;
+    if refused && addr.port() < 1024 && !nix::unistd::geteuid().is_root() {
+        " (a port below 1024 needs root, and this process runs as another user: bind it at \
+         startup, or lower net.ipv4.ip_unprivileged_port_start)"
+    } else {
+        ""
+    }
+}
+
+/// The listeners an old process handed over for one listen address of
+/// `frontend`, spread over `workers`: socket i to worker i mod n, so
+/// that every socket of the SO_REUSEPORT group keeps being accepted on
+/// (closing one would reset the clients queued on it), and one more bound
+/// beside them (SO_REUSEPORT) for each worker left without one.
 pub fn spread_handed(
     frontend: &Frontend,
+    configured: SocketAddr,
     handed: Vec<std::net::TcpListener>,
     workers: usize,
     backlog: u32,
@@ -154,24 +253,24 @@ pub fn spread_handed(
     let mut per_worker: PerWorker = (0..workers).map(|_| Vec::new()).collect();
     let addr = match handed.first() {
         Some(first) => first.local_addr()?,
-        None => return bind_listeners(frontend, workers, backlog, true),
+        None => return bind_addresses(frontend, &[configured], workers, backlog, true),
     };
     for (i, listener) in handed.into_iter().enumerate() {
-        per_worker[i % workers].push(listener);
+        per_worker[i % workers].push((configured, listener));
     }
-    let options = listen_options(frontend, workers, backlog, true);
+    let options = listen_options(frontend, addr, workers, backlog, true);
     for listeners in per_worker.iter_mut().filter(|l| l.is_empty()) {
         let more = bind_std(addr, &options).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!(
-                    "frontend {}: cannot listen on {addr} beside the sockets handed over (the old \
-                     process bound them without SO_REUSEPORT?): {e}",
+                    "frontend {}: cannot listen on {addr} beside the sockets handed over (the \
+                     old process bound them without SO_REUSEPORT?): {e}",
                     frontend.name
                 ),
             )
         })?;
-        listeners.push(more);
+        listeners.push((configured, more));
     }
     Ok(per_worker)
 }

@@ -3,10 +3,10 @@
 //! its frontends' sockets among what it was handed, closes the rest, and
 //! seeds its health boards.
 //!
-//! A handed socket belongs to a frontend of the new configuration if it is
-//! bound to the frontend's `listen` address, or if it was the listener of
-//! a frontend of the same name configured with the same address (which is
-//! how `listen 127.0.0.1:0` finds its socket again). Each frontend gets
+//! A handed socket belongs to a listen address of a frontend of the new
+//! configuration if it is bound to that address, or if it was the listener
+//! of a frontend of the same name configured with the same address (which
+//! is how `listen 127.0.0.1:0` finds its socket again). Each address gets
 //! every socket that matches: all of its SO_REUSEPORT group
 //! ([`super::frontend::spread_handed`]).
 
@@ -28,11 +28,12 @@ use super::worker::Command;
 /// How long a worker may take to lend its listeners.
 const LEND: Duration = Duration::from_secs(2);
 
-/// Takes out of `handed` the sockets that belong to `frontend` (module
-/// docs), in the order they came.
-pub fn take_frontend(
+/// Takes out of `handed` the sockets that belong to the listen address
+/// `addr` of `frontend` (module docs), in the order they came.
+pub fn take_address(
     handed: &mut Vec<(Tag, OwnedFd)>,
     frontend: &Frontend,
+    addr: SocketAddr,
 ) -> Vec<std::net::TcpListener> {
     let (mine, rest) = std::mem::take(handed)
         .into_iter()
@@ -42,10 +43,7 @@ pub fn take_frontend(
                 configured,
                 bound,
                 ..
-            } => {
-                *bound == frontend.listen
-                    || (*name == frontend.name && *configured == frontend.listen)
-            }
+            } => *bound == addr || (*name == frontend.name && *configured == addr),
             Tag::Admin { .. } => false,
         });
     *handed = rest;
@@ -178,7 +176,7 @@ mod tests {
     }
 
     #[test]
-    fn a_frontend_finds_its_sockets_by_address_or_by_name_and_configured_address() {
+    fn a_listen_address_finds_its_sockets_by_address_or_by_name_and_configured_address() {
         let mut frontend = Settings {
             backends: vec!["127.0.0.1:9".parse().expect("an address")],
             ..Settings::default()
@@ -186,18 +184,23 @@ mod tests {
         .to_config()
         .frontends
         .remove(0);
-        frontend.listen = "127.0.0.1:0".parse().expect("an address");
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        let v6: SocketAddr = "[::1]:0".parse().expect("an address");
+        frontend.listen = vec![any, v6];
         let mut handed = vec![
             (tag("default", "127.0.0.1:0", "127.0.0.1:4000"), fd()),
             (tag("other", "127.0.0.1:0", "127.0.0.1:4001"), fd()),
+            (tag("default", "[::1]:0", "[::1]:4000"), fd()),
             (tag("default", "127.0.0.1:0", "127.0.0.1:4000"), fd()),
         ];
-        assert_eq!(take_frontend(&mut handed, &frontend).len(), 2);
+        assert_eq!(take_address(&mut handed, &frontend, any).len(), 2);
+        assert_eq!(take_address(&mut handed, &frontend, v6).len(), 1);
         assert_eq!(handed.len(), 1);
         // Renamed, same address: found by the address.
         frontend.name = "renamed".into();
-        frontend.listen = "127.0.0.1:4001".parse().expect("an address");
-        assert_eq!(take_frontend(&mut handed, &frontend).len(), 1);
+        let moved: SocketAddr = "127.0.0.1:4001".parse().expect("an address");
+        frontend.listen = vec![moved];
+        assert_eq!(take_address(&mut handed, &frontend, moved).len(), 1);
         assert!(handed.is_empty());
     }
 }

@@ -1,13 +1,14 @@
 //! Milestone 5 and after: the async load balancer on our own runtime.
 //!
 //! One event loop per worker thread, the HAProxy model (one loop per thread)
-//! rather than tokio's work-stealing. Each frontend (a `listen` address and
-//! its pool of backends) has one listening socket per worker on the same
-//! port (SO_REUSEPORT), and the kernel spreads new connections across them.
+//! rather than tokio's work-stealing. Each frontend (its `listen` addresses
+//! and its pool of backends) has one listening socket per worker on each of
+//! its addresses (SO_REUSEPORT), and the kernel spreads new connections
+//! across them.
 //!
 //! ```text
 //!   main thread:  bind every frontend's listeners ─▶ health-check thread ─▶ N workers, wait
-//!   worker i:     Runtime ── one accept loop per frontend ──spawn──▶ one task per connection
+//!   worker i:     Runtime ── one accept loop per address ─spawn─▶ one task per connection
 //!                   wait for room under maxconn                 (connection.rs):
 //!                   accept                                        PROXY header, access rules
 //!                   take a place (global, frontend)               pick a backend (balance.rs),

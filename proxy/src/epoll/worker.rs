@@ -1,7 +1,9 @@
 //! One worker: an event loop that runs what the control thread says
-//! ([`Command`]): one accept loop per listener of each frontend (one
-//! listener, unless a handover gave this worker more: ops/upgrade/), one
-//! task per connection, and the access-log flush timer.
+//! ([`Command`]): one accept loop per listener of each frontend (one per
+//! listen address, or more where a handover gave this worker several:
+//! ops/upgrade/), one task per connection, and the access-log flush timer.
+//! A frontend's accept loops share one state (`connection::Local`): whatever address
+//! a client came in on, it takes its places under the same limits.
 
 use std::cell::RefCell;
 use std::io;
@@ -18,15 +20,17 @@ use crate::conn::accept::AcceptErrors;
 use crate::ops::metrics::counters;
 
 use super::connection::{self, Local, Places};
-use super::frontend::Shared;
+use super::frontend::{Listener, Shared};
 use super::worker_context::WorkerContext;
 
 /// What the main thread tells a worker.
 #[derive(Debug)]
 pub enum Command {
     /// Run exactly these frontends from now on (at startup, and after each
-    /// reload). A frontend new to the worker comes with its listener; one
-    /// the worker already runs keeps its listener and gets the new state.
+    /// reload). A frontend new to the worker comes with its listeners; one
+    /// the worker already runs keeps the listeners of the addresses it
+    /// still has, closes the others, starts the new ones it comes with,
+    /// and gets the new state.
     Apply(Vec<Assignment>),
     /// Close every listener; open connections go on (a graceful stop).
     StopAccepting,
@@ -53,7 +57,7 @@ pub enum Command {
 pub struct Lent {
     /// The frontend it listens for.
     pub frontend: String,
-    /// The frontend's `listen` as configured.
+    /// Its `listen` address as configured.
     pub configured: SocketAddr,
     /// The address it is bound to.
     pub bound: SocketAddr,
@@ -66,10 +70,11 @@ pub struct Lent {
 pub struct Assignment {
     /// The frontend.
     pub shared: Arc<Shared>,
-    /// Its listeners for this worker, when the frontend is new to it or
-    /// listens somewhere new (usually one; after a handover, as many as
-    /// the old process handed to this worker); empty: keep the ones it has.
-    pub listeners: Vec<std::net::TcpListener>,
+    /// Its listeners for this worker at the listen addresses new to it
+    /// (each with the address it was configured for: usually one per
+    /// address; after a handover, as many as the old process handed to
+    /// this worker); empty: nothing new.
+    pub listeners: Vec<Listener>,
 }
 
 /// A frontend running on a worker: its listeners, an accept loop on each,
@@ -78,33 +83,85 @@ pub struct Assignment {
 #[derive(Debug)]
 struct Running {
     slot: Rc<RefCell<Rc<Local>>>,
-    listeners: Vec<Rc<TcpListener>>,
-    accepts: Vec<JoinHandle<()>>,
+    accepting: Vec<Accepting>,
+}
+
+/// One listener and the loop that accepts on it.
+#[derive(Debug)]
+struct Accepting {
+    /// The listen address it was configured for.
+    configured: SocketAddr,
+    listener: Rc<TcpListener>,
+    task: JoinHandle<()>,
 }
 
 impl Running {
+    /// A frontend new to this worker, with no listener yet.
+    fn new(shared: Arc<Shared>, context: &Rc<WorkerContext>) -> Running {
+        Running {
+            slot: Rc::new(RefCell::new(Rc::new(Local::new(shared, context)))),
+            accepting: Vec::new(),
+        }
+    }
+
     /// Stops accepting: the loops end at the executor's next turn and drop
     /// their listeners, which leave the epoll set before they close.
     fn stop(self) {
-        for accept in self.accepts {
-            accept.abort();
+        for accepting in self.accepting {
+            accepting.task.abort();
+        }
+    }
+
+    /// Stops accepting on the listen addresses not in `keep` (a reload
+    /// removed them).
+    fn keep_only(&mut self, keep: &[SocketAddr]) {
+        let (kept, gone) = std::mem::take(&mut self.accepting)
+            .into_iter()
+            .partition(|a| keep.contains(&a.configured));
+        self.accepting = kept;
+        for accepting in gone {
+            accepting.task.abort();
+        }
+    }
+
+    /// Registers `listeners` here and starts an accept loop on each.
+    fn start(&mut self, listeners: Vec<Listener>) {
+        let name = self.slot.borrow().shared.frontend.name.clone();
+        for (configured, listener) in listeners {
+            // Adopted (from_std): removed from the epoll set before it closes,
+            // since a copy may live on elsewhere (a handover, ops/upgrade/).
+            match TcpListener::from_std(listener) {
+                Ok(listener) => {
+                    let listener = Rc::new(listener);
+                    let task = spawn(accept_loop(listener.clone(), self.slot.clone()));
+                    self.accepting.push(Accepting {
+                        configured,
+                        listener,
+                        task,
+                    });
+                }
+                Err(e) => crate::error!(
+                    "frontend {name}: cannot watch its listener on {configured}: {e}; not \
+                     accepting there on this worker"
+                ),
+            }
         }
     }
 
     /// A copy of each listener, into `lent`.
     fn lend(&self, lent: &mut Vec<Lent>) -> io::Result<()> {
-        let shared = &self.slot.borrow().shared;
-        let name = &shared.frontend.name;
+        let name = &self.slot.borrow().shared.frontend.name;
         let context = |e: io::Error| {
             io::Error::new(
                 e.kind(),
                 format!("frontend {name}: a listener cannot be copied: {e}"),
             )
         };
-        for listener in &self.listeners {
+        for accepting in &self.accepting {
+            let listener = &accepting.listener;
             lent.push(Lent {
                 frontend: name.clone(),
-                configured: shared.frontend.listen,
+                configured: accepting.configured,
                 bound: listener.local_addr().map_err(context)?,
                 fd: listener.as_fd().try_clone_to_owned().map_err(context)?,
             });
@@ -222,62 +279,30 @@ fn apply(
                     .is_some_and(|r| r.slot.borrow().shared.frontend.name == *name)
             })
             .and_then(Option::take);
-        match (old, listeners.is_empty()) {
-            (Some(running), true) => {
+        let mut running = match old {
+            Some(mut running) => {
+                running.keep_only(&shared.frontend.listen);
                 let unchanged = Arc::ptr_eq(&running.slot.borrow().shared, &shared);
                 if !unchanged {
                     // New connections get the new pool; open ones keep the
                     // Local (and backends) they started with.
-                    *running.slot.borrow_mut() = Rc::new(Local::new(shared, context));
+                    *running.slot.borrow_mut() = Rc::new(Local::new(shared.clone(), context));
                 }
-                after.push(running);
+                running
             }
-            (old, false) => {
-                if let Some(old) = old {
-                    old.stop(); // it moved to another address
-                }
-                after.push(start(shared, listeners, context));
-            }
-            (None, true) => crate::error!("frontend {name}: no listener on this worker"),
+            None => Running::new(shared.clone(), context),
+        };
+        running.start(listeners);
+        if running.accepting.is_empty() {
+            crate::error!("frontend {name}: no listener on this worker");
         }
+        after.push(running);
     }
     // Frontends the new configuration dropped: their listeners close.
     for running in before.into_iter().flatten() {
         running.stop();
     }
     after
-}
-
-/// A frontend new to this worker (or listening somewhere new): its
-/// listeners registered here, an accept loop on each.
-fn start(
-    shared: Arc<Shared>,
-    listeners: Vec<std::net::TcpListener>,
-    context: &Rc<WorkerContext>,
-) -> Running {
-    let name = shared.frontend.name.clone();
-    let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, context))));
-    let mut running = Running {
-        slot,
-        listeners: Vec::new(),
-        accepts: Vec::new(),
-    };
-    for listener in listeners {
-        // Adopted (from_std): removed from the epoll set before it closes,
-        // since a copy may live on elsewhere (a handover, ops/upgrade/).
-        match TcpListener::from_std(listener) {
-            Ok(listener) => {
-                let listener = Rc::new(listener);
-                let accept = spawn(accept_loop(listener.clone(), running.slot.clone()));
-                running.listeners.push(listener);
-                running.accepts.push(accept);
-            }
-            Err(e) => {
-                crate::error!("frontend {name}: cannot watch its listener: {e}; not accepting here")
-            }
-        }
-    }
-    running
 }
 
 /// The places under the global and the frontend maxconn for a client the
@@ -310,15 +335,23 @@ async fn admit(slot: &RefCell<Rc<Local>>) -> (Rc<Local>, Places) {
 }
 
 /// Accepts until aborted (a stop, or the frontend removed by a reload),
-/// one task per connection. At the frontend's or the global maxconn it
-/// stops accepting: new clients wait in the kernel's listen queue
-/// (HAProxy's behaviour) instead of being accepted and dropped.
+/// one task per connection. At the frontend's or the global maxconn, or
+/// over its `rate-limit sessions`, it stops accepting: new clients wait in
+/// the kernel's listen queue (HAProxy's behaviour) instead of being
+/// accepted and dropped.
 async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<Local>>>) {
     let mut errors = AcceptErrors::new();
     loop {
         let local = slot.borrow().clone();
         local.worker.global.room().await;
         local.shared.limit.room().await;
+        if let Some(rate) = &local.shared.session_rate {
+            // Over `rate-limit sessions`: the clients wait in the kernel's
+            // queue while this loop waits for its turn.
+            while let Err(wait) = rate.take(Instant::now()) {
+                time::sleep(wait).await;
+            }
+        }
         match listener.accept().await {
             Ok((client, peer)) => {
                 let waiting = Waiting::new(client, peer, &slot);

@@ -10,6 +10,7 @@
 //! | [`metrics`] | per-worker counters, the Prometheus exposition, the process's figures |
 //! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1, that junk cannot hold |
 //! | [`shutdown`] | SIGTERM and SIGINT drain then exit; the signals blocked in every thread |
+//! | [`privileges`] | `user` and `group`: root dropped once the listeners are bound |
 //! | [`upgrade`] | listeners handed to a new process over a Unix socket, SIGUSR2 |
 //!
 //! May import: [`crate::log`], [`crate::policy`] (a backend's health for the
@@ -20,5 +21,6 @@
 pub mod access_log;
 pub mod admin;
 pub mod metrics;
+pub mod privileges;
 pub mod shutdown;
 pub mod upgrade;

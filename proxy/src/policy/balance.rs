@@ -91,6 +91,16 @@
 //! tests); it need not be unpredictable, only well spread.
 //!
 //!
+//! ## `first`: the first with room
+//!
+//! The first available server in the order of the file (HAProxy's `balance
+//! first`), weights ignored. The caller passes the servers at their
+//! `maxconn` in `avoid`, so the first one *with a free place* wins: new
+//! connections fill the first server up to its `maxconn`, then the second,
+//! and so on, and servers beyond the load stay idle (they can be powered
+//! down, or serve something else). Without a `maxconn` the first server
+//! takes everything.
+//!
 //! ## `source`: consistent hashing
 //!
 //! A client address always reaches the same server while the set of
@@ -141,15 +151,20 @@ pub enum Algorithm {
     Random,
     /// Consistent hashing of the client address on a Maglev table.
     Source,
+    /// The first server, in the order of the file, with a free place under
+    /// its `maxconn` (HAProxy's `balance first`): as few servers as the
+    /// load needs are in use.
+    First,
 }
 
 impl Algorithm {
     /// Every algorithm, in the order the docs list them.
-    pub const ALL: [Algorithm; 4] = [
+    pub const ALL: [Algorithm; 5] = [
         Algorithm::RoundRobin,
         Algorithm::LeastConn,
         Algorithm::Random,
         Algorithm::Source,
+        Algorithm::First,
     ];
 
     /// Its name in a configuration file and on the command line (HAProxy's
@@ -160,6 +175,7 @@ impl Algorithm {
             Algorithm::LeastConn => "leastconn",
             Algorithm::Random => "random",
             Algorithm::Source => "source",
+            Algorithm::First => "first",
         }
     }
 
@@ -286,6 +302,7 @@ impl Balancer {
             Algorithm::LeastConn => self.pick_least(backup),
             Algorithm::Random => self.pick_two(backup),
             Algorithm::Source => self.pick_source(backup, client),
+            Algorithm::First => self.nth_candidate(backup, 0),
         });
         self.avoid.clear();
         chosen
@@ -607,6 +624,22 @@ mod tests {
         assert_eq!(letters(&mut b, 4), "acac");
         b.set_up(1, true);
         assert_eq!(tally(&mut b, 300), [100, 100, 100]);
+    }
+
+    #[test]
+    fn first_takes_the_first_available_server_in_order_whatever_the_weights() {
+        let mut b = Balancer::new(
+            vec![server(1, 1), server(2, 5), backup(3)],
+            Algorithm::First,
+        );
+        assert_eq!(letters(&mut b, 4), "aaaa");
+        // The first full (the caller avoids it): the second, then the backup.
+        assert_eq!(b.pick_avoiding(CLIENT, &[0]), Some(1));
+        assert_eq!(b.pick_avoiding(CLIENT, &[0, 1]), Some(2));
+        b.set_up(0, false);
+        assert_eq!(letters(&mut b, 2), "bb");
+        b.set_weight_percent(1, 0);
+        assert_eq!(letters(&mut b, 2), "cc", "drained: the backup");
     }
 
     #[test]

@@ -60,8 +60,9 @@ pub struct Opens {
     pub inherited: u64,
     /// Event-loop workers.
     pub workers: u64,
-    /// Frontends (each has one listener per worker).
-    pub frontends: u64,
+    /// Listen addresses, over every frontend (each has one listener per
+    /// worker).
+    pub listen_addresses: u64,
     /// Checks and agents of backend lines (`check`, `agent-check`): each has
     /// one socket at a time.
     pub checks: u64,
@@ -89,7 +90,7 @@ impl Reserve {
     /// The reserve of a configuration that opens `opens`.
     pub fn of(opens: &Opens) -> Reserve {
         let w = opens.workers.max(1);
-        let f = opens.frontends;
+        let f = opens.listen_addresses;
         let listeners = f * w;
         let inherited = opens.inherited.max(STDIO);
         let open_at_start = if inherited == STDIO {
@@ -107,7 +108,7 @@ impl Reserve {
             (
                 2 * listeners,
                 format!(
-                    "{listeners} listener(s) = {f} frontend(s) × {w} worker(s), twice: a reload \
+                    "{listeners} listener(s) = {f} listen address(es) × {w} worker(s), twice: a reload \
                      binds new ones before the old close"
                 ),
             ),
@@ -138,7 +139,7 @@ impl Reserve {
 }
 
 /// The items only some configurations have: health checks, an access-log
-/// file, a syslog socket, the admin listener, an upgrade socket (`listeners`: frontends ×
+/// file, a syslog socket, the admin listener, an upgrade socket (`listeners`: listen addresses ×
 /// workers).
 fn optional_items(opens: &Opens, listeners: u64) -> Vec<(u64, String)> {
     let mut items = Vec::new();
@@ -375,7 +376,7 @@ mod tests {
     fn one_worker() -> Opens {
         Opens {
             workers: 1,
-            frontends: 1,
+            listen_addresses: 1,
             ..Opens::default()
         }
     }
@@ -387,7 +388,7 @@ mod tests {
         let big = Opens {
             inherited: 3,
             workers: 4,
-            frontends: 3,
+            listen_addresses: 3,
             checks: 5,
             access_log_file: true,
             syslog: true,

@@ -32,11 +32,27 @@
 //! ignored, as in HAProxy, where `observe` needs `check`: a server taken
 //! down by traffic would otherwise never be probed back up.
 //!
+//! # When a server changes
+//!
+//! Beyond taking it in and out of the balancing, a change can act, as the
+//! server's line asks ([`OnChange`], HAProxy's words):
+//!
+//! - `on-marked-down shutdown-sessions`: marked down, its open connections
+//!   are cut (each waits on [`HealthBoard::cut`] from its worker, and resets
+//!   both sides, logged `DD`), instead of going on with a server that is
+//!   probably gone;
+//! - `on-marked-up shutdown-backup-sessions`: back up, the connections to
+//!   its group's backups are cut, so that clients come back to it;
+//! - `slowstart T`: back up (never at startup), its weight and `maxconn`
+//!   start at a sliver and grow to full over T ([`HealthBoard::weight_percent_now`]),
+//!   so that a cold server is not handed its full share at once. Its
+//!   weight grows at each check, when the generation moves.
+//!
 //! Every change is logged once with its reason, DOWN as a warning:
 //!
 //! ```text
-//! frontend web: backend 127.0.0.1:9001 is DOWN: 3 consecutive failures (last: check: connection refused)
-//! frontend web: backend 127.0.0.1:9001 is UP: 2 consecutive successful checks (last: redis: +PONG)
+//! frontend web: backend db1 (127.0.0.1:9001) is DOWN: 3 consecutive failures (last: check: connection refused)
+//! frontend web: backend db1 (127.0.0.1:9001) is UP: 2 consecutive successful checks (last: redis: +PONG)
 //! frontend db: backend 127.0.0.1:5432 is DOWN: 3 consecutive failures (last: check: pgsql: ErrorResponse FATAL 57P03: the database system is shutting down)
 //! ```
 //!
@@ -96,7 +112,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use runtime::notify::{Notified, Notify};
 
 use super::agent_state::AgentState;
 use super::check::Verdict;
@@ -126,18 +144,40 @@ impl Default for Check {
     }
 }
 
+/// What a server's change of state does besides taking it in or out of
+/// the balancing: HAProxy's `on-marked-down`, `on-marked-up` and
+/// `slowstart` (module docs, "When a server changes").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OnChange {
+    /// `on-marked-down shutdown-sessions`: its connections are cut when it
+    /// is marked down.
+    pub cut_when_down: bool,
+    /// `on-marked-up shutdown-backup-sessions`: the servers whose
+    /// connections are cut when it comes back up (its group's backups).
+    pub cut_when_up: Vec<usize>,
+    /// `slowstart`: once it comes back up, its weight and `maxconn` grow
+    /// from almost nothing to full over this time.
+    pub slowstart: Option<Duration>,
+}
+
 /// The health of one frontend's servers (module docs).
 #[derive(Debug)]
 pub struct HealthBoard {
     frontend: String,
     servers: Vec<ServerHealth>,
-    /// Bumped (Release) after every change of an up flag.
+    /// Bumped (Release) after every change of an up flag, and at each check
+    /// of a server in its slowstart (its weight changed).
     generation: AtomicU64,
+    /// What the slowstart deadlines count from.
+    epoch: Instant,
 }
 
 #[derive(Debug)]
 struct ServerHealth {
     addr: SocketAddr,
+    /// How the log lines name it: `db1 (127.0.0.1:9001)`, or the address
+    /// ([`HealthBoard::with_labels`]).
+    label: String,
     check: Option<Check>,
     /// Written only with `streak` locked; read by anyone.
     up: AtomicBool,
@@ -156,6 +196,13 @@ struct ServerHealth {
     agent_out: AtomicBool,
     /// The weight the agent asks for, in percent of the configured one.
     percent: AtomicU32,
+    /// What its changes of state do.
+    on_change: OnChange,
+    /// Notified when its connections are to be cut.
+    cut: Notify,
+    /// While in its slowstart: when it ends, in nanoseconds from the
+    /// board's epoch; 0 otherwise.
+    ramp_until: AtomicU64,
 }
 
 /// The last active check of a server: how it ended, and how long it took.
@@ -212,6 +259,7 @@ impl HealthBoard {
             .iter()
             .map(|&(addr, check)| ServerHealth {
                 addr,
+                label: addr.to_string(),
                 check,
                 up: AtomicBool::new(true),
                 failing: AtomicBool::new(false),
@@ -222,13 +270,35 @@ impl HealthBoard {
                 agent: Mutex::new(AgentState::default()),
                 agent_out: AtomicBool::new(false),
                 percent: AtomicU32::new(100),
+                on_change: OnChange::default(),
+                cut: Notify::new(),
+                ramp_until: AtomicU64::new(0),
             })
             .collect();
         HealthBoard {
             frontend: frontend.to_string(),
             servers,
             generation: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
+    }
+
+    /// The same board with what each server's changes of state do, in
+    /// order (by default: nothing but the balancing).
+    pub fn with_changes(mut self, changes: impl IntoIterator<Item = OnChange>) -> HealthBoard {
+        for (server, on_change) in self.servers.iter_mut().zip(changes) {
+            server.on_change = on_change;
+        }
+        self
+    }
+
+    /// The same board with the servers' names for its log lines, in
+    /// order (`db1 (127.0.0.1:9001)`; by default each server's address).
+    pub fn with_labels(mut self, labels: impl IntoIterator<Item = String>) -> HealthBoard {
+        for (server, label) in self.servers.iter_mut().zip(labels) {
+            server.label = label;
+        }
+        self
     }
 
     /// Where server `index` is.
@@ -365,6 +435,7 @@ impl HealthBoard {
         self.report(index, Source::Check, result);
         let last = LastCheck { verdict, took };
         *server.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(last);
+        self.step_ramp(index);
     }
 
     /// What server `index`'s agent said: `line`, read as `reply`. A change
@@ -438,6 +509,7 @@ impl HealthBoard {
                 let name = self.name(server);
                 let streak = in_a_row(failures, "failure");
                 crate::warn!("{name} is DOWN: {streak} (last: {source}: {why})");
+                self.went_down(server);
             }
             (false, _) if source == Source::Traffic => {} // no traffic goes there anyway
             (false, Ok(seen)) => {
@@ -449,10 +521,102 @@ impl HealthBoard {
                     let name = self.name(server);
                     let streak = in_a_row(successes, "successful check");
                     crate::info!("{name} is UP: {streak} (last: {seen})");
+                    self.came_up(server);
                 }
             }
             (false, Err(_)) => streak.successes = 0,
         }
+    }
+
+    /// A server just marked down: its connections cut, if it says so
+    /// (each connection waits on [`HealthBoard::cut`], on its own worker).
+    fn went_down(&self, server: &ServerHealth) {
+        server.ramp_until.store(0, Ordering::Relaxed);
+        if server.on_change.cut_when_down {
+            crate::warn!(
+                "{}: cutting its connections (on-marked-down shutdown-sessions)",
+                self.name(server)
+            );
+            server.cut.notify_all();
+        }
+    }
+
+    /// A server just back up: its slowstart begins, and its group's backups
+    /// lose their connections, if it says so.
+    fn came_up(&self, server: &ServerHealth) {
+        if let Some(ramp) = server.on_change.slowstart {
+            let until = self.epoch.elapsed() + ramp;
+            let nanos = u64::try_from(until.as_nanos()).unwrap_or(u64::MAX).max(1);
+            server.ramp_until.store(nanos, Ordering::Relaxed);
+        }
+        for &backup in &server.on_change.cut_when_up {
+            if let Some(backup) = self.servers.get(backup) {
+                crate::info!(
+                    "{}: cutting its connections: {} is back (on-marked-up \
+                     shutdown-backup-sessions)",
+                    self.name(backup),
+                    server.label
+                );
+                backup.cut.notify_all();
+            }
+        }
+    }
+
+    /// Completes when server `index`'s connections are to be cut (it was
+    /// marked down with `on-marked-down shutdown-sessions`, or a normal
+    /// server of its group came back with `on-marked-up
+    /// shutdown-backup-sessions`), for a connection made before then: make
+    /// it when the connection starts relaying.
+    pub fn cut(&self, index: usize) -> Notified<'_> {
+        self.servers[index].cut.notified()
+    }
+
+    /// How far server `index` is into its slowstart at `now`: (elapsed,
+    /// whole), or `None` when it is not in one (it never went down and
+    /// came back, or its slowstart is over).
+    pub fn ramp(&self, index: usize, now: Instant) -> Option<(Duration, Duration)> {
+        let server = &self.servers[index];
+        let until = server.ramp_until.load(Ordering::Relaxed);
+        let whole = server.on_change.slowstart?;
+        let now = now.saturating_duration_since(self.epoch);
+        let left = Duration::from_nanos(until).checked_sub(now)?;
+        (until != 0 && !left.is_zero()).then(|| (whole.saturating_sub(left), whole))
+    }
+
+    /// The share of its configured weight server `index` gets at `now`, in
+    /// percent: its agent's ([`HealthBoard::weight_percent`]), and during
+    /// its slowstart a part of that which grows with the time elapsed, at
+    /// least 1% (0, a drained server, stays 0), as HAProxy's.
+    pub fn weight_percent_now(&self, index: usize, now: Instant) -> u32 {
+        let percent = self.weight_percent(index);
+        match self.ramp(index, now) {
+            Some((elapsed, whole)) if percent > 0 => scaled(percent, elapsed, whole).max(1),
+            _ => percent,
+        }
+    }
+
+    /// Server `index`'s `maxconn` at `now`: during its slowstart a share
+    /// of it that grows with the time elapsed, at least 1.
+    pub fn maxconn_now(&self, index: usize, maxconn: Option<u32>, now: Instant) -> Option<u32> {
+        let max = maxconn?;
+        Some(match self.ramp(index, now) {
+            Some((elapsed, whole)) => scaled(max, elapsed, whole).max(1),
+            None => max,
+        })
+    }
+
+    /// After each check of a server in its slowstart: the balancers copy
+    /// its grown weight (the generation moves), once more when it ends.
+    fn step_ramp(&self, index: usize) {
+        let server = &self.servers[index];
+        if server.ramp_until.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        if self.ramp(index, Instant::now()).is_none() {
+            server.ramp_until.store(0, Ordering::Relaxed);
+            crate::info!("{}: slowstart over, at full weight", self.name(server));
+        }
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// Stores a new up flag, then bumps the generation: a loop that sees the
@@ -462,9 +626,10 @@ impl HealthBoard {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// `frontend web: backend 127.0.0.1:9001`, the start of every log line.
+    /// `frontend web: backend db1 (127.0.0.1:9001)`, the start of every
+    /// log line (`backend 127.0.0.1:9001` for a server without a name).
     fn name(&self, server: &ServerHealth) -> String {
-        format!("frontend {}: backend {}", self.frontend, server.addr)
+        format!("frontend {}: backend {}", self.frontend, server.label)
     }
 }
 
@@ -475,6 +640,13 @@ impl fmt::Display for Source {
             Source::Traffic => "traffic",
         })
     }
+}
+
+/// `value × elapsed / whole`, in integers (u128: no overflow).
+fn scaled(value: u32, elapsed: Duration, whole: Duration) -> u32 {
+    let whole = whole.as_nanos().max(1);
+    let share = u128::from(value) * elapsed.as_nanos().min(whole) / whole;
+    u32::try_from(share).unwrap_or(value)
 }
 
 /// `1 consecutive failure`, `3 consecutive failures`.
@@ -650,6 +822,67 @@ mod tests {
             },
         );
         assert!(new.is_up(1), "an unchecked server is always up");
+    }
+
+    /// Whether `notified` completes within a second.
+    fn fires(notified: Notified<'_>) -> bool {
+        let rt = runtime::Runtime::new().expect("a runtime");
+        rt.block_on(async {
+            runtime::time::timeout(Duration::from_secs(1), notified)
+                .await
+                .is_ok()
+        })
+    }
+
+    #[test]
+    fn a_change_cuts_connections_and_a_server_back_up_ramps_its_weight() {
+        let board = HealthBoard::new(
+            "web",
+            &[
+                (addr(1), check(1, 1)),
+                (addr(2), None),
+                (addr(3), check(1, 1)),
+            ],
+        )
+        .with_changes([
+            OnChange {
+                cut_when_down: true,
+                slowstart: Some(Duration::from_secs(100)),
+                ..OnChange::default()
+            },
+            OnChange::default(),
+            OnChange {
+                cut_when_up: vec![1],
+                ..OnChange::default()
+            },
+        ]);
+        // Up from the start: no slowstart (HAProxy's: never at startup).
+        assert_eq!(board.weight_percent_now(0, Instant::now()), 100);
+        let cut = board.cut(0);
+        let untouched = board.cut(2);
+        board.check_result(0, failed("refused"), TOOK);
+        assert!(!board.is_up(0));
+        assert!(fires(cut), "marked down: its connections are cut");
+        assert!(!fires(untouched), "another server's are not");
+        // Back up: its weight and maxconn start at a sliver.
+        board.check_result(0, Verdict::passed("connected"), TOOK);
+        let now = Instant::now();
+        let (elapsed, whole) = board.ramp(0, now).expect("in its slowstart");
+        assert!(elapsed < Duration::from_secs(5) && whole == Duration::from_secs(100));
+        assert!(board.weight_percent_now(0, now) <= 5);
+        assert!(board.maxconn_now(0, Some(1000), now) <= Some(50));
+        let later = now + Duration::from_secs(50);
+        assert!((49..=51).contains(&board.weight_percent_now(0, later)));
+        assert_eq!(
+            board.weight_percent_now(0, now + Duration::from_secs(101)),
+            100
+        );
+        assert_eq!(board.maxconn_now(0, None, now), None);
+        // Server 2 back up cuts server 1's connections (its backup).
+        let backup = board.cut(1);
+        board.check_result(2, failed("refused"), TOOK);
+        board.check_result(2, Verdict::passed("connected"), TOOK);
+        assert!(fires(backup));
     }
 
     #[test]

@@ -111,6 +111,20 @@ impl Limit {
             })
     }
 
+    /// Takes a place if one is free below `cap` as well as the ceiling (a
+    /// backend in its slowstart, whose `maxconn` grows back: health.rs).
+    pub fn try_acquire_under(self: &Arc<Self>, cap: Option<u32>) -> Option<Permit> {
+        let cap = cap.unwrap_or(u32::MAX);
+        self.open
+            .fetch_update(SeqCst, SeqCst, |open| {
+                (open < self.max.load(SeqCst).min(cap)).then_some(open + 1)
+            })
+            .ok()
+            .map(|_| Permit {
+                limit: self.clone(),
+            })
+    }
+
     /// Takes a place even at the ceiling. For the rare client an upgrade
     /// finds accepted but still waiting for its place (epoll/worker.rs,
     /// `Waiting`): it cannot go back to the kernel's queue, and resetting it

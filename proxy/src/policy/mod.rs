@@ -1,15 +1,19 @@
 //! # policy: who may get a connection, and where it goes
 //!
-//! Decisions, and only decisions: no sockets, no clocks, no threads. The
+//! Decisions, and only decisions: no sockets, no threads, no waiting. The
 //! event loops ask, tell what happened (a connection opened or closed, a
 //! check failed), and act on the answer; each file can be tested with plain
-//! values.
+//! values, the time among them where time matters (`now`). Only the health
+//! board reads the clock itself, to stamp when a server came back up (its
+//! `slowstart`).
 //!
 //! | file | the question it answers |
 //! |---|---|
 //! | [`acl`] | may this source address connect at all? (`allow`, `deny`) |
 //! | [`cidr`] | what an address range is (`10.0.0.0/8`), and who is in it |
 //! | [`source_limit`] | has this source its `maxconn-per-source` already? |
+//! | [`source_rate`] | has this source made its `rate-limit-per-source` of connections this period? |
+//! | [`session_rate`] | may the frontend accept one more now, under `rate-limit sessions`? |
 //! | [`limit`] | is there room under a `maxconn` (global, frontend, backend)? |
 //! | [`descriptors`] | how large may the global `maxconn` be, two descriptors a connection? |
 //! | [`health`] | which backends are up (rise and fall, from checks and traffic)? |
@@ -33,4 +37,6 @@ pub mod health;
 pub mod limit;
 pub mod maglev;
 pub mod route;
+pub mod session_rate;
 pub mod source_limit;
+pub mod source_rate;

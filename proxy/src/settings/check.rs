@@ -40,6 +40,9 @@ pub fn check_config(path: &Path) -> i32 {
         Ok((config, budget)) => {
             let n = config.frontends.len();
             println!("{}: ok ({n} frontend{})", path.display(), plural(n));
+            for frontend in &config.frontends {
+                println!("{}", summary(frontend));
+            }
             println!("{budget}");
             0
         }
@@ -50,6 +53,49 @@ pub fn check_config(path: &Path) -> i32 {
             2
         }
     }
+}
+
+/// The most servers a group's summary names; the rest are counted.
+const SUMMARY_SERVERS: usize = 20;
+
+/// What `--check-config` says of a good frontend: where it listens, and
+/// each group's servers by name, as the access log and the metrics will
+/// name them:
+///
+/// ```text
+/// frontend pg: listens on 0.0.0.0:5432; group pg (roundrobin): db1 (10.0.0.1:5432), db2 (10.0.0.2:5432) backup
+/// ```
+pub fn summary(frontend: &Frontend) -> String {
+    let listen: Vec<String> = frontend.listen.iter().map(|a| a.to_string()).collect();
+    let mut line = format!(
+        "frontend {}: listens on {}",
+        frontend.name,
+        listen.join(", ")
+    );
+    for g in 0..frontend.group_count() {
+        let Some(group) = frontend.group(g) else {
+            continue;
+        };
+        let servers = frontend.backends.get(group.backends).unwrap_or_default();
+        let mut named: Vec<String> = servers
+            .iter()
+            .take(SUMMARY_SERVERS)
+            .map(|b| match b.backup {
+                true => format!("{} backup", b.label()),
+                false => b.label(),
+            })
+            .collect();
+        if servers.len() > SUMMARY_SERVERS {
+            named.push(format!("and {} more", servers.len() - SUMMARY_SERVERS));
+        }
+        line.push_str(&format!(
+            "; group {} ({}): {}",
+            group.name,
+            group.balance.name(),
+            named.join(", ")
+        ));
+    }
+    line
 }
 
 /// An error about the file as a whole (no line).
@@ -133,7 +179,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
     Opens {
         inherited,
         workers: workers as u64,
-        frontends: frontends.len() as u64,
+        listen_addresses: frontends.iter().map(|f| f.listen.len() as u64).sum(),
         checks: checks as u64,
         access_log_file,
         syslog,

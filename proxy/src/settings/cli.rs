@@ -202,22 +202,16 @@ impl Settings {
         let timeouts = self.timeouts;
         Config {
             global: Global {
-                maxconn: None,
-                workers: None,
-                grace: None,
-                shutdown_delay: None,
                 admin: self.admin,
                 access_log: self.access_log.clone(),
                 log_format: self.log_format.clone(),
                 admin_request: self.admin_request_timeout,
                 upgrade_socket: self.upgrade_socket.clone(),
-                log: None,
-                log_tag: None,
-                log_send_hostname: None,
+                ..Global::default()
             },
             frontends: vec![Frontend {
                 name: "default".to_string(),
-                listen: self.listen,
+                listen: vec![self.listen],
                 freebind: false,
                 balance: self.balance,
                 maxconn: self.maxconn,
@@ -226,6 +220,8 @@ impl Settings {
                 backends,
                 access: AccessList::default(),
                 maxconn_per_source: None,
+                rate_limit: None,
+                rate_limit_per_source: None,
                 accept_proxy: false,
                 proxy_from: Vec::new(),
                 default_group: None,
@@ -299,6 +295,10 @@ SIGNALS
                       a second one exits at once (the single mode exits at once)
     SIGHUP            epoll with --config: reload the file (a bad file keeps the old one)
     SIGUSR1           epoll: reopen the --access-log file (after a rotation renamed it)
+    SIGUSR2           epoll with --upgrade-socket: start the binary again, which takes the
+                      listeners over; this process then drains and exits
+    SIGQUIT           log the state (epoll: every frontend and backend; the other modes:
+                      their open connections) and go on running
 
 EXAMPLES
     proxy --listen 127.0.0.1:8080 --backend 127.0.0.1:9001 --backend 127.0.0.1:9002
@@ -882,6 +882,9 @@ mod tests {
         assert!(matches!(parse(&args("-V")), Ok(Command::Version)));
         assert!(help().contains("--mode MODE"));
         assert!(help().contains("--check-config FILE"));
+        for signal in ["SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGQUIT"] {
+            assert!(help().contains(&format!("\n    {signal}")), "{signal}");
+        }
         assert!(matches!(
             parse(&args("--check-config lb.conf")),
             Ok(Command::CheckConfig(p)) if p == std::path::Path::new("lb.conf")

@@ -30,6 +30,7 @@ use crate::conn::timeouts::Timeouts;
 use crate::log::syslog::Destination;
 use crate::ops::access_log::custom::FormatError;
 use crate::ops::access_log::record::Format;
+use crate::ops::privileges::RunAs;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::policy::check::Probe;
@@ -85,6 +86,9 @@ pub struct Global {
     /// `upgrade-socket PATH`: where the running proxy offers its listeners
     /// to a new process (`--upgrade-from PATH`; `None`: off).
     pub upgrade_socket: Option<PathBuf>,
+    /// `user ID [GROUP]`: who the proxy runs as once its listeners are
+    /// bound (empty: who it was started as).
+    pub run_as: RunAs,
 }
 
 /// Where the access log goes.
@@ -132,15 +136,20 @@ pub const DEFAULT_RETRIES: u32 = 3;
 /// The largest `weight`: the balancer's.
 pub use crate::policy::balance::MAX_WEIGHT;
 
-/// A `frontend` section: one listener and its pool.
+/// A `frontend` section: its listen addresses and its pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frontend {
     /// The section's name, unique in the file.
     pub name: String,
-    /// `listen ADDR`: where clients connect.
-    pub listen: SocketAddr,
-    /// `listen ADDR freebind`: bind it even if it is on no interface yet
-    /// (IP_FREEBIND), for a service address that arrives later.
+    /// `listen ADDR...`: where clients connect, one address or several
+    /// (HAProxy's `bind` lines), every one sharing the frontend's checks,
+    /// limits and counters; in file order, never empty. `:PORT` is read
+    /// as `0.0.0.0:PORT`.
+    pub listen: Vec<SocketAddr>,
+    /// `freebind` on a `listen` line: its addresses are bound even if they
+    /// are on no interface yet (IP_FREEBIND), for a service address that
+    /// arrives later. It applies to every address of the frontend (for
+    /// one already on an interface, it changes nothing).
     pub freebind: bool,
     /// `balance`: the algorithm of its default group (its own `backend`
     /// lines, or the `default-group`'s `balance`).
@@ -158,6 +167,12 @@ pub struct Frontend {
     pub access: AccessList,
     /// `maxconn-per-source N`: concurrent connections from one address.
     pub maxconn_per_source: Option<u32>,
+    /// `rate-limit sessions N`: new connections accepted per second, at
+    /// most; the excess waits in the listen queue.
+    pub rate_limit: Option<u32>,
+    /// `rate-limit-per-source N PERIOD`: new connections from one address
+    /// per period, at most; the excess is refused.
+    pub rate_limit_per_source: Option<(u32, Duration)>,
     /// `accept-proxy`: clients start with a PROXY protocol header (v1 or v2)
     /// giving the real client's address (behind another load balancer).
     pub accept_proxy: bool,
@@ -262,11 +277,24 @@ impl Frontend {
     pub fn group_of(&self, index: usize) -> usize {
         self.groups.iter().take_while(|g| g.start <= index).count()
     }
+
+    /// The name of the group backend `index` belongs to (the `GROUP` of
+    /// `GROUP/SERVER` in the access log).
+    pub fn group_name_of(&self, index: usize) -> &str {
+        self.group(self.group_of(index))
+            .map_or(self.name.as_str(), |g| g.name)
+    }
 }
 
-/// One `backend` line of a frontend.
+/// One `backend` line of a frontend or a group: HAProxy's `server`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendServer {
+    /// `backend NAME ADDR`: what the access log, the metrics, the state dump
+    /// and the health lines call it, unique in its group. A line without a
+    /// name is named by its address (`127.0.0.1:9001`, `[::1]:9001`): its
+    /// log lines and metric labels read as they did before names existed,
+    /// and no written name can clash with it, since a name has no `:`.
+    pub name: String,
     /// Where connections go.
     pub addr: SocketAddr,
     /// `weight N`, 0 to 256 (default 1; 0 drains the backend).
@@ -286,13 +314,26 @@ pub struct BackendServer {
     pub probe: Probe,
     /// `agent-check agent-port N ...`: its agent, if it has one.
     pub agent: Option<AgentCheck>,
+    /// `slowstart DURATION`: once it comes back up, its weight and its
+    /// `maxconn` grow from almost nothing to full over this time.
+    pub slowstart: Option<Duration>,
+    /// `maxqueue N`: clients that may wait for a place under its `maxconn`;
+    /// beyond, a client goes to another backend, or is refused.
+    pub maxqueue: Option<u32>,
+    /// `on-marked-down shutdown-sessions`: its connections are cut when
+    /// it is marked down.
+    pub shutdown_on_down: bool,
+    /// `on-marked-up shutdown-backup-sessions`: when it comes back up, the
+    /// connections to its group's backups are cut.
+    pub shutdown_backups_on_up: bool,
 }
 
 impl BackendServer {
-    /// A backend at `addr` with every parameter at its default: weight 1,
-    /// no limit, no check, no PROXY header, no agent.
+    /// A backend at `addr` with every parameter at its default: named by
+    /// its address, weight 1, no limit, no check, no PROXY header, no agent.
     pub fn new(addr: SocketAddr) -> BackendServer {
         BackendServer {
+            name: addr.to_string(),
             addr,
             weight: 1,
             backup: false,
@@ -301,6 +342,25 @@ impl BackendServer {
             send_proxy: None,
             probe: Probe::Connect,
             agent: None,
+            slowstart: None,
+            maxqueue: None,
+            shutdown_on_down: false,
+            shutdown_backups_on_up: false,
+        }
+    }
+
+    /// Whether the configuration named it (else it is named by its address).
+    pub fn is_named(&self) -> bool {
+        self.name != self.addr.to_string()
+    }
+
+    /// How the daemon's log shows it: `db1 (127.0.0.1:9001)`, or the
+    /// address alone for a server named by it.
+    pub fn label(&self) -> String {
+        if self.is_named() {
+            format!("{} ({})", self.name, self.addr)
+        } else {
+            self.name.clone()
         }
     }
 }

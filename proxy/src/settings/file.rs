@@ -13,11 +13,12 @@
 //! problem of the file becomes a [`ConfigError`] that says where
 //! (`file:line:column` of the offending word), what was wrong, and what to do.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::Path;
 
 use super::config::{Config, ConfigError, Frontend};
+use super::haproxy;
 use super::probes;
 use super::reader::Reader;
 use super::routing;
@@ -78,6 +79,9 @@ struct File<'p> {
     names: HashMap<String, usize>,
     /// The `group` sections, by name.
     groups: HashMap<String, GroupDraft>,
+    /// The names of HAProxy's sections met and skipped (`backend pg`): a
+    /// `default-group pg` is not reported again as an unknown group.
+    skipped: HashSet<String>,
     section: Section,
 }
 
@@ -90,16 +94,51 @@ pub fn parse(path: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
         frontends: Vec::new(),
         names: HashMap::new(),
         groups: HashMap::new(),
+        skipped: HashSet::new(),
         section: Section::None,
     };
-    for (index, line) in text.lines().enumerate() {
+    let lines: Vec<&str> = text.lines().collect();
+    for (index, line) in lines.iter().enumerate() {
         file.r.line = index + 1;
-        file.line(&words(line));
+        let words = words(line);
+        if file.haproxy_group(&words, &lines[index + 1..]) {
+            continue;
+        }
+        file.line(&words);
     }
     file.finish()
 }
 
 impl File<'_> {
+    /// HAProxy's `group NAME` in its global section (the group to run as)
+    /// rather than a `group` section here: `group NAME` in `global`, not
+    /// followed by a line of a group (whose first word is not one of
+    /// `global`'s, HAProxy's global words, a section header, or nothing).
+    /// Reported with what to write instead; `true` if it was one.
+    fn haproxy_group(&mut self, words: &[Word<'_>], rest: &[&str]) -> bool {
+        let [first, name] = words else {
+            return false;
+        };
+        if first.text != "group" || !matches!(self.section, Section::Global) {
+            return false;
+        }
+        let next = rest.iter().map(|l| words_of(l)).find(|w| !w.is_empty());
+        let global_line = next.as_ref().and_then(|w| w.first()).is_none_or(|w| {
+            names(GLOBAL).contains(&w.as_str())
+                || SECTIONS.contains(&w.as_str())
+                || haproxy::global(w).is_some()
+        });
+        if global_line {
+            let message = format!(
+                "HAProxy's 'group {0}' of its global section is written after the user here: \
+                 'user USER {0}' ('group NAME' starts a section of backends)",
+                name.text
+            );
+            self.r.error(first.column, message);
+        }
+        global_line
+    }
+
     fn line(&mut self, words: &[Word<'_>]) {
         let Some(&first) = words.first() else {
             return;
@@ -110,6 +149,44 @@ impl File<'_> {
             "group" => return self.open_group(words),
             _ => {}
         }
+        let texts: Vec<&str> = words.iter().map(|w| w.text).collect();
+        if let Some((message, name)) = haproxy::section(&texts) {
+            self.r.error(first.column, message);
+            self.skipped.extend(name);
+            self.section = Section::Skip;
+            return;
+        }
+        let before = self.r.errors.len();
+        self.read_option(words);
+        if self.r.errors.len() > before {
+            self.note_error();
+        }
+    }
+
+    /// A section's line with an error: the section's own completeness
+    /// ("no backend", "no listen") is then not judged, since the line in
+    /// error may be the one that would have made it complete.
+    fn note_error(&mut self) {
+        match self.section {
+            Section::Frontend(i) => {
+                if let Some(draft) = self.frontends.get_mut(i) {
+                    draft.erred = true;
+                }
+            }
+            Section::Group(ref name) => {
+                if let Some(draft) = self.groups.get_mut(name) {
+                    draft.erred = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A line of the open section: one of its options, or an error.
+    fn read_option(&mut self, words: &[Word<'_>]) {
+        let Some(&first) = words.first() else {
+            return;
+        };
         let known = match self.section {
             Section::Skip => true,
             Section::None => {
@@ -128,9 +205,9 @@ impl File<'_> {
         };
         if !known {
             match self.section {
-                Section::Global => unknown_in_global(&mut self.r, first),
-                Section::Group(_) => unknown_in_group(&mut self.r, first),
-                _ => unknown_in_frontend(&mut self.r, first),
+                Section::Global => unknown_in_global(&mut self.r, words),
+                Section::Group(_) => unknown_in_group(&mut self.r, words),
+                _ => unknown_in_frontend(&mut self.r, words),
             }
         }
     }
@@ -230,17 +307,17 @@ impl File<'_> {
     /// What can only be checked once every section is read.
     fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
         let mut frontends = Vec::new();
-        // Where each address is listened on; port 0 asks the kernel for a
-        // free port, so two such frontends never clash.
-        let mut listening: HashMap<SocketAddr, String> = HashMap::new();
+        let mut listening = Listening::default();
         for group in self.groups.values_mut() {
             probes::finish(&mut self.r, &mut group.pool);
         }
         for draft in &mut self.frontends {
             probes::finish(&mut self.r, &mut draft.pool);
         }
+        self.global.finish(&mut self.r);
         self.check_groups();
-        for draft in std::mem::take(&mut self.frontends) {
+        for mut draft in std::mem::take(&mut self.frontends) {
+            self.forget_skipped(&mut draft);
             if let Some(frontend) = self.complete(draft, &mut listening) {
                 frontends.push(frontend);
             }
@@ -266,7 +343,7 @@ impl File<'_> {
     /// Every group needs a backend.
     fn check_groups(&mut self) {
         for group in self.groups.values() {
-            if group.pool.backend_lines == 0 {
+            if group.pool.backend_lines == 0 && !group.erred {
                 self.r.line = group.line;
                 let message = format!(
                     "group '{}' has no backend; add a line like 'backend 127.0.0.1:9001'",
@@ -277,46 +354,60 @@ impl File<'_> {
         }
     }
 
+    /// A frontend's references to HAProxy sections that were skipped
+    /// (`default-group pg` after `backend pg`): reported once, at the
+    /// section, so dropped here, and the frontend counts as erred.
+    fn forget_skipped(&self, draft: &mut FrontendDraft) {
+        let skipped = |name: &str| self.skipped.contains(name) && !self.groups.contains_key(name);
+        if draft
+            .default_group
+            .as_ref()
+            .is_some_and(|(name, ..)| skipped(name))
+        {
+            draft.default_group = None;
+            draft.erred = true;
+        }
+        let rules = draft.rules.len();
+        draft.rules.retain(|rule| !skipped(&rule.group.0));
+        draft.erred |= draft.rules.len() < rules;
+    }
+
     /// A frontend whose lines are all read: it needs a `listen` and a
-    /// backend, and an address of its own.
+    /// backend, and addresses of its own.
     fn complete(
         &mut self,
         mut draft: FrontendDraft,
-        listening: &mut HashMap<SocketAddr, String>,
+        listening: &mut Listening,
     ) -> Option<Frontend> {
         let r = &mut self.r;
         r.line = draft.line;
         let name = &draft.name;
-        let Some((listen, listen_line, listen_column)) = draft.listen else {
-            let message = format!(
-                "frontend '{name}' has no 'listen'; add a line like 'listen 127.0.0.1:8080'"
-            );
-            r.error(draft.column, message);
+        if draft.listen.is_empty() {
+            if !draft.erred {
+                let message = format!(
+                    "frontend '{name}' has no 'listen'; add a line like 'listen 127.0.0.1:8080'"
+                );
+                r.error(draft.column, message);
+            }
             return None;
-        };
-        if draft.pool.backend_lines == 0 && draft.default_group.is_none() {
+        }
+        if draft.pool.backend_lines == 0 && draft.default_group.is_none() && !draft.erred {
             let message = format!(
                 "frontend '{name}' has no backend; add a line like 'backend 127.0.0.1:9001', \
                  or 'default-group NAME'"
             );
             r.error(draft.column, message);
         }
-        if listen.port() != 0 {
-            if let Some(other) = listening.get(&listen) {
-                r.line = listen_line;
-                let message = format!(
-                    "frontend '{name}' listens on {listen}, as frontend '{other}' does; give \
-                     each frontend its own address"
-                );
-                r.error(listen_column, message);
-            } else {
-                listening.insert(listen, name.clone());
+        for &(addr, line, column) in &draft.listen {
+            if let Err(message) = listening.claim(addr, name) {
+                r.line = line;
+                r.error(column, message);
             }
         }
         let resolved = routing::resolve(&mut self.r, &mut draft, &self.groups)?;
         Some(Frontend {
             name: draft.name,
-            listen,
+            listen: draft.listen.iter().map(|&(addr, ..)| addr).collect(),
             freebind: draft.freebind,
             balance: resolved.balance,
             maxconn: draft.maxconn,
@@ -325,6 +416,8 @@ impl File<'_> {
             backends: resolved.backends,
             access: draft.access,
             maxconn_per_source: draft.maxconn_per_source,
+            rate_limit: draft.rate_limit,
+            rate_limit_per_source: draft.rate_limit_per_source,
             accept_proxy: draft.accept_proxy,
             proxy_from: draft.proxy_from,
             default_group: resolved.default_group,
@@ -336,10 +429,64 @@ impl File<'_> {
     }
 }
 
+/// Where each address is listened on, by which frontend: an address is
+/// one frontend's, and so is a port on every address of a family
+/// (`0.0.0.0:80` and `127.0.0.1:80` would both bind with SO_REUSEPORT, and
+/// the second would take the first's clients on 127.0.0.1). Port 0 asks
+/// the kernel for a free port, so such addresses never clash.
+#[derive(Debug, Default)]
+struct Listening {
+    /// Each address, with its frontend.
+    at: HashMap<SocketAddr, String>,
+    /// Each (family, port) with an address of any kind, with the first
+    /// address and frontend: a wildcard there, or a wildcard's claim, finds
+    /// the clash in one look-up.
+    ports: HashMap<(bool, u16), (SocketAddr, String)>,
+}
+
+impl Listening {
+    /// Claims `addr` for frontend `name`, or says whose it is.
+    fn claim(&mut self, addr: SocketAddr, name: &str) -> Result<(), String> {
+        if addr.port() == 0 {
+            return Ok(());
+        }
+        // A frontend's own repeats are refused as its lines are read.
+        if let Some(other) = self.at.get(&addr) {
+            return Err(format!(
+                "frontend '{name}' listens on {addr}, as frontend '{other}' does; give each \
+                 frontend its own address"
+            ));
+        }
+        let key = (addr.is_ipv6(), addr.port());
+        if let Some((first, other)) = self.ports.get(&key) {
+            if addr.ip().is_unspecified() || first.ip().is_unspecified() {
+                let (wide, narrow) = match addr.ip().is_unspecified() {
+                    true => (addr, *first),
+                    false => (*first, addr),
+                };
+                return Err(format!(
+                    "frontend '{name}' listens on {addr}, and frontend '{other}' on {first}: \
+                     {wide} takes every address of port {}, {narrow} included; give them \
+                     different ports",
+                    addr.port()
+                ));
+            }
+        } else {
+            self.ports.insert(key, (addr, name.to_string()));
+        }
+        self.at.insert(addr, name.to_string());
+        Ok(())
+    }
+}
+
+/// The words of `line`, owned (for a look ahead).
+fn words_of(line: &str) -> Vec<String> {
+    words(line).iter().map(|w| w.text.to_string()).collect()
+}
+
 /// Section names of HAProxy and nginx, and what to write instead.
 fn foreign_section(word: &str) -> Option<&'static str> {
     match word {
-        "defaults" => Some("there are no defaults sections; set each option in its frontend"),
         "listen" => Some("write 'frontend NAME' and put 'listen ADDR' inside it"),
         "backend" | "upstream" => Some(
             "backends are listed inside their frontend, one 'backend ADDR ...' line each, or \
@@ -378,11 +525,13 @@ mod tests {
     use super::testing::{errors, ok};
     use super::*;
     use crate::conn::proxy_protocol::Version;
+    use crate::conn::timeouts::NO_TIMEOUT;
     use crate::conn::timeouts::Timeouts;
     use crate::log::syslog::Destination;
     use crate::log::syslog::header::{Facility, Layout, Severity};
     use crate::log::syslog::target::Target;
     use crate::ops::access_log::record::Format;
+    use crate::ops::privileges::RunAs;
     use crate::policy::balance::Algorithm;
     use crate::policy::check::Probe;
     use crate::policy::check::agent::AgentCheck;
@@ -441,12 +590,13 @@ mod tests {
                 }),
                 log_tag: Some("proxy".into()),
                 log_send_hostname: Some(Some("lb1".into())),
+                run_as: RunAs::default(),
             }
         );
         assert_eq!(c.frontends.len(), 3);
         let web = &c.frontends[0];
         assert_eq!(web.name, "web");
-        assert_eq!(web.listen, addr("127.0.0.1:8080"));
+        assert_eq!(web.listen, [addr("127.0.0.1:8080")]);
         assert_eq!(web.balance, Algorithm::RoundRobin);
         assert_eq!(web.maxconn, Some(3000));
         assert_eq!(
@@ -458,6 +608,11 @@ mod tests {
         );
         assert_eq!(web.retries, 3);
         assert_eq!(web.maxconn_per_source, Some(100));
+        assert_eq!(web.rate_limit, Some(1000));
+        assert_eq!(
+            web.rate_limit_per_source,
+            Some((50, Duration::from_secs(10)))
+        );
         assert_eq!(
             web.access.deny,
             vec![cidr("10.0.0.0/8"), cidr("192.168.0.0/16")]
@@ -469,6 +624,7 @@ mod tests {
             web.backends,
             vec![
                 BackendServer {
+                    name: "app1".to_string(),
                     addr: addr("127.0.0.1:9001"),
                     weight: 5,
                     backup: false,
@@ -491,8 +647,12 @@ mod tests {
                         }],
                     }),
                     agent: None,
+                    slowstart: Some(Duration::from_secs(30)),
+                    maxqueue: Some(50),
+                    ..BackendServer::new(addr("127.0.0.1:9001"))
                 },
                 BackendServer {
+                    name: "app2".to_string(),
                     addr: addr("127.0.0.1:9002"),
                     weight: 1,
                     backup: true,
@@ -505,11 +665,15 @@ mod tests {
                         inter: Duration::from_secs(5),
                         send: Vec::new(),
                     }),
+                    ..BackendServer::new(addr("127.0.0.1:9002"))
                 },
             ]
         );
         let db = &c.frontends[1];
-        assert_eq!((db.name.as_str(), db.listen), ("db", addr("[::1]:5433")));
+        assert_eq!(
+            (db.name.as_str(), &db.listen[..]),
+            ("db", &[addr("[::1]:5433"), addr("127.0.0.1:5433")][..])
+        );
         assert_eq!(db.backends[0].addr, addr("[::1]:5432"));
         let pgsql = PgsqlCheck {
             user: "haproxy".into(),
@@ -614,12 +778,212 @@ mod tests {
     }
 
     #[test]
+    fn backends_are_named_or_named_by_their_address() {
+        let c = ok(
+            "frontend pg\n  listen 127.0.0.1:5432\n  backend db1 10.0.0.1:5432 check\n  \
+                    backend 10.0.0.2:5432 backup\ngroup ro\n  backend db1 10.0.0.3:5432\n",
+        );
+        let f = &c.frontends[0];
+        let b = &f.backends;
+        assert_eq!(
+            (b[0].name.as_str(), b[0].addr),
+            ("db1", addr("10.0.0.1:5432"))
+        );
+        assert!(b[0].is_named() && b[0].check.is_some());
+        assert_eq!(b[0].label(), "db1 (10.0.0.1:5432)");
+        assert_eq!(b[1].name, "10.0.0.2:5432");
+        assert!(!b[1].is_named() && b[1].backup);
+        assert_eq!(b[1].label(), "10.0.0.2:5432");
+        assert_eq!(f.group_name_of(1), "pg");
+        // Names are unique per section: the same name in another group is
+        // another server.
+        let c = ok(
+            "group ro\n  backend db1 10.0.0.3:5432\nfrontend pg\n  listen 127.0.0.1:1\n  \
+                    backend db1 10.0.0.1:5432\n  use-group ro sni ro.example\n",
+        );
+        let f = &c.frontends[0];
+        assert_eq!((f.group_name_of(0), f.group_name_of(1)), ("pg", "ro"));
+        assert_eq!(
+            (f.backends[0].name.as_str(), f.backends[1].name.as_str()),
+            ("db1", "db1")
+        );
+        let ipv6 = ok(&fe("  backend v6 [::1]:9\n"));
+        assert_eq!(ipv6.frontends[0].backends[1].label(), "v6 ([::1]:9)");
+    }
+
+    #[test]
+    fn a_frontend_listens_on_several_addresses_and_a_bare_port_is_every_ipv4_address() {
+        let c = ok(
+            "frontend pg\n  listen 127.0.0.1:5432 [::1]:5432\n  listen :6432\n  \
+                    listen *:7432 [::]:7432\n  backend 127.0.0.1:1\n",
+        );
+        assert_eq!(
+            c.frontends[0].listen,
+            [
+                addr("127.0.0.1:5432"),
+                addr("[::1]:5432"),
+                addr("0.0.0.0:6432"),
+                addr("0.0.0.0:7432"),
+                addr("[::]:7432"),
+            ]
+        );
+        // Port 0 twice: each gets a port of its own.
+        let c = ok(
+            "frontend a\n listen 127.0.0.1:0\n backend 127.0.0.1:1\nfrontend b\n listen \
+                    127.0.0.1:0\n backend 127.0.0.1:1\n",
+        );
+        assert_eq!(c.frontends.len(), 2);
+    }
+
+    #[test]
+    fn user_names_a_user_and_its_group_or_the_users_own() {
+        let c = ok(&format!("global\n  user root\n{}", fe("")));
+        let run_as = &c.global.run_as;
+        assert_eq!(run_as.user, Some(("root".to_string(), 0)));
+        assert_eq!(run_as.group, Some(("root".to_string(), 0)));
+        let c = ok(&format!("global\n  user 0 0\n{}", fe("")));
+        assert_eq!(c.global.run_as.group, Some(("0".to_string(), 0)));
+        // A uid the user database does not know needs its group.
+        let c = ok(&format!("global\n  user 4000000000 4000000000\n{}", fe("")));
+        assert_eq!(
+            c.global.run_as.user,
+            Some(("4000000000".to_string(), 4_000_000_000))
+        );
+        assert_eq!(
+            errors(&format!("global\n  user 4000000000\n{}", fe(""))),
+            [
+                "lb.conf:2:8: user 4000000000: uid 4000000000 has no entry in the user database, so \
+              its group is unknown; write it after the user: 'user 4000000000 GROUP'"
+            ]
+        );
+        assert_eq!(
+            errors(&format!("global\n  user no-such-user-here\n{}", fe(""))),
+            [
+                "lb.conf:2:8: user: no user 'no-such-user-here' in the user database (getent \
+              passwd no-such-user-here); write an existing user, or a uid"
+            ]
+        );
+        // HAProxy's 'group NAME' of its global section, said once; a group
+        // section after 'global' is still one.
+        assert_eq!(
+            errors(&format!(
+                "global\n  user root\n  group root\n  maxconn 10\n{}",
+                fe("")
+            )),
+            [
+                "lb.conf:3:3: HAProxy's 'group root' of its global section is written after the \
+              user here: 'user USER root' ('group NAME' starts a section of backends)"
+            ]
+        );
+        let c = ok(&format!(
+            "global\n  user root\ngroup api\n  backend 127.0.0.1:7\n{}",
+            fe("  use-group api sni a.example\n")
+        ));
+        assert_eq!(c.frontends[0].groups[0].name, "api");
+    }
+
+    #[test]
+    fn the_options_tcp_configurations_use_are_read() {
+        let c = ok(
+            "frontend r\n  listen 127.0.0.1:1\n  balance first\n  rate-limit sessions 500\n  \
+                    rate-limit-per-source 20 10s\n  backend r1 127.0.0.1:2 maxconn 10 maxqueue 5 \
+                    check slowstart 30s on-marked-down shutdown-sessions on-marked-up \
+                    shutdown-backup-sessions\n  backend r2 127.0.0.1:3 backup\n",
+        );
+        let f = &c.frontends[0];
+        assert_eq!(f.balance, Algorithm::First);
+        assert_eq!(f.rate_limit, Some(500));
+        assert_eq!(f.rate_limit_per_source, Some((20, Duration::from_secs(10))));
+        let r1 = &f.backends[0];
+        assert_eq!((r1.maxconn, r1.maxqueue), (Some(10), Some(5)));
+        assert_eq!(r1.slowstart, Some(Duration::from_secs(30)));
+        assert!(r1.shutdown_on_down && r1.shutdown_backups_on_up);
+        assert_eq!(
+            r1.check,
+            Some(Check::default()),
+            "slowstart is not a check parameter"
+        );
+        let r2 = &f.backends[1];
+        assert!(!r2.shutdown_on_down && r2.slowstart.is_none() && r2.maxqueue.is_none());
+    }
+
+    #[test]
+    fn a_zero_timeout_is_no_timeout_as_haproxy_reads_it() {
+        let c = ok(&fe(
+            "  timeout client 0\n  timeout server 0s\n  timeout tunnel 0\n  \
+                        timeout queue 0ms\n",
+        ));
+        let t = &c.frontends[0].timeouts;
+        assert_eq!((t.client, t.server), (NO_TIMEOUT, NO_TIMEOUT));
+        assert_eq!((t.tunnel, t.queue), (Some(NO_TIMEOUT), Some(NO_TIMEOUT)));
+        assert_eq!(t.idle(), NO_TIMEOUT);
+        let c = ok(&format!("global\n  timeout admin-request 0\n{}", fe("")));
+        assert_eq!(c.global.admin_request, Some(NO_TIMEOUT));
+    }
+
+    // The configuration an HAProxy operator brings (issue 24's, less its
+    // syslog line), pasted as it is: one message for each line of
+    // HAProxy's, each pointing to what to write, and nothing after (no
+    // "has no listen", no "unknown group", no line of a skipped section).
+    #[test]
+    fn an_haproxy_file_pasted_as_it_is_gets_one_message_per_foreign_line() {
+        let text = "\
+global
+  maxconn 50000
+defaults
+  mode tcp
+  timeout connect 5s
+  option tcplog
+frontend pg
+  bind :5432
+  default_backend pg_primary
+backend pg_primary
+  option pgsql-check user haproxy
+  server db1 10.0.0.1:5432 check inter 2s fall 3 rise 2
+  server db2 10.0.0.2:5432 check backup
+frontend redis
+  bind :6379
+  default_backend redis
+backend redis
+  balance first
+  server r1 10.0.0.11:6379 check maxconn 1000
+";
+        let bind = "HAProxy's 'bind': write 'listen ADDR' (a line for each bind, or several \
+                    addresses on one line); bind's accept-proxy is the frontend's 'accept-proxy' \
+                    line";
+        let section = |line: usize, name: &str| {
+            format!(
+                "lb.conf:{line}:1: 'backend {name}' without an address: HAProxy's 'backend NAME' \
+                 section is 'group {name}' here, chosen with 'default-group {name}' or \
+                 'use-group {name} ...', and each of its 'server NAME ADDR' lines is 'backend \
+                 NAME ADDR'; a backend line is 'backend [NAME] ADDR ...'. The lines up to the \
+                 next section are skipped"
+            )
+        };
+        assert_eq!(
+            errors(text),
+            [
+                "lb.conf:3:1: HAProxy's 'defaults' section: there are no defaults sections: set \
+                 each option in the frontend that needs it ('balance' also in a group); its lines \
+                 are skipped"
+                    .to_string(),
+                format!("lb.conf:8:3: {bind}"),
+                "lb.conf:9:3: HAProxy's 'default_backend': write 'default-group NAME'".to_string(),
+                section(10, "pg_primary"),
+                format!("lb.conf:15:3: {bind}"),
+                "lb.conf:16:3: HAProxy's 'default_backend': write 'default-group NAME'".to_string(),
+                section(17, "redis"),
+            ]
+        );
+    }
+
+    #[test]
     fn comments_blank_lines_tabs_and_crlf() {
         let c = ok(
             "# top\r\n\r\n\tfrontend a # named a\r\n\t\tlisten 127.0.0.1:1#no space\r\n\
                     backend 127.0.0.1:2   \r\n",
         );
-        assert_eq!(c.frontends[0].listen, addr("127.0.0.1:1"));
+        assert_eq!(c.frontends[0].listen, [addr("127.0.0.1:1")]);
     }
 
     #[test]
@@ -632,8 +996,9 @@ mod tests {
             ),
             (
                 "defaults\n",
-                "lb.conf:1:1: unknown section 'defaults': there are no defaults sections; set \
-                 each option in its frontend",
+                "lb.conf:1:1: HAProxy's 'defaults' section: there are no defaults sections: set \
+                 each option in the frontend that needs it ('balance' also in a group); its lines \
+                 are skipped",
             ),
             (
                 "listen 127.0.0.1:1\n",
@@ -682,9 +1047,12 @@ mod tests {
                  'global'; use admin-request",
             ),
             (
-                "global\n  timeout admin-request 0s\n",
-                "lb.conf:2:25: timeout admin-request: 0s would end everything at once; use at \
-                 least 1ms",
+                "global\n  grace 0s\n",
+                "lb.conf:2:9: grace: 0s would end everything at once; use at least 1ms",
+            ),
+            (
+                "global\n  grace 0\n",
+                "lb.conf:2:9: grace: 0 would end everything at once; use at least 1ms",
             ),
             (
                 "global\n  timeout\n",
@@ -717,7 +1085,9 @@ mod tests {
             ),
             (
                 &fe("  bind 127.0.0.1:1\n"),
-                "lb.conf:4:3: unknown option 'bind' (HAProxy's 'bind' is 'listen ADDR' here)",
+                "lb.conf:4:3: HAProxy's 'bind': write 'listen ADDR' (a line for each bind, or \
+                 several addresses on one line); bind's accept-proxy is the frontend's \
+                 'accept-proxy' line",
             ),
             (
                 &fe("  weight 5\n"),
@@ -736,7 +1106,7 @@ mod tests {
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
                  which takes maxconn, workers, grace, shutdown-delay, admin, access-log, \
-                 log-format, log, log-tag, log-send-hostname, timeout and upgrade-socket",
+                 log-format, log, log-tag, log-send-hostname, timeout, upgrade-socket and user",
             ),
             (
                 &fe("  backend localhost:80\n"),
@@ -752,8 +1122,8 @@ mod tests {
                 "lb.conf:4:18: timeout client: '30' has no unit: write 30s or 30ms",
             ),
             (
-                &fe("  timeout connect 0s\n"),
-                "lb.conf:4:19: timeout connect: 0s would end everything at once; use at least 1ms",
+                &fe("  backend 127.0.0.1:2 check inter 0\n"),
+                "lb.conf:4:35: check inter: 0 would end everything at once; use at least 1ms",
             ),
             (
                 &fe("  timeout conect 5s\n"),
@@ -793,16 +1163,32 @@ mod tests {
             (
                 &fe("  balance fastest\n"),
                 "lb.conf:4:11: unknown balance algorithm 'fastest'; use roundrobin, leastconn, \
-                 random or source",
+                 random, source or first",
             ),
             (
                 &fe("  balance leastcon\n"),
                 "lb.conf:4:11: unknown balance algorithm 'leastcon' (did you mean 'leastconn'?); \
-                 use roundrobin, leastconn, random or source",
+                 use roundrobin, leastconn, random, source or first",
             ),
             (
-                &fe("  listen 127.0.0.1:9\n"),
-                "lb.conf:4:3: 'listen' is given twice (first at line 2); keep one",
+                &fe("  listen 127.0.0.1:8080\n"),
+                "lb.conf:4:10: listen 127.0.0.1:8080 is already in this frontend (line 2); keep one",
+            ),
+            (
+                &fe("  listen :80 127.0.0.1:80\n"),
+                "lb.conf:4:14: frontend 'web' listens on 127.0.0.1:80, and frontend 'web' on \
+                 0.0.0.0:80: 0.0.0.0:80 takes every address of port 80, 127.0.0.1:80 included; \
+                 give them different ports",
+            ),
+            (
+                &fe("frontend api\n  listen :8080\n  backend 127.0.0.1:3\n"),
+                "lb.conf:5:10: frontend 'api' listens on 0.0.0.0:8080, and frontend 'web' on \
+                 127.0.0.1:8080: 0.0.0.0:8080 takes every address of port 8080, 127.0.0.1:8080 \
+                 included; give them different ports",
+            ),
+            (
+                &fe("  listen :99999\n"),
+                "lb.conf:4:10: listen: ':99999': 99999 is not a port (0 to 65535)",
             ),
             (
                 &fe("  backend 127.0.0.1:9001 weight 2\n"),
@@ -811,7 +1197,8 @@ mod tests {
             ),
             (
                 &fe("  listen\n"),
-                "lb.conf:4:3: 'listen' needs an address like 127.0.0.1:8080",
+                "lb.conf:4:3: 'listen' needs an address like 127.0.0.1:8080, or :8080 for every \
+                 IPv4 address",
             ),
             (
                 "frontend web\n  listen 127.0.0.1:1 freebnd\n  backend 127.0.0.1:2\n",
@@ -859,6 +1246,81 @@ mod tests {
                 "global\nglobal\n",
                 "lb.conf:2:1: a second 'global' section (the first is at line 1); merge them \
                  into one",
+            ),
+            // Names: before the address, once per section.
+            (
+                &fe("  backend db1 10.0.0.1:1\n  backend db1 10.0.0.2:1\n"),
+                "lb.conf:5:11: backend name 'db1' is already used in this section (line 4); give \
+                 each backend its own name",
+            ),
+            (
+                &fe("  backend 10.0.0.1:1 db1 check\n"),
+                "lb.conf:4:22: unknown option 'db1'; a backend's name comes before its address: \
+                 'backend db1 ADDR ...'",
+            ),
+            (
+                &fe("  backend db1 localhost:5432\n"),
+                "lb.conf:4:15: backend: 'localhost:5432' is not an IP address with a port, like \
+                 127.0.0.1:8080 or [::1]:8080 (host names are not resolved)",
+            ),
+            (
+                &fe("  backend db/1 10.0.0.1:1\n"),
+                "lb.conf:4:11: backend name 'db/1': use only letters, digits, '-', '_' and '.'",
+            ),
+            (
+                &fe("  backend\n"),
+                "lb.conf:4:3: 'backend' needs an address like 127.0.0.1:9001, or a name and an \
+                 address: 'backend db1 127.0.0.1:9001'",
+            ),
+            // The options TCP configurations use, and what they need.
+            (
+                &fe("  backend 127.0.0.1:2 slowstart 30s\n"),
+                "lb.conf:4:23: 'slowstart' ramps up after the backend comes back up, which only a \
+                 checked backend does: add 'check'",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 on-marked-down shutdown-sessions\n"),
+                "lb.conf:4:23: 'on-marked-down' acts when the backend is marked down, which only \
+                 a checked backend does: add 'check'",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 check on-marked-down shutdown\n"),
+                "lb.conf:4:44: on-marked-down: unknown action 'shutdown'; the one action is \
+                 shutdown-sessions",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 backup check on-marked-up shutdown-backup-sessions\n"),
+                "lb.conf:4:36: 'on-marked-up shutdown-backup-sessions' on a backup: it is a normal \
+                 backend's coming up that cuts its group's backups; move it to the normal backends",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 maxqueue 10\n"),
+                "lb.conf:4:23: 'maxqueue' bounds the clients waiting for a place under 'maxconn': \
+                 add 'maxconn N'",
+            ),
+            (
+                &fe("  backend 127.0.0.1:2 maxconn 1 maxqueue 0\n"),
+                "lb.conf:4:42: maxqueue: 0 is out of range; use 1 to 10000000; leave it out for no \
+                 limit (HAProxy's maxqueue 0)",
+            ),
+            (
+                &fe("  rate-limit connections 10\n"),
+                "lb.conf:4:14: rate-limit: unknown kind 'connections'; write 'rate-limit sessions \
+                 N' (new connections a second; per client address: 'rate-limit-per-source N \
+                 PERIOD')",
+            ),
+            (
+                &fe("  rate-limit sessions 0\n"),
+                "lb.conf:4:23: rate-limit sessions: 0 is out of range; use 1 to 10000000",
+            ),
+            (
+                &fe("  rate-limit-per-source 20\n"),
+                "lb.conf:4:3: 'rate-limit-per-source 20' needs a period after the count, like \
+                 'rate-limit-per-source 20 10s'",
+            ),
+            (
+                &fe("  rate-limit-per-source 20 10\n"),
+                "lb.conf:4:28: rate-limit-per-source: '10' has no unit: write 10s or 10ms",
             ),
             // check parameters: after 'check', known, in range, once.
             (
@@ -917,7 +1379,7 @@ frontend api
             vec![
                 "lb.conf:2:13: maxconn: 'lots' is not a whole number",
                 "lb.conf:5:13: unknown balance algorithm 'fastest'; use roundrobin, leastconn, \
-                 random or source",
+                 random, source or first",
                 "lb.conf:6:28: unknown option 'wieght' (did you mean 'weight'?)",
                 "lb.conf:7:20: timeout client: '10x': unknown unit 'x'; use us, ms, s, m, h or d",
                 "lb.conf:8:10: duplicate frontend 'web' (the first is at line 3); give each \
@@ -1059,18 +1521,22 @@ frontend api
     }
 
     #[test]
-    fn the_documented_example_is_the_full_example() {
-        // docs/OPERATIONS.md shows examples/full.conf; they must not drift apart.
+    fn the_documented_examples_are_the_example_files() {
+        // docs/OPERATIONS.md shows examples/full.conf and the translation of
+        // an HAProxy file, examples/haproxy.conf; they must not drift apart.
         let doc = include_str!("../../../docs/OPERATIONS.md");
-        let body: String = FULL
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .collect::<Vec<_>>()
-            .join("\n");
-        assert!(
-            doc.contains(body.trim()),
-            "docs/OPERATIONS.md lacks full.conf"
-        );
+        let files = [
+            ("full.conf", FULL),
+            ("haproxy.conf", include_str!("../../examples/haproxy.conf")),
+        ];
+        for (name, text) in files {
+            let body: String = text
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(doc.contains(body.trim()), "docs/OPERATIONS.md lacks {name}");
+        }
     }
 
     fn temp_file(tag: &str, contents: &[u8]) -> std::path::PathBuf {
@@ -1220,7 +1686,7 @@ frontend api
         let text = "frontend vip\n  listen 198.51.100.1:80 freebind\n  backend 127.0.0.1:2\n\
                     frontend web\n  listen 127.0.0.1:8080\n  backend 127.0.0.1:3\n";
         let c = ok(text);
-        assert_eq!(c.frontends[0].listen, addr("198.51.100.1:80"));
+        assert_eq!(c.frontends[0].listen, [addr("198.51.100.1:80")]);
         assert!(c.frontends[0].freebind);
         assert!(!c.frontends[1].freebind);
     }

@@ -15,6 +15,7 @@
 //! | [`logging`] | the logging options' values: `log` (syslog), `log-tag`, `log-format`, `dontlognull` |
 //! | [`probes`] | a section's health check: `option redis-check`, `tcp-check` steps, `http-check` |
 //! | [`routing`] | a frontend's groups and `use-group` rules, checked against the `group` sections |
+//! | [`haproxy`] | HAProxy's words: what each is here, or why it has no equivalent |
 //! | [`reader`] | the machinery: errors with `file:line:column`, values, dispatch |
 //! | [`words`] | words and their columns, "did you mean", lists, durations |
 //! | [`check`] | `proxy --check-config FILE` |
@@ -29,6 +30,7 @@ pub mod cli;
 pub mod config;
 pub mod file;
 pub mod flags;
+pub mod haproxy;
 pub mod logging;
 pub mod probes;
 pub mod reader;

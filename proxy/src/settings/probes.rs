@@ -26,6 +26,7 @@
 //! escapes left to it (`policy/check/regex.rs`). HAProxy's words that this
 //! proxy does not do are refused with the reason, never ignored.
 
+use super::haproxy;
 use super::reader::Reader;
 use super::sections::PoolDraft;
 use super::words::{Word, did_you_mean, list};
@@ -140,6 +141,10 @@ fn option_name(probe: &Probe) -> &'static str {
 }
 
 fn unknown_option(r: &mut Reader<'_>, name: Word<'_>, other: &str) {
+    if let Some(here) = haproxy::option(other) {
+        let message = format!("HAProxy's 'option {other}': {here}");
+        return r.error(name.column, message);
+    }
     let message = match REFUSED_OPTIONS.iter().find(|(o, _)| *o == other) {
         Some((_, why)) => format!("option {other}: {why}"),
         None => format!(

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use super::config::ConfigError;
 use super::words::{Word, parse_duration};
+use crate::conn::timeouts::NO_TIMEOUT;
 
 /// One option of a section.
 pub struct Opt<T> {
@@ -221,9 +222,23 @@ impl<'p> Reader<'p> {
         u32::try_from(n).ok()
     }
 
+    /// A `timeout KIND` value: a duration with a unit, or `0` (or `0s`)
+    /// for none, as HAProxy reads it ([`NO_TIMEOUT`]).
+    pub fn timeout(&mut self, option: &str, w: Word<'_>) -> Option<Duration> {
+        if is_zero(w.text) {
+            return Some(NO_TIMEOUT);
+        }
+        self.duration(option, w)
+    }
+
     /// A duration with a unit, never zero (a zero timeout would end
     /// everything at once).
     pub fn duration(&mut self, option: &str, w: Word<'_>) -> Option<Duration> {
+        if w.text == "0" {
+            let message = format!("{option}: 0 would end everything at once; use at least 1ms");
+            self.error(w.column, message);
+            return None;
+        }
         match parse_duration(w.text) {
             Ok(d) if d.is_zero() => {
                 let message = format!(
@@ -254,6 +269,11 @@ impl<'p> Reader<'p> {
         }
         parsed
     }
+}
+
+/// `0`, `0s`, `0ms`...: a duration of nothing, with or without its unit.
+fn is_zero(word: &str) -> bool {
+    word == "0" || parse_duration(word).is_ok_and(|d| d.is_zero())
 }
 
 impl Seen {

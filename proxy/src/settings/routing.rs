@@ -388,6 +388,13 @@ mod tests {
                 .any(|e| e.contains("duplicate group 'api' (the first is at line 1)")),
             "{e:?}"
         );
+        // Its one line was in error (it may have been meant as its
+        // backend): no second message that it has none.
+        assert!(
+            !e.iter().any(|e| e.contains("group 'api' has no backend")),
+            "{e:?}"
+        );
+        let e = errors("group api\nfrontend f\n    listen 127.0.0.1:1\n    backend 127.0.0.1:2\n");
         assert!(
             e.iter().any(|e| e.contains("group 'api' has no backend")),
             "{e:?}"

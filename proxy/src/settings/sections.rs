@@ -29,6 +29,7 @@ use std::time::Duration;
 use crate::conn::proxy_protocol::Version;
 use crate::conn::splice::Splice;
 use crate::conn::timeouts::Timeouts;
+use crate::ops::privileges::{FoundUser, find_group, find_user, group_name};
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::policy::check::agent::AgentCheck;
@@ -37,6 +38,7 @@ use crate::policy::health::Check;
 use crate::policy::route::{NotTls, Pattern};
 
 use super::config::{AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT};
+use super::haproxy;
 use super::logging;
 use super::probes::{self, ProbeDraft};
 use super::reader::{Draft, Opt, Reader, Seen, Setter};
@@ -52,7 +54,41 @@ pub struct GlobalDraft {
     pub global: Global,
     /// The line of its header, once there is one.
     pub line: Option<usize>,
+    /// `user`'s user: found, as written, with its line and column.
+    user: Option<(FoundUser, String, usize, usize)>,
+    /// `user`'s group, if given: its gid, as written.
+    group: Option<(u32, String)>,
     seen: Seen,
+}
+
+impl GlobalDraft {
+    /// What only the whole section says: who to run as (the group given,
+    /// else the user's primary group). A uid the user database does not know needs
+    /// its `group` written out.
+    pub fn finish(&mut self, r: &mut Reader<'_>) {
+        let group = self.group.clone();
+        let user = self.user.take();
+        let run_as = &mut self.global.run_as;
+        run_as.group = group.map(|(gid, word)| (word, gid));
+        let Some((found, word, line, column)) = user else {
+            return;
+        };
+        if run_as.group.is_none() {
+            match found.gid {
+                Some(gid) => run_as.group = Some((group_name(gid), gid)),
+                None => {
+                    r.line = line;
+                    let message = format!(
+                        "user {word}: uid {} has no entry in the user database, so its group is \
+                         unknown; write it after the user: 'user {word} GROUP'",
+                        found.uid
+                    );
+                    r.error(column, message);
+                }
+            }
+        }
+        run_as.user = Some((word, found.uid));
+    }
 }
 
 /// The backends of a frontend or a group while their lines are read.
@@ -68,6 +104,9 @@ pub struct PoolDraft {
     /// line for an address is found in one look-up, not by comparing it with
     /// every backend before it (a frontend may have 100,000).
     pub backend_at: HashMap<SocketAddr, usize>,
+    /// The name of each good `backend` line (its address for an unnamed
+    /// one), with its line: names are unique in a section.
+    pub name_at: HashMap<String, usize>,
     /// `backend` lines, good or bad (a bad one is reported on its own).
     pub backend_lines: usize,
     /// `option redis-check`, `tcp-check` lines...: the check its servers
@@ -95,9 +134,9 @@ pub struct FrontendDraft {
     pub line: usize,
     /// The column of its header.
     pub column: usize,
-    /// `listen`, with the line and column of its value.
-    pub listen: Option<(SocketAddr, usize, usize)>,
-    /// `listen ADDR freebind`.
+    /// `listen` addresses, each with the line and column of its word.
+    pub listen: Vec<(SocketAddr, usize, usize)>,
+    /// `freebind` on a `listen` line.
     pub freebind: bool,
     /// `balance` and `backend` lines: its default group, unless
     /// `default-group`.
@@ -112,6 +151,10 @@ pub struct FrontendDraft {
     pub access: AccessList,
     /// `maxconn-per-source`.
     pub maxconn_per_source: Option<u32>,
+    /// `rate-limit sessions`.
+    pub rate_limit: Option<u32>,
+    /// `rate-limit-per-source`.
+    pub rate_limit_per_source: Option<(u32, Duration)>,
     /// `accept-proxy`.
     pub accept_proxy: bool,
     /// `accept-proxy RANGE...`.
@@ -126,6 +169,9 @@ pub struct FrontendDraft {
     pub splice: Splice,
     /// `dontlognull`.
     pub dontlognull: bool,
+    /// A line of it was in error: whether it is complete (a `listen`, a
+    /// backend) is then not judged.
+    pub erred: bool,
     seen: Seen,
 }
 
@@ -136,7 +182,7 @@ impl FrontendDraft {
             name: name.to_string(),
             line,
             column,
-            listen: None,
+            listen: Vec::new(),
             freebind: false,
             pool: PoolDraft::default(),
             maxconn: None,
@@ -144,6 +190,8 @@ impl FrontendDraft {
             retries: DEFAULT_RETRIES,
             access: AccessList::default(),
             maxconn_per_source: None,
+            rate_limit: None,
+            rate_limit_per_source: None,
             accept_proxy: false,
             proxy_from: Vec::new(),
             default_group: None,
@@ -151,6 +199,7 @@ impl FrontendDraft {
             not_tls: None,
             splice: Splice::default(),
             dontlognull: false,
+            erred: false,
             seen: Seen::default(),
         }
     }
@@ -167,6 +216,8 @@ pub struct GroupDraft {
     pub column: usize,
     /// `balance` and `backend` lines.
     pub pool: PoolDraft,
+    /// A line of it was in error ([`FrontendDraft::erred`]).
+    pub erred: bool,
     seen: Seen,
 }
 
@@ -178,6 +229,7 @@ impl GroupDraft {
             line,
             column,
             pool: PoolDraft::default(),
+            erred: false,
             seen: Seen::default(),
         }
     }
@@ -285,7 +337,36 @@ pub const GLOBAL: &[Opt<GlobalDraft>] = &[
             set: |_, g, v| g.global.upgrade_socket = Some(v.text.into()),
         },
     },
+    Opt {
+        name: "user",
+        setter: Setter::Line(set_user),
+    },
 ];
+
+/// `user ID [GROUP]`: who to run as once the listeners are bound (nginx's
+/// `user USER [GROUP]`; HAProxy's `user` and `group`, the latter a section
+/// header here), each a name or a number.
+fn set_user(r: &mut Reader<'_>, g: &mut GlobalDraft, words: &[Word<'_>]) {
+    let hint = "a user's name or uid, and optionally a group, like 'user nobody nogroup'";
+    let Some(user) = r.value(words, 0, hint) else {
+        return;
+    };
+    r.no_more(words, 3);
+    if !r.once(&mut g.seen, "user", words[0].column) {
+        return;
+    }
+    match find_user(user.text) {
+        Ok(found) => g.user = Some((found, user.text.to_string(), r.line, user.column)),
+        Err(why) => r.error(user.column, format!("user: {why}")),
+    }
+    let Some(&group) = words.get(2) else {
+        return;
+    };
+    match find_group(group.text) {
+        Ok(gid) => g.group = Some((gid, group.text.to_string())),
+        Err(why) => r.error(group.column, format!("user: {why}")),
+    }
+}
 
 fn set_admin(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
     let Some(addr) = r.addr("admin", v) else {
@@ -312,9 +393,16 @@ fn set_shutdown_delay(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
     }
 }
 
-/// What an unknown first word in `global` gets.
-pub fn unknown_in_global(r: &mut Reader<'_>, first: Word<'_>) {
+/// What an unknown first word in `global` gets: an option of another
+/// section, one of HAProxy's words, or a typo.
+pub fn unknown_in_global(r: &mut Reader<'_>, words: &[Word<'_>]) {
+    let Some(&first) = words.first() else {
+        return;
+    };
     let other = first.text;
+    if let Some(message) = haproxy::global(other) {
+        return r.error(first.column, message);
+    }
     if FRONTEND.iter().any(|o| o.name == other) {
         let message = format!("'{other}' belongs in a frontend section, not in 'global'");
         return r.error(first.column, message);
@@ -336,12 +424,12 @@ pub fn unknown_in_global(r: &mut Reader<'_>, first: Word<'_>) {
 pub const FRONTEND: &[Opt<FrontendDraft>] = &[
     Opt {
         name: "listen",
-        setter: Setter::Line(set_listen),
+        setter: Setter::Line(add_listens),
     },
     Opt {
         name: "balance",
         setter: Setter::Value {
-            hint: "roundrobin, leastconn, random or source",
+            hint: "roundrobin, leastconn, random, source or first",
             set: |r, f, v| set_balance(r, &mut f.pool, v),
         },
     },
@@ -385,6 +473,14 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
             hint: "a number of connections",
             set: |r, f, v| f.maxconn_per_source = connections(r, "maxconn-per-source", v),
         },
+    },
+    Opt {
+        name: "rate-limit",
+        setter: Setter::Line(set_rate_limit),
+    },
+    Opt {
+        name: "rate-limit-per-source",
+        setter: Setter::Line(set_rate_limit_per_source),
     },
     Opt {
         name: "accept-proxy",
@@ -433,6 +529,69 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
     },
 ];
 
+/// `listen ADDR... [freebind]`: one address or several, on one line or
+/// many (HAProxy's `bind` lines), each once per frontend. `freebind` binds
+/// them even when they are on no interface yet (IP_FREEBIND; HAProxy's
+/// `bind ... freebind`), once per line.
+fn add_listens(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let [option, words @ ..] = words else {
+        return;
+    };
+    let (flags, addrs): (Vec<Word<'_>>, Vec<Word<'_>>) =
+        words.iter().partition(|w| w.text == "freebind");
+    if let [_, again, ..] = flags.as_slice() {
+        r.error(
+            again.column,
+            "'freebind' is given twice on this line; keep one",
+        );
+    }
+    f.freebind |= !flags.is_empty();
+    if addrs.is_empty() {
+        let message = "'listen' needs an address like 127.0.0.1:8080, or :8080 for every IPv4 \
+                       address";
+        return r.error(option.column, message);
+    }
+    for &w in &addrs {
+        let Some(addr) = listen_addr(r, w) else {
+            continue;
+        };
+        if let Some(&(_, line, _)) = f.listen.iter().find(|(a, ..)| *a == addr) {
+            let message =
+                format!("listen {addr} is already in this frontend (line {line}); keep one");
+            r.error(w.column, message);
+            continue;
+        }
+        f.listen.push((addr, r.line, w.column));
+    }
+}
+
+/// A listen address: `IP:PORT`, `[IPv6]:PORT`, or `:PORT` and `*:PORT` for
+/// every IPv4 address (`0.0.0.0:PORT`, as HAProxy reads them).
+fn listen_addr(r: &mut Reader<'_>, w: Word<'_>) -> Option<SocketAddr> {
+    let port = w.text.strip_prefix('*').unwrap_or(w.text).strip_prefix(':');
+    if let Some(port) = port.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+        return match port.parse::<u16>() {
+            Ok(port) => Some(SocketAddr::from(([0, 0, 0, 0], port))),
+            Err(_) => {
+                let message = format!("listen: '{}': {port} is not a port (0 to 65535)", w.text);
+                r.error(w.column, message);
+                None
+            }
+        };
+    }
+    if !w.text.contains(':') && w.text.parse::<std::net::IpAddr>().is_err() {
+        let message = format!(
+            "unknown listen parameter '{}'{}; 'listen ADDR' takes 'freebind' (bind an address \
+             that is on no interface yet)",
+            w.text,
+            did_you_mean(w.text, &["freebind"])
+        );
+        r.error(w.column, message);
+        return None;
+    }
+    r.addr("listen", w)
+}
+
 // ---- group ----
 
 /// A group's options: the backends and how they are balanced.
@@ -440,7 +599,7 @@ pub const GROUP: &[Opt<GroupDraft>] = &[
     Opt {
         name: "balance",
         setter: Setter::Value {
-            hint: "roundrobin, leastconn, random or source",
+            hint: "roundrobin, leastconn, random, source or first",
             set: |r, g, v| set_balance(r, &mut g.pool, v),
         },
     },
@@ -462,10 +621,16 @@ pub const GROUP: &[Opt<GroupDraft>] = &[
     },
 ];
 
-/// What an unknown first word in a group gets: a frontend's option, or a
-/// typo.
-pub fn unknown_in_group(r: &mut Reader<'_>, first: Word<'_>) {
+/// What an unknown first word in a group gets: one of HAProxy's words, a
+/// frontend's option, or a typo.
+pub fn unknown_in_group(r: &mut Reader<'_>, words: &[Word<'_>]) {
+    let Some(&first) = words.first() else {
+        return;
+    };
     let other = first.text;
+    if let Some(message) = haproxy_proxy_word(words) {
+        return r.error(first.column, message);
+    }
     let message = if FRONTEND.iter().any(|o| o.name == other) {
         let quoted: Vec<String> = names(GROUP).iter().map(|n| format!("'{n}'")).collect();
         let quoted: Vec<&str> = quoted.iter().map(String::as_str).collect();
@@ -482,40 +647,6 @@ pub fn unknown_in_group(r: &mut Reader<'_>, first: Word<'_>) {
         )
     };
     r.error(first.column, message);
-}
-
-/// `listen ADDR [freebind]`: once per frontend. `freebind` binds the
-/// address even when it is on no interface yet (IP_FREEBIND; HAProxy's
-/// `bind ... freebind`).
-fn set_listen(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
-    let Some(value) = r.value(words, 0, "an address like 127.0.0.1:8080") else {
-        return;
-    };
-    let option = words[0];
-    if !r.once(&mut f.seen, option.text, option.column) {
-        return;
-    }
-    if let Some(addr) = r.addr("listen", value) {
-        f.listen = Some((addr, r.line, value.column));
-    }
-    let mut seen = Seen::default();
-    for param in words.get(2..).unwrap_or_default() {
-        match param.text {
-            "freebind" => {
-                if r.once_on_line(&mut seen, "freebind", "freebind", param.column) {
-                    f.freebind = true;
-                }
-            }
-            other => r.error(
-                param.column,
-                format!(
-                    "unknown listen parameter '{other}'{}; 'listen ADDR' takes 'freebind' (bind \
-                     an address that is on no interface yet)",
-                    did_you_mean(other, &["freebind"])
-                ),
-            ),
-        }
-    }
 }
 
 /// A `use-group` condition: its word, how a value is read, an example.
@@ -600,6 +731,9 @@ fn set_splice(r: &mut Reader<'_>, f: &mut FrontendDraft, v: Word<'_>) {
 
 fn set_balance(r: &mut Reader<'_>, f: &mut PoolDraft, v: Word<'_>) {
     f.balance_at = Some((r.line, v.column));
+    if let Some(here) = haproxy::balance(v.text) {
+        return r.error(v.column, format!("HAProxy's 'balance {}': {here}", v.text));
+    }
     let what = "unknown balance algorithm";
     if let Some(algorithm) = one_of(r, v, Algorithm::ALL, Algorithm::name, what, "") {
         f.balance = algorithm;
@@ -640,6 +774,57 @@ fn add_ranges(r: &mut Reader<'_>, into: &mut Vec<Cidr>, words: &[Word<'_>]) {
         return r.error(option.column, message);
     }
     add_cidrs(r, option.text, into, ranges);
+}
+
+/// `rate-limit sessions N`: HAProxy's words, its one kind.
+fn set_rate_limit(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let hint = "'sessions' and a rate, like 'rate-limit sessions 1000' (new connections a second)";
+    let Some(kind) = r.value(words, 0, hint) else {
+        return;
+    };
+    if kind.text != "sessions" {
+        let message = format!(
+            "rate-limit: unknown kind '{}'{}; write 'rate-limit sessions N' (new connections a \
+             second; per client address: 'rate-limit-per-source N PERIOD')",
+            kind.text,
+            did_you_mean(kind.text, &["sessions"])
+        );
+        return r.error(kind.column, message);
+    }
+    let Some(rate) = r.value(words, 1, "a number of new connections a second") else {
+        return;
+    };
+    r.no_more(words, 3);
+    if r.once(&mut f.seen, "rate-limit", words[0].column) {
+        f.rate_limit = r.number("rate-limit sessions", rate, 1, 10_000_000, "");
+    }
+}
+
+/// `rate-limit-per-source N PERIOD`: new connections from one address per
+/// period (HAProxy's stick table `conn_rate(PERIOD)`).
+fn set_rate_limit_per_source(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<'_>]) {
+    let hint = "a number of connections and a period, like 'rate-limit-per-source 20 10s'";
+    let Some(count) = r.value(words, 0, hint) else {
+        return;
+    };
+    let Some(&period) = words.get(2) else {
+        let message = format!(
+            "'rate-limit-per-source {0}' needs a period after the count, like \
+             'rate-limit-per-source {0} 10s'",
+            count.text
+        );
+        return r.error(words[0].column, message);
+    };
+    r.no_more(words, 3);
+    if !r.once(&mut f.seen, "rate-limit-per-source", words[0].column) {
+        return;
+    }
+    let option = "rate-limit-per-source";
+    let count = r.number(option, count, 1, 10_000_000, "; leave it out for no limit");
+    let period = r.duration(option, period);
+    if let (Some(count), Some(period)) = (count, period) {
+        f.rate_limit_per_source = Some((count, period));
+    }
 }
 
 /// `accept-proxy [RANGE...]`: once, with the peers trusted to send the
@@ -689,7 +874,7 @@ fn timeout_line<'k, S>(
     if !r.once(seen, &option, words[0].column) {
         return None;
     }
-    Some((slot, r.duration(&option, value)?))
+    Some((slot, r.timeout(&option, value)?))
 }
 
 /// The names of a table of timeout kinds, in table order.
@@ -773,6 +958,10 @@ fn unknown_timeout(r: &mut Reader<'_>, kind: Word<'_>) {
         );
         return r.error(kind.column, message);
     }
+    if let Some(here) = haproxy::timeout(kind.text) {
+        let message = format!("HAProxy's 'timeout {}': {here}", kind.text);
+        return r.error(kind.column, message);
+    }
     let kinds = kind_names(TIMEOUTS);
     let message = format!("unknown timeout {}", not_one_of(kind.text, &kinds));
     r.error(kind.column, message);
@@ -780,32 +969,87 @@ fn unknown_timeout(r: &mut Reader<'_>, kind: Word<'_>) {
 
 // ---- backend ----
 
-/// `backend ADDR [PARAM...]`: one server of the frontend or group, never
-/// twice.
+/// `backend [NAME] ADDR [PARAM...]`: one server of the frontend or group
+/// (HAProxy's `server NAME ADDR ...`), its address and its name never
+/// twice in the section.
 fn add_backend(r: &mut Reader<'_>, f: &mut PoolDraft, words: &[Word<'_>]) {
     f.backend_lines += 1;
-    let Some(v) = r.value(words, 0, "an address like 127.0.0.1:9001") else {
+    let Some((name, v)) = name_and_address(r, words) else {
         return;
     };
+    let params = if name.is_some() { 3 } else { 2 };
     let addr = r.addr("backend", v);
-    let Some(server) = backend_params(r, &words[2..], addr) else {
+    let Some(mut server) = backend_params(r, words.get(params..).unwrap_or_default(), addr) else {
         return;
     };
-    match f.backend_at.entry(server.addr) {
-        Entry::Occupied(first) => {
+    if let Some(name) = name {
+        server.name = name.text.to_string();
+    }
+    if let Some(first) = f.backend_at.get(&server.addr) {
+        let message = format!(
+            "backend {} is already in this section (line {first}); list it once and use \
+             'weight' to send it more",
+            server.addr
+        );
+        return r.error(v.column, message);
+    }
+    match (name, f.name_at.entry(server.name.clone())) {
+        (Some(name), Entry::Occupied(first)) => {
             let message = format!(
-                "backend {} is already in this section (line {}); list it once and use \
-                 'weight' to send it more",
-                server.addr,
+                "backend name '{}' is already used in this section (line {}); give each \
+                 backend its own name",
+                name.text,
                 first.get()
             );
-            r.error(v.column, message);
+            r.error(name.column, message);
         }
-        Entry::Vacant(slot) => {
-            slot.insert(r.line);
+        (_, slot) => {
+            if let Entry::Vacant(slot) = slot {
+                slot.insert(r.line);
+            }
+            f.backend_at.insert(server.addr, r.line);
             f.backends.push(server);
         }
     }
+}
+
+/// The name (if any) and the address word of a `backend` line: a name if
+/// the first word is not an address but the second one is (or the first
+/// could only be a name). `None` once what was wrong is reported.
+fn name_and_address<'w>(
+    r: &mut Reader<'_>,
+    words: &[Word<'w>],
+) -> Option<(Option<Word<'w>>, Word<'w>)> {
+    let hint = "an address like 127.0.0.1:9001, or a name and an address: 'backend db1 \
+                127.0.0.1:9001'";
+    let first = r.value(words, 0, hint)?;
+    let second_is_addr = words
+        .get(2)
+        .is_some_and(|w| w.text.parse::<SocketAddr>().is_ok());
+    let named =
+        first.text.parse::<SocketAddr>().is_err() && (second_is_addr || is_server_name(first.text));
+    if !named {
+        return Some((None, first));
+    }
+    if !is_server_name(first.text) {
+        let message = format!(
+            "backend name '{}': use only letters, digits, '-', '_' and '.'",
+            first.text
+        );
+        r.error(first.column, message);
+        return None;
+    }
+    let hint = "an address after its name, like 'backend db1 127.0.0.1:9001'";
+    let v = r.value(words, 1, hint)?;
+    Some((Some(first), v))
+}
+
+/// A word that names a server (`backend db1 ADDR`) rather than being its
+/// address: letters, digits, `-`, `_` and `.`, and not an IP address (a
+/// forgotten port is the address's error, not a name).
+pub fn is_server_name(word: &str) -> bool {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    !word.is_empty() && word.chars().all(allowed) && word.parse::<std::net::IpAddr>().is_err()
 }
 
 /// A `backend` line's server while its parameters are read.
@@ -816,6 +1060,9 @@ struct ServerDraft {
     /// `agent-check`, `agent-port`, `agent-inter`, `agent-send`: checked
     /// together once the line is read.
     agent: AgentDraft,
+    /// The column of each parameter given, for what only the whole line
+    /// can judge ([`consistent`]).
+    columns: Vec<(&'static str, usize)>,
 }
 
 /// An agent's parameters while a backend line is read.
@@ -921,7 +1168,116 @@ const PARAMS: &[Param] = &[
             }
         }),
     },
+    Param {
+        name: "slowstart",
+        key: "slowstart",
+        kind: ParamKind::Value(|r, d, v| {
+            d.server.slowstart = Some(r.duration("slowstart", v)?);
+            Some(())
+        }),
+    },
+    Param {
+        name: "maxqueue",
+        key: "maxqueue",
+        kind: ParamKind::Value(|r, d, v| {
+            let hint = "; leave it out for no limit (HAProxy's maxqueue 0)";
+            d.server.maxqueue = Some(r.number("maxqueue", v, 1, 10_000_000, hint)?);
+            Some(())
+        }),
+    },
+    Param {
+        name: "on-marked-down",
+        key: "on-marked-down",
+        kind: ParamKind::Value(|r, d, v| {
+            d.server.shutdown_on_down = action(r, "on-marked-down", v, "shutdown-sessions")?;
+            Some(())
+        }),
+    },
+    Param {
+        name: "on-marked-up",
+        key: "on-marked-up",
+        kind: ParamKind::Value(|r, d, v| {
+            let name = "on-marked-up";
+            d.server.shutdown_backups_on_up = action(r, name, v, "shutdown-backup-sessions")?;
+            Some(())
+        }),
+    },
 ];
+
+/// The one action HAProxy's `on-marked-down` / `on-marked-up` take that
+/// this proxy does: `true` if `v` is it.
+fn action(r: &mut Reader<'_>, param: &str, v: Word<'_>, only: &str) -> Option<bool> {
+    if v.text == only {
+        return Some(true);
+    }
+    let message = format!(
+        "{param}: unknown action '{}'{}; the one action is {only}",
+        v.text,
+        did_you_mean(v.text, &[only])
+    );
+    r.error(v.column, message);
+    None
+}
+
+/// What only the whole backend line can judge: parameters that need
+/// another one to mean anything. Reported at the parameter's column.
+fn consistent(r: &mut Reader<'_>, d: &ServerDraft) -> bool {
+    let s = &d.server;
+    let at = |name: &str| {
+        d.columns
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(1, |&(_, column)| column)
+    };
+    let mut problems = Vec::new();
+    if s.check.is_none() {
+        let needs_check = [
+            (
+                "slowstart",
+                s.slowstart.is_some(),
+                "ramps up after the backend comes back up",
+            ),
+            (
+                "on-marked-down",
+                s.shutdown_on_down,
+                "acts when the backend is marked down",
+            ),
+            (
+                "on-marked-up",
+                s.shutdown_backups_on_up,
+                "acts when the backend comes back up",
+            ),
+        ];
+        for (name, given, what) in needs_check {
+            if given {
+                problems.push((
+                    at(name),
+                    format!("'{name}' {what}, which only a checked backend does: add 'check'"),
+                ));
+            }
+        }
+    }
+    if s.maxqueue.is_some() && s.maxconn.is_none() {
+        problems.push((
+            at("maxqueue"),
+            "'maxqueue' bounds the clients waiting for a place under 'maxconn': add 'maxconn N'"
+                .to_string(),
+        ));
+    }
+    if s.shutdown_backups_on_up && s.backup {
+        problems.push((
+            at("on-marked-up"),
+            "'on-marked-up shutdown-backup-sessions' on a backup: it is a normal backend's \
+             coming up that cuts its group's backups; move it to the normal backends"
+                .to_string(),
+        ));
+    }
+    let ok = problems.is_empty();
+    for (column, message) in problems {
+        r.error(column, message);
+    }
+    ok
+}
 
 /// The health check's parameters, read only after `check`.
 const CHECK_PARAMS: &[Param] = &[
@@ -977,6 +1333,7 @@ fn backend_params(
         server: BackendServer::new(addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))),
         check_timeout: None,
         agent: AgentDraft::default(),
+        columns: Vec::new(),
     };
     let mut ok = addr.is_some();
     let mut seen = Seen::default();
@@ -988,7 +1345,7 @@ fn backend_params(
             .chain(CHECK_PARAMS.iter().filter(|_| in_check));
         let Some(param) = found.into_iter().find(|p| p.name == w.text) else {
             // What follows may be its value: stop at the first unknown word.
-            unknown_param(r, w, in_check);
+            unknown_param(r, w, in_check, i == 0);
             return None;
         };
         i += 1;
@@ -1007,6 +1364,7 @@ fn backend_params(
             ok = false;
             continue;
         }
+        d.columns.push((param.name, w.column));
         ok &= match (&param.kind, value) {
             (ParamKind::Value(set), Some(v)) => set(r, &mut d, v).is_some(),
             (ParamKind::Flag(set), _) => {
@@ -1023,6 +1381,7 @@ fn backend_params(
         check.timeout = d.check_timeout.unwrap_or(check.inter);
     }
     ok &= agent_of(r, &mut d);
+    ok &= consistent(r, &d);
     ok.then_some(d.server)
 }
 
@@ -1055,9 +1414,13 @@ fn agent_of(r: &mut Reader<'_>, d: &mut ServerDraft) -> bool {
 }
 
 /// An unknown word on a backend line: a check parameter before `check`, a
-/// typo, or something else.
-fn unknown_param(r: &mut Reader<'_>, w: Word<'_>, in_check: bool) {
+/// name after the address (`first`: right after it), a typo, or something
+/// else.
+fn unknown_param(r: &mut Reader<'_>, w: Word<'_>, in_check: bool, first: bool) {
     let other = w.text;
+    if let Some(here) = haproxy::server_param(other) {
+        return r.error(w.column, format!("HAProxy's '{other}': {here}"));
+    }
     if CHECK_PARAMS.iter().any(|p| p.name == other) {
         let message = format!(
             "'{other}' is a health-check parameter: write it after 'check', like 'check {other} ...'"
@@ -1071,6 +1434,9 @@ fn unknown_param(r: &mut Reader<'_>, w: Word<'_>, in_check: bool) {
     }
     let hint = match suggest(other, &candidates) {
         Some(best) => format!(" (did you mean '{best}'?)"),
+        None if first && is_server_name(other) => {
+            format!("; a backend's name comes before its address: 'backend {other} ADDR ...'")
+        }
         None if in_check => format!(
             "; a backend takes {} (with {})",
             list(&names_of(PARAMS), "and"),
@@ -1090,17 +1456,28 @@ pub fn names<T>(table: &[Opt<T>]) -> Vec<&'static str> {
     table.iter().map(|o| o.name).collect()
 }
 
+/// The message for a line that starts with one of HAProxy's frontend or
+/// backend words, if it does.
+fn haproxy_proxy_word(words: &[Word<'_>]) -> Option<String> {
+    let texts: Vec<&str> = words.iter().map(|w| w.text).collect();
+    haproxy::proxy(&texts)
+}
+
 /// What an unknown first word in a frontend gets: a word of HAProxy's or
 /// nginx's, an option of `global`, a typo, or a backend's parameter.
-pub fn unknown_in_frontend(r: &mut Reader<'_>, first: Word<'_>) {
+pub fn unknown_in_frontend(r: &mut Reader<'_>, words: &[Word<'_>]) {
+    let Some(&first) = words.first() else {
+        return;
+    };
     let other = first.text;
     if GLOBAL.iter().any(|o| o.name == other) {
         let message = format!("'{other}' belongs in the 'global' section, not in a frontend");
         return r.error(first.column, message);
     }
+    if let Some(message) = haproxy_proxy_word(words) {
+        return r.error(first.column, message);
+    }
     let hint = match other {
-        "bind" => " (HAProxy's 'bind' is 'listen ADDR' here)".to_string(),
-        "server" => " (HAProxy's 'server NAME ADDR' is 'backend ADDR' here)".to_string(),
         "proxy_pass" => " (list the backends with 'backend ADDR' lines)".to_string(),
         _ => {
             let mut candidates = names(FRONTEND);

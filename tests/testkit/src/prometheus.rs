@@ -509,7 +509,10 @@ mod tests {
                 "{name} {labels:?}"
             );
         }
-        let backend = |f: &'static str, b: &'static str| [("frontend", f), ("backend", b)];
+        // An unnamed backend: its group is its frontend, its name its address.
+        let backend = |f: &'static str, b: &'static str| {
+            [("frontend", f), ("backend", b), ("group", f), ("server", b)]
+        };
         let expect = [
             (
                 "proxy_backend_connections_total",
@@ -578,10 +581,10 @@ mod tests {
             let counter = family.name.ends_with("_total");
             assert_eq!(family.kind == TextKind::Counter, counter, "{}", family.name);
         }
-        // 2 frontends x 13 families, 4 backends x 9 families, and the one
+        // 2 frontends x 14 families, 4 backends x 9 families, and the one
         // checked backend's last check: 7 statuses and its duration.
         let labelled = metrics.samples().filter(|s| !s.labels.is_empty()).count();
-        assert_eq!(labelled, 2 * 13 + 4 * 9 + 7 + 1);
+        assert_eq!(labelled, 2 * 14 + 4 * 9 + 7 + 1);
     }
 
     #[test]
@@ -664,7 +667,12 @@ mod tests {
         let web = [("frontend", "web")];
         let connections = metrics.value("proxy_frontend_connections_total", &web);
         assert_eq!(connections, Some(40_000.0));
-        let b0 = [("frontend", "web"), ("backend", "127.0.0.1:9001")];
+        let b0 = [
+            ("frontend", "web"),
+            ("backend", "127.0.0.1:9001"),
+            ("group", "web"),
+            ("server", "127.0.0.1:9001"),
+        ];
         assert_eq!(
             metrics.value("proxy_backend_bytes_in_total", &b0),
             Some(60_000.0)

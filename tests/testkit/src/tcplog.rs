@@ -191,7 +191,7 @@ mod tests {
     use super::*;
     use proxy::conn::machine::Ending;
     use proxy::conn::side::Side;
-    use proxy::ops::access_log::record::Record;
+    use proxy::ops::access_log::record::{Record, ServerRef};
     use std::net::{Ipv4Addr, Ipv6Addr};
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -214,7 +214,10 @@ mod tests {
             frontend: "web",
             group: "web",
             server_name: None,
-            backend: Some(v4([127, 0, 0, 1], 9001)),
+            backend: Some(ServerRef {
+                name: "127.0.0.1:9001",
+                addr: v4([127, 0, 0, 1], 9001),
+            }),
             wait: Some(Duration::ZERO),
             connect: Some(Duration::from_millis(1)),
             total: Duration::from_millis(25),
@@ -289,7 +292,10 @@ mod tests {
     fn ipv6_clients_read_back() {
         let r = Record {
             client: v6(Ipv6Addr::LOCALHOST, 51234),
-            backend: Some(v6(Ipv6Addr::LOCALHOST, 9001)),
+            backend: Some(ServerRef {
+                name: "[::1]:9001",
+                addr: v6(Ipv6Addr::LOCALHOST, 9001),
+            }),
             ..record()
         };
         let parsed = parse_tcplog(&tcplog(&r)).expect("an IPv6 line");
@@ -344,7 +350,10 @@ mod tests {
             refused(),
             Record {
                 client: v6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7), 65535),
-                backend: Some(v6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1), 1)),
+                backend: Some(ServerRef {
+                    name: "[fd00::1]:1",
+                    addr: v6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1), 1),
+                }),
                 wait: Some(Duration::from_millis(1500)),
                 connect: Some(Duration::from_millis(30)),
                 total: Duration::from_millis(61_234),
@@ -373,7 +382,7 @@ mod tests {
             assert_eq!(p.client, r.client);
             assert_eq!(p.time, "30/Nov/2026:12:00:00.123");
             assert_eq!((p.frontend.as_str(), p.backend.as_str()), ("web", "web"));
-            assert_eq!(p.server, r.backend.map(|a| a.to_string()));
+            assert_eq!(p.server.as_deref(), r.server());
             assert_eq!(
                 (p.wait_ms, p.connect_ms, p.total_ms),
                 (ms(r.wait), ms(r.connect), r.total.as_millis() as i64)
@@ -483,7 +492,10 @@ mod tests {
             frontend: name,
             group: name,
             client: v6(Ipv6Addr::LOCALHOST, 5),
-            backend: Some(v6(Ipv6Addr::LOCALHOST, 9001)),
+            backend: Some(ServerRef {
+                name: "[::1]:9001",
+                addr: v6(Ipv6Addr::LOCALHOST, 9001),
+            }),
             termination: Termination::CLIENT_SILENT_AFTER_SERVER_FIN,
             retries: 1,
             redispatched: true,

@@ -16,7 +16,7 @@
 //! | `%fi` `%fp` | the address and port the client connected to (the PROXY header's destination, with `accept-proxy`) |
 //! | `%f` `%ft` | the frontend's name (`%ft` adds `~` for TLS in HAProxy; never here) |
 //! | `%b` | the group of backends (the frontend's name for its own backend lines) |
-//! | `%s` | the server: its address (`<NOSRV>` when none was tried) |
+//! | `%s` | the server: its name, or its address for a `backend` line without one (`<NOSRV>` when none was tried) |
 //! | `%si` `%sp` | the server's address and port (`-` when none was tried) |
 //! | `%bi` `%bp` | the address and port the proxy connected to the server from (`-` if it never connected) |
 //! | `%t` | the accept date, `30/Nov/2026:12:00:00.123` (UTC) |
@@ -399,12 +399,9 @@ fn write_var(var: Var, flags: Flags, r: &Record<'_>, out: &mut String) {
         Var::FrontendPort => port(r.frontend_addr, flags, out),
         Var::Frontend => text(Some(r.frontend), flags, out),
         Var::Group => text(Some(r.group), flags, out),
-        Var::Server => match r.server() {
-            Some(server) => text(Some(&server.to_string()), flags, out),
-            None => text(Some("<NOSRV>"), flags, out),
-        },
-        Var::ServerIp => ip(r.backend.map(|a| a.ip()), flags, out),
-        Var::ServerPort => port(r.backend, flags, out),
+        Var::Server => text(Some(r.server().unwrap_or("<NOSRV>")), flags, out),
+        Var::ServerIp => ip(r.backend.map(|s| s.addr.ip()), flags, out),
+        Var::ServerPort => port(r.backend.map(|s| s.addr), flags, out),
         Var::SourceIp => ip(r.backend_source.map(|a| a.ip()), flags, out),
         Var::SourcePort => port(r.backend_source, flags, out),
         Var::Wait => shown(Millis(r.wait), out),
@@ -535,6 +532,7 @@ fn text(value: Option<&str>, flags: Flags, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::access_log::record::ServerRef;
     use crate::ops::access_log::record::tests::{record, refused, tcplog};
     use crate::ops::access_log::termination::Termination;
     use std::net::Ipv6Addr;
@@ -561,7 +559,10 @@ mod tests {
         };
         let v6 = Record {
             client: SocketAddr::from((Ipv6Addr::LOCALHOST, 4000)),
-            backend: Some(SocketAddr::from((Ipv6Addr::LOCALHOST, 9001))),
+            backend: Some(ServerRef {
+                name: "[::1]:9001",
+                addr: SocketAddr::from((Ipv6Addr::LOCALHOST, 9001)),
+            }),
             frontend: "a b#c",
             ..record()
         };

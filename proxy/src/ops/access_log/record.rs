@@ -8,13 +8,15 @@
 //!
 //! ```text
 //! {"time":"2026-11-30T12:00:00.123Z","client_ip":"127.0.0.1","client_port":51234,
-//!  "frontend":"web","backend":"web","server":"127.0.0.1:9001","wait_ms":0,"connect_ms":1,
+//!  "frontend":"web","backend":"web","server":"db1","server_addr":"127.0.0.1:9001","wait_ms":0,"connect_ms":1,
 //!  "total_ms":25,"bytes_down":120,"bytes_up":42,"termination":"--","retries":0,
 //!  "redispatched":false,"active_process":1,"active_frontend":1,"active_backend":1,
 //!  "active_server":1,"server_queue":0,"backend_queue":0,"server_name":null}
 //! ```
 //!
-//! (on one line). `server` is `null` where tcplog says `<NOSRV>`; times
+//! (on one line). `server` is the server's name (its address for a
+//! `backend` line without one) and `server_addr` its address; both are
+//! `null` where tcplog says `<NOSRV>`; times
 //! that tcplog prints as `-1` are `-1` here too. `server_name` is the TLS
 //! server name read by a frontend with `use-group` rules (`null` without
 //! one), which tcplog prints in braces at the end of the line on those
@@ -95,8 +97,9 @@ pub struct Record<'a> {
     /// `use-group` rules (`Some(None)`: no name, or not TLS); `None` on
     /// any other frontend, whose tcplog lines stay HAProxy's exactly.
     pub server_name: Option<Option<&'a str>>,
-    /// The last server tried (`%s`); `None` prints `<NOSRV>`.
-    pub backend: Option<SocketAddr>,
+    /// The last server tried: its name (`%s`) and address (`%si:%sp`);
+    /// `None` prints `<NOSRV>`.
+    pub backend: Option<ServerRef<'a>>,
     /// Time spent waiting for a place (`%Tw`); `None` prints `-1`.
     pub wait: Option<Duration>,
     /// Time to connect, retries included (`%Tc`); `None`: never connected.
@@ -133,6 +136,15 @@ pub struct Record<'a> {
     pub id: u64,
 }
 
+/// A server as a log line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerRef<'a> {
+    /// Its name (`backend NAME ADDR`; the address for a line without one).
+    pub name: &'a str,
+    /// Its address.
+    pub addr: SocketAddr,
+}
+
 /// A time in milliseconds, or `-1` for none.
 pub(super) struct Millis(pub(super) Option<Duration>);
 
@@ -146,11 +158,10 @@ impl fmt::Display for Millis {
 }
 
 impl Record<'_> {
-    /// The server as every format names it (`%s`): its address. Servers
-    /// have no other name yet; when they do, this is the one place to
-    /// return it.
-    pub fn server(&self) -> Option<impl fmt::Display + '_> {
-        self.backend
+    /// The server as every format names it (`%s`): its name (`backend
+    /// NAME ADDR`; its address for a line without one).
+    pub fn server(&self) -> Option<&str> {
+        self.backend.map(|server| server.name)
     }
 
     fn civil_accepted(&self) -> Civil {
@@ -182,9 +193,7 @@ impl Record<'_> {
         escape_name(self.group, out);
         out.push('/');
         match self.server() {
-            Some(server) => {
-                let _ = write!(out, "{server}");
-            }
+            Some(name) => escape_name(name, out),
             None => out.push_str("<NOSRV>"),
         }
         let plus = if self.redispatched { "+" } else { "" };
@@ -223,9 +232,12 @@ impl Record<'_> {
         out.push_str(",\"backend\":");
         json::push_string(out, self.group);
         out.push_str(",\"server\":");
-        match self.server() {
-            Some(server) => json::push_string(out, &server.to_string()),
-            None => out.push_str("null"),
+        match self.backend {
+            Some(server) => {
+                json::push_string(out, server.name);
+                let _ = write!(out, ",\"server_addr\":\"{}\"", server.addr);
+            }
+            None => out.push_str("null,\"server_addr\":null"),
         }
         let _ = write!(
             out,
@@ -278,13 +290,14 @@ pub(super) fn escape_name(name: &str, out: &mut String) {
 
 /// The keys of a JSON line, in the order [`Record::write_json`] writes them
 /// (for tests and tools; a unit test holds the two together).
-pub const JSON_KEYS: [&str; 21] = [
+pub const JSON_KEYS: [&str; 22] = [
     "time",
     "client_ip",
     "client_port",
     "frontend",
     "backend",
     "server",
+    "server_addr",
     "wait_ms",
     "connect_ms",
     "total_ms",
@@ -332,7 +345,10 @@ pub(crate) mod tests {
             frontend: "web",
             group: "web",
             server_name: None,
-            backend: Some(v4([127, 0, 0, 1], 9001)),
+            backend: Some(ServerRef {
+                name: "127.0.0.1:9001",
+                addr: v4([127, 0, 0, 1], 9001),
+            }),
             wait: Some(Duration::ZERO),
             connect: Some(Duration::from_millis(1)),
             total: Duration::from_millis(25),
@@ -399,7 +415,10 @@ pub(crate) mod tests {
     #[test]
     fn a_failed_connect_after_retries_names_the_last_server_and_marks_the_redispatch() {
         let r = Record {
-            backend: Some(v4([10, 0, 0, 3], 5432)),
+            backend: Some(ServerRef {
+                name: "10.0.0.3:5432",
+                addr: v4([10, 0, 0, 3], 5432),
+            }),
             wait: Some(Duration::from_millis(7)),
             connect: None,
             total: Duration::from_millis(4012),
@@ -475,7 +494,10 @@ pub(crate) mod tests {
     fn ipv6_clients_print_bare_as_haproxy_does() {
         let r = Record {
             client: v6(Ipv6Addr::LOCALHOST, 51234),
-            backend: Some(v6(Ipv6Addr::LOCALHOST, 9001)),
+            backend: Some(ServerRef {
+                name: "[::1]:9001",
+                addr: v6(Ipv6Addr::LOCALHOST, 9001),
+            }),
             ..record()
         };
         let line = tcplog(&r);
@@ -544,7 +566,7 @@ pub(crate) mod tests {
             json(&record()),
             "{\"time\":\"2026-11-30T12:00:00.123Z\",\"client_ip\":\"127.0.0.1\",\
              \"client_port\":51234,\"frontend\":\"web\",\"backend\":\"web\",\
-             \"server\":\"127.0.0.1:9001\",\"wait_ms\":0,\"connect_ms\":1,\"total_ms\":25,\
+             \"server\":\"127.0.0.1:9001\",\"server_addr\":\"127.0.0.1:9001\",\"wait_ms\":0,\"connect_ms\":1,\"total_ms\":25,\
              \"bytes_down\":120,\"bytes_up\":42,\"termination\":\"--\",\"retries\":0,\
              \"redispatched\":false,\"active_process\":1,\"active_frontend\":1,\
              \"active_backend\":1,\"active_server\":1,\"server_queue\":0,\"backend_queue\":0,\
@@ -553,7 +575,9 @@ pub(crate) mod tests {
         // Without a server: null, and -1 for the times never measured.
         let line = json(&refused());
         assert!(
-            line.contains(",\"server\":null,\"wait_ms\":-1,\"connect_ms\":-1,"),
+            line.contains(
+                ",\"server\":null,\"server_addr\":null,\"wait_ms\":-1,\"connect_ms\":-1,"
+            ),
             "{line}"
         );
         assert!(line.contains(",\"termination\":\"SC\","), "{line}");
@@ -565,6 +589,28 @@ pub(crate) mod tests {
             at = found.unwrap_or_else(|| panic!("{key} missing or out of order in {line}"));
         }
         assert_eq!(line.matches("\":").count(), JSON_KEYS.len(), "{line}");
+    }
+
+    #[test]
+    fn a_named_server_is_logged_by_its_name_with_its_address_beside_it_in_json() {
+        let named = Record {
+            group: "pg",
+            backend: Some(ServerRef {
+                name: "db1",
+                addr: v4([10, 0, 0, 3], 5432),
+            }),
+            ..record()
+        };
+        assert!(
+            tcplog(&named).contains("] web pg/db1 0/1/25 120 -- "),
+            "{}",
+            tcplog(&named)
+        );
+        assert!(
+            json(&named).contains(",\"server\":\"db1\",\"server_addr\":\"10.0.0.3:5432\","),
+            "{}",
+            json(&named)
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@
 //! | relay [`Ending::FinTimeout`], the client sent its FIN and the server stayed silent | `sD` | server | wait | connect |
 //! | relay [`Ending::FinTimeout`], side unknown | `cL` | server | wait | connect |
 //! | every backend at its maxconn for `timeout queue` | `sQ` | `<NOSRV>` | time waited | `-1` |
+//! | every backend at its maxconn and its queue at its `maxqueue` | `SQ` | `<NOSRV>` | time waited | `-1` |
 //! | no backend up (nothing was tried) | `SC` | `<NOSRV>` | `-1` | `-1` |
 //! | the last connect refused, unreachable, reset (after the retries) | `SC` | last server tried | wait | `-1` |
 //! | the last connect timed out (`timeout connect`) | `sC` | last server tried | wait | `-1` |
@@ -191,6 +192,9 @@ impl Termination {
     /// `sQ`: no place under every backend's maxconn within
     /// `timeout queue`.
     pub const QUEUE_TIMEOUT: Termination = Termination::new(Cause::ServerTimeout, Phase::Queue);
+    /// `SQ`: every candidate backend at its maxconn and its queue at its
+    /// `maxqueue`: refused at once, without waiting.
+    pub const QUEUE_FULL: Termination = Termination::new(Cause::ServerAbort, Phase::Queue);
     /// `SC`: no backend is up; logged with `<NOSRV>`.
     pub const NO_SERVER: Termination = Termination::new(Cause::ServerAbort, Phase::Connect);
     /// `SC`: the last connect was refused (or unreachable).

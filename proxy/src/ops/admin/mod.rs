@@ -443,7 +443,9 @@ mod tests {
         // b has weight 0: up, but drained, so never usable.
         let parts = crate::ops::metrics::exposition::FrontendParts {
             name: "web".to_string(),
-            backends: vec![a, b],
+            backends: [a, b]
+                .map(|addr| crate::ops::metrics::exposition::ServerLabels::unnamed("web", addr))
+                .to_vec(),
             weights: vec![1, 0],
             board: board.clone(),
             counters: Vec::new(),

@@ -72,6 +72,9 @@ pub struct FrontendCounters {
     /// Clients refused after waiting `timeout queue` for a backend below its
     /// maxconn.
     pub queue_timeouts: AtomicU64,
+    /// Clients refused at once because every candidate backend was at its
+    /// maxconn and its queue at its `maxqueue`.
+    pub queue_full: AtomicU64,
     /// Errors returned by `accept` on the frontend's listener.
     pub accept_errors: AtomicU64,
     /// Clients refused that had already gone (closed or reset their side
@@ -124,6 +127,7 @@ impl FrontendCounters {
             splice_fallbacks: AtomicU64::new(0),
             denied: AtomicU64::new(0),
             queue_timeouts: AtomicU64::new(0),
+            queue_full: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
             gone: AtomicU64::new(0),
             backends: (0..backends).map(|_| BackendCounters::default()).collect(),

@@ -31,8 +31,8 @@ use super::process::Process;
 pub struct FrontendParts {
     /// Its name.
     pub name: String,
-    /// Its backends' addresses, by index.
-    pub backends: Vec<SocketAddr>,
+    /// Its backends, by index: address, group and name (their labels).
+    pub backends: Vec<ServerLabels>,
     /// Each backend's configured `weight`, by index (0: drained, never
     /// picked for a new connection).
     pub weights: Vec<u32>,
@@ -43,6 +43,31 @@ pub struct FrontendParts {
     /// The labels of its routing counters ([`FrontendCounters::routes`]:
     /// the rule, the group), none without `use-group` rules.
     pub routes: Vec<(String, String)>,
+}
+
+/// What a backend's samples are labelled with: `backend` (its address,
+/// the label it always had), `group` (its group: the frontend's name for
+/// the frontend's own lines) and `server` (its name; its address for a
+/// line without one). `frontend` comes first on every sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerLabels {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Its group's name.
+    pub group: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl ServerLabels {
+    /// A backend of the frontend `frontend`'s own lines, named by its address.
+    pub fn unnamed(frontend: &str, addr: SocketAddr) -> ServerLabels {
+        ServerLabels {
+            addr,
+            group: frontend.to_string(),
+            name: addr.to_string(),
+        }
+    }
 }
 
 /// The registry the admin endpoint renders now: a reload swaps in a new one
@@ -140,7 +165,7 @@ pub struct Registry {
 #[derive(Debug)]
 struct FrontendInfo {
     name: String,
-    backends: Vec<SocketAddr>,
+    backends: Vec<ServerLabels>,
     /// Each backend's weight, by index.
     weights: Vec<u32>,
     board: Arc<HealthBoard>,
@@ -168,7 +193,10 @@ impl Registry {
             .iter()
             .map(|(name, backends, board)| FrontendInfo {
                 name: name.clone(),
-                backends: backends.clone(),
+                backends: backends
+                    .iter()
+                    .map(|&addr| ServerLabels::unnamed(name, addr))
+                    .collect(),
                 weights: vec![1; backends.len()],
                 board: board.clone(),
                 routes: Vec::new(),
@@ -320,11 +348,17 @@ impl Registry {
     }
 
     fn render_backends(&self, out: &mut Exposition) {
-        // (frontend index, backend index, frontend name, backend address)
+        // (frontend index, backend index, its labels)
         let mut backends = Vec::new();
         for (f, frontend) in self.frontends.iter().enumerate() {
-            for (b, addr) in frontend.backends.iter().enumerate() {
-                backends.push((f, b, frontend.name.as_str(), addr.to_string()));
+            for (b, server) in frontend.backends.iter().enumerate() {
+                let labels = [
+                    ("frontend", frontend.name.clone()),
+                    ("backend", server.addr.to_string()),
+                    ("group", server.group.clone()),
+                    ("server", server.name.clone()),
+                ];
+                backends.push((f, b, labels));
             }
         }
         if backends.is_empty() {
@@ -332,20 +366,18 @@ impl Registry {
         }
         for &(name, kind, help, counter) in BACKEND_FAMILIES {
             out.family(name, kind, help);
-            for (f, b, frontend, addr) in &backends {
-                let labels = [("frontend", *frontend), ("backend", addr.as_str())];
-                out.sample(name, &labels, self.backend_sum(*f, *b, counter));
+            for (f, b, labels) in &backends {
+                out.sample(name, &borrowed(labels), self.backend_sum(*f, *b, counter));
             }
         }
         // Health, read from the boards. A board shorter than the list of
         // addresses (a caller's mistake) leaves those backends out.
         for &(name, kind, help, read) in HEALTH_FAMILIES {
             out.family(name, kind, help);
-            for (f, b, frontend, addr) in &backends {
+            for (f, b, labels) in &backends {
                 let board = &self.frontends[*f].board;
                 if *b < board.len() {
-                    let labels = [("frontend", *frontend), ("backend", addr.as_str())];
-                    out.sample(name, &labels, read(board, *b));
+                    out.sample(name, &borrowed(labels), read(board, *b));
                 }
             }
         }
@@ -355,14 +387,14 @@ impl Registry {
     /// The last check of each checked backend that had one: its status,
     /// one sample per HAProxy status code (1 for the one it ended with,
     /// like HAProxy's `haproxy_server_check_status`), and how long it took.
-    fn render_last_checks(&self, out: &mut Exposition, backends: &[(usize, usize, &str, String)]) {
+    fn render_last_checks(&self, out: &mut Exposition, backends: &[(usize, usize, Labels)]) {
         let last: Vec<_> = backends
             .iter()
-            .filter_map(|(f, b, frontend, addr)| {
+            .filter_map(|(f, b, labels)| {
                 let board = &self.frontends[*f].board;
                 let checked = *b < board.len() && board.checked(*b).is_some();
                 let last = checked.then(|| board.last_check(*b)).flatten()?;
-                Some((*frontend, addr.as_str(), last))
+                Some((borrowed(labels), last))
             })
             .collect();
         if last.is_empty() {
@@ -372,24 +404,28 @@ impl Registry {
         let help = "The last active check's status, HAProxy's codes: 1 for the one it ended with \
                     (L4OK connected, L7OK answered right; L4CON, L4TOUT, L7TOUT, L7RSP, L7STS failed).";
         out.family(name, Kind::Gauge, help);
-        for (frontend, addr, check) in &last {
+        for (labels, check) in &last {
             for status in Status::ALL {
-                let labels = [
-                    ("frontend", *frontend),
-                    ("backend", *addr),
-                    ("status", status.code()),
-                ];
+                let [frontend, backend, group, server] = *labels;
+                let labels = [frontend, backend, group, server, ("status", status.code())];
                 out.sample(name, &labels, u8::from(check.verdict.status == status));
             }
         }
         let name = "proxy_backend_check_duration_seconds";
         let help = "How long the last active check took, from its connect to its verdict.";
         out.family(name, Kind::Gauge, help);
-        for (frontend, addr, check) in &last {
-            let labels = [("frontend", *frontend), ("backend", *addr)];
-            out.sample(name, &labels, Float(check.took.as_secs_f64()));
+        for (labels, check) in &last {
+            out.sample(name, labels, Float(check.took.as_secs_f64()));
         }
     }
+}
+
+/// A backend's labels: frontend, backend (its address), group, server.
+type Labels = [(&'static str, String); 4];
+
+/// A backend's labels as [`Exposition::sample`] takes them.
+fn borrowed(labels: &Labels) -> [(&'static str, &str); 4] {
+    labels.each_ref().map(|(k, v)| (*k, v.as_str()))
 }
 
 /// How a family's samples behave: only ever up (and reset by a restart), or
@@ -482,6 +518,12 @@ const FRONTEND_FAMILIES: &[Family<FrontendCounter>] = &[
         Kind::Counter,
         "Clients refused after waiting timeout queue for a backend below its maxconn.",
         |c| &c.queue_timeouts,
+    ),
+    (
+        "proxy_frontend_queue_full_total",
+        Kind::Counter,
+        "Clients refused at once: every candidate backend at its maxconn and its queue at its maxqueue.",
+        |c| &c.queue_full,
     ),
     (
         "proxy_accept_errors_total",
@@ -726,16 +768,16 @@ mod tests {
             "# TYPE proxy_frontend_active_connections gauge\n",
             "proxy_frontend_active_connections{frontend=\"web\"} 1\n",
             "proxy_frontend_denied_total{frontend=\"db\"} 1\n",
-            "proxy_backend_bytes_out_total{frontend=\"web\",backend=\"127.0.0.1:9002\"} 2000\n",
-            "proxy_backend_connect_errors_total{frontend=\"web\",backend=\"127.0.0.1:9001\"} 1\n",
-            "proxy_backend_up{frontend=\"web\",backend=\"127.0.0.1:9001\"} 1\n",
-            "proxy_backend_up{frontend=\"db\",backend=\"127.0.0.1:9102\"} 0\n",
-            "proxy_backend_check_failures_total{frontend=\"db\",backend=\"127.0.0.1:9102\"} 1\n",
-            "proxy_backend_weight_percent{frontend=\"db\",backend=\"127.0.0.1:9102\"} 100\n",
+            "proxy_backend_bytes_out_total{frontend=\"web\",backend=\"127.0.0.1:9002\",group=\"web\",server=\"127.0.0.1:9002\"} 2000\n",
+            "proxy_backend_connect_errors_total{frontend=\"web\",backend=\"127.0.0.1:9001\",group=\"web\",server=\"127.0.0.1:9001\"} 1\n",
+            "proxy_backend_up{frontend=\"web\",backend=\"127.0.0.1:9001\",group=\"web\",server=\"127.0.0.1:9001\"} 1\n",
+            "proxy_backend_up{frontend=\"db\",backend=\"127.0.0.1:9102\",group=\"db\",server=\"127.0.0.1:9102\"} 0\n",
+            "proxy_backend_check_failures_total{frontend=\"db\",backend=\"127.0.0.1:9102\",group=\"db\",server=\"127.0.0.1:9102\"} 1\n",
+            "proxy_backend_weight_percent{frontend=\"db\",backend=\"127.0.0.1:9102\",group=\"db\",server=\"127.0.0.1:9102\"} 100\n",
             "# TYPE proxy_backend_check_status gauge\n",
-            "proxy_backend_check_status{frontend=\"db\",backend=\"127.0.0.1:9102\",status=\"L4OK\"} 0\n",
-            "proxy_backend_check_status{frontend=\"db\",backend=\"127.0.0.1:9102\",status=\"L4CON\"} 1\n",
-            "proxy_backend_check_duration_seconds{frontend=\"db\",backend=\"127.0.0.1:9102\"} 1.5\n",
+            "proxy_backend_check_status{frontend=\"db\",backend=\"127.0.0.1:9102\",group=\"db\",server=\"127.0.0.1:9102\",status=\"L4OK\"} 0\n",
+            "proxy_backend_check_status{frontend=\"db\",backend=\"127.0.0.1:9102\",group=\"db\",server=\"127.0.0.1:9102\",status=\"L4CON\"} 1\n",
+            "proxy_backend_check_duration_seconds{frontend=\"db\",backend=\"127.0.0.1:9102\",group=\"db\",server=\"127.0.0.1:9102\"} 1.5\n",
         ] {
             assert!(text.contains(line), "no {line:?} in\n{text}");
         }

@@ -104,7 +104,7 @@ fn offer_until_taken(file: &SocketFile, requests: &runtime::mpsc::Sender<Request
 /// One new process, from its hello to its "taken": its pid.
 fn session(endpoint: &Endpoint, requests: &runtime::mpsc::Sender<Request>) -> io::Result<u32> {
     endpoint.set_deadline(STEP)?;
-    let peer = endpoint.check_peer()?;
+    let peer = endpoint.check_peer(None)?;
     let pid = match endpoint.recv()?.0 {
         Message::Hello {
             version: VERSION,
@@ -188,7 +188,7 @@ mod tests {
         std::fs::create_dir(&dir).expect("a directory");
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("0700");
         let path = dir.join("upgrade.sock");
-        let mut file = SocketFile::create(&path, false).expect("the socket file");
+        let mut file = SocketFile::create(&path, false, None).expect("the socket file");
         file.put_in_place(&path).expect("in place");
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
         let bound = listener.local_addr().expect("its address");

@@ -11,13 +11,15 @@
 //! - the socket file is created `0600` (under a umask of `0177`, so it never
 //!   exists with wider rights, then `chmod` again in case the file system
 //!   ignores the umask): connecting needs write permission on it;
-//! - its directory must not let others swap it: owned by us or root, and
+//! - its directory must not let others swap it: owned by us, root, or the
+//!   user the proxy switches to after startup (`user` in `global`), and
 //!   not writable by group or others unless sticky (`/tmp`, `/run/user`
 //!   are fine, a world-writable directory without the sticky bit is not);
 //! - both ends check the other's user with `SO_PEERCRED`: a peer whose uid
 //!   is not ours is refused and logged, whichever side it is on (a new
 //!   process does not take descriptors from an impostor listening at the
-//!   path either).
+//!   path either); root is let through (it could take the sockets anyway),
+//!   and so is, for a process started as root, the user it switches to.
 //!
 //! ## Replacing the file without a gap
 //!
@@ -72,8 +74,11 @@ fn nix_error(what: String) -> impl FnOnce(nix::Error) -> io::Error {
     }
 }
 
-/// Refuses a directory that others could use to swap the socket file.
-fn check_directory(path: &Path) -> io::Result<()> {
+/// Refuses a directory that others could use to swap the socket file:
+/// it must be ours, root's, or (`user`) the user the proxy switches to
+/// after startup (`user` in `global`), whose successors make their sockets
+/// there.
+fn check_directory(path: &Path, user: Option<u32>) -> io::Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -89,7 +94,7 @@ fn check_directory(path: &Path) -> io::Result<()> {
         )
     })?;
     let mode = meta.permissions().mode();
-    let owner_ok = meta.uid() == geteuid().as_raw() || meta.uid() == 0;
+    let owner_ok = meta.uid() == geteuid().as_raw() || meta.uid() == 0 || Some(meta.uid()) == user;
     let others_write = mode & 0o022 != 0;
     let sticky = mode & 0o1000 != 0;
     if !owner_ok || (others_write && !sticky) {
@@ -132,12 +137,13 @@ fn unix_addr(path: &Path) -> io::Result<UnixAddr> {
 
 impl SocketFile {
     /// Makes the socket file at a temporary name beside `path` (mode 0600,
-    /// in a directory others cannot write to), listening; [`SocketFile::put_in_place`]
-    /// renames it over `path`. A fresh start (`replacing` false) refuses a
-    /// `path` on which a process is listening, and anything that is not a
-    /// socket.
-    pub fn create(path: &Path, replacing: bool) -> io::Result<SocketFile> {
-        check_directory(path)?;
+    /// in a directory others cannot write to: ours, root's, or that of
+    /// `user`, the uid the proxy switches to), listening;
+    /// [`SocketFile::put_in_place`] renames it over `path`. A fresh start
+    /// (`replacing` false) refuses a `path` on which a process is
+    /// listening, and anything that is not a socket.
+    pub fn create(path: &Path, replacing: bool, user: Option<u32>) -> io::Result<SocketFile> {
+        check_directory(path, user)?;
         match fs::symlink_metadata(path) {
             Ok(meta) if !meta.file_type().is_socket() => {
                 return Err(io::Error::new(
@@ -262,10 +268,14 @@ impl Endpoint {
         Ok((cred.uid(), cred.pid()))
     }
 
-    /// Refuses a peer that does not run as our user.
-    pub fn check_peer(&self) -> io::Result<i32> {
+    /// Refuses a peer that does not run as our user, root, or `user` (the
+    /// user a process started as root switches to: its predecessor may run
+    /// as that user already).
+    pub fn check_peer(&self, user: Option<u32>) -> io::Result<i32> {
         let (uid, pid) = self.peer()?;
-        check_uid(uid, geteuid().as_raw(), pid)?;
+        if Some(uid) != user {
+            check_uid(uid, geteuid().as_raw(), pid)?;
+        }
         Ok(pid)
     }
 
@@ -305,9 +315,10 @@ impl Endpoint {
     }
 }
 
-/// The `SO_PEERCRED` rule: the peer runs as `ours`, or it is refused.
+/// The `SO_PEERCRED` rule: the peer runs as `ours`, or as root (who could
+/// take the sockets anyway), or it is refused.
 pub fn check_uid(peer: u32, ours: u32, pid: i32) -> io::Result<()> {
-    if peer == ours {
+    if peer == ours || peer == 0 {
         return Ok(());
     }
     Err(io::Error::new(
@@ -336,7 +347,7 @@ mod tests {
     fn the_socket_file_is_0600_and_a_peer_of_another_uid_is_refused() {
         let dir = temp_dir("mode");
         let path = dir.join("upgrade.sock");
-        let mut file = SocketFile::create(&path, false).expect("create");
+        let mut file = SocketFile::create(&path, false, None).expect("create");
         file.put_in_place(&path).expect("in place");
         let meta = fs::symlink_metadata(&path).expect("the file");
         assert!(meta.file_type().is_socket());
@@ -344,15 +355,16 @@ mod tests {
         let client = Endpoint::connect(&path).expect("connect");
         let server = file.accept().expect("accept");
         assert_eq!(
-            server.check_peer().expect("our own uid") as u32,
+            server.check_peer(None).expect("our own uid") as u32,
             std::process::id()
         );
         assert_eq!(client.peer().expect("peer").0, geteuid().as_raw());
+        check_uid(0, 1000, 7).expect("root may");
         let e = check_uid(4242, 1000, 7).expect_err("another uid");
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
         assert!(e.to_string().contains("pid 7 runs as uid 4242"), "{e}");
         // A second fresh start on a live socket is refused.
-        let e = SocketFile::create(&path, false).expect_err("in use");
+        let e = SocketFile::create(&path, false, None).expect_err("in use");
         assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
         file.remove_if_ours();
         assert!(!path.exists());
@@ -363,14 +375,14 @@ mod tests {
     fn a_directory_others_can_write_to_is_refused() {
         let dir = temp_dir("open");
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).expect("0777");
-        let e = SocketFile::create(&dir.join("upgrade.sock"), false).expect_err("refused");
+        let e = SocketFile::create(&dir.join("upgrade.sock"), false, None).expect_err("refused");
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
         assert!(
             e.to_string().contains("lets others replace the socket"),
             "{e}"
         );
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777)).expect("sticky");
-        SocketFile::create(&dir.join("upgrade.sock"), false).expect("sticky is fine");
+        SocketFile::create(&dir.join("upgrade.sock"), false, None).expect("sticky is fine");
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -378,7 +390,7 @@ mod tests {
     fn messages_and_descriptors_cross_and_a_closed_peer_is_said() {
         let dir = temp_dir("cross");
         let path = dir.join("upgrade.sock");
-        let mut file = SocketFile::create(&path, false).expect("create");
+        let mut file = SocketFile::create(&path, false, None).expect("create");
         file.put_in_place(&path).expect("in place");
         let client = Endpoint::connect(&path).expect("connect");
         let server = file.accept().expect("accept");

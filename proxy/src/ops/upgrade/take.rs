@@ -34,8 +34,9 @@ pub struct Handed {
 }
 
 /// Connects to the old process at `path` and takes its listeners and its
-/// backends' health.
-pub fn take(path: &Path) -> io::Result<Handed> {
+/// backends' health. `user`: the uid this process switches to after
+/// startup, which the old one may run as already.
+pub fn take(path: &Path, user: Option<u32>) -> io::Result<Handed> {
     let context = |e: io::Error| {
         io::Error::new(
             e.kind(),
@@ -45,13 +46,13 @@ pub fn take(path: &Path) -> io::Result<Handed> {
             ),
         )
     };
-    take_from(path).map_err(context)
+    take_from(path, user).map_err(context)
 }
 
-fn take_from(path: &Path) -> io::Result<Handed> {
+fn take_from(path: &Path, user: Option<u32>) -> io::Result<Handed> {
     let endpoint = Endpoint::connect(path)?;
     endpoint.set_deadline(STEP)?;
-    endpoint.check_peer()?;
+    endpoint.check_peer(user)?;
     let hello = Message::Hello {
         version: VERSION,
         pid: std::process::id(),
