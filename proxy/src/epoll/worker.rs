@@ -19,7 +19,11 @@ use crate::ops::metrics::counters;
 
 use super::connection::{self, Local, Places};
 use super::frontend::Shared;
+use super::moving;
 use super::worker_context::WorkerContext;
+use crate::ops::upgrade::adopt::Arrival;
+use crate::ops::upgrade::hand::Outbound;
+use crate::ops::upgrade::wire::Fate;
 
 /// What the main thread tells a worker.
 #[derive(Debug)]
@@ -46,6 +50,12 @@ pub enum Command {
     /// descriptors, say): a handover that left one out would reset the
     /// clients queued on it. The worker's own stay as they are.
     Lend(oneshot::Sender<io::Result<Vec<Lent>>>),
+    /// A new process adopts established connections: park every relay,
+    /// now and as each begins, and send it there (epoll/moving.rs).
+    Move(std::sync::mpsc::Sender<Outbound>),
+    /// An established connection an old process handed over: adopt it on
+    /// this worker, and say its fate.
+    Adopt(Box<Arrival>, std::sync::mpsc::Sender<(u64, Fate)>),
 }
 
 /// A copy of one of a worker's listeners, lent for a handover.
@@ -152,6 +162,14 @@ pub async fn worker(
                 let result = running.iter().try_for_each(|r| r.lend(&mut lent));
                 let _ = answer.send(result.map(|()| lent));
             }
+            Command::Move(outbound) => {
+                context.moving.outbound.replace(Some(outbound));
+                context.moving.park.fire();
+            }
+            Command::Adopt(arrival, fate) => {
+                let id = arrival.parcel.id;
+                let _ = fate.send((id, adopt(&running, *arrival)));
+            }
             Command::Flush(done) => {
                 flush(&context);
                 let _ = done.send(());
@@ -203,6 +221,17 @@ fn flush(context: &WorkerContext) {
             );
         }
     }
+}
+
+/// Adopts `arrival` for the frontend of `running` its parcel names.
+fn adopt(running: &[Running], arrival: Arrival) -> Fate {
+    let name = &arrival.parcel.frontend;
+    let local = running
+        .iter()
+        .map(|r| r.slot.borrow().clone())
+        .find(|local| local.shared.frontend.name == *name)
+        .ok_or_else(|| format!("no frontend {name} here"))?;
+    moving::adopt(&local, arrival)
 }
 
 /// One worker's side of [`Command::Apply`].

@@ -82,8 +82,11 @@
 //! May import: [`crate::log`] and [`crate::policy`] (a backend's standing).
 //! The epoll mode (`epoll/control.rs`) drives it.
 
+pub mod adopt;
+pub mod hand;
 pub mod notify;
 pub mod offer;
+pub mod parcel;
 pub mod reexec;
 pub mod socket;
 pub mod take;
