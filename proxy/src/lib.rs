@@ -114,7 +114,7 @@ pub fn main_with_args(args: &[String]) -> i32 {
             return 0;
         }
         Command::CheckConfig(path) => return check::check_config(&path),
-        Command::Run(settings) => run(&settings),
+        Command::Run(settings) => run(&settings, args),
     };
     match result {
         Ok(()) => 0,
@@ -154,9 +154,18 @@ fn raise_descriptor_limit() {
     }
 }
 
-/// Runs the mode `settings` asks for until it is stopped.
-fn run(settings: &cli::Settings) -> Result<(), Exit> {
+/// Runs the mode `settings` asks for until it is stopped; as PID 1 of its
+/// namespace, the epoll mode runs as its own child, under a supervisor
+/// (`args` are what the child is started with).
+fn run(settings: &cli::Settings, args: &[String]) -> Result<(), Exit> {
     log::set_level(settings.log_level);
+    if settings.mode == Mode::Epoll && ops::supervise::is_pid_one() {
+        return match ops::supervise::run(args) {
+            Ok(0) => Ok(()),
+            Ok(code) => Err(Exit::Status(code)),
+            Err(e) => Err(Exit::Failed(e)),
+        };
+    }
     raise_descriptor_limit();
     let plan = match settings.mode {
         Mode::Epoll => Some(Plan::new(settings).map_err(|errors| {

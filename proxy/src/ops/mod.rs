@@ -10,7 +10,8 @@
 //! | [`metrics`] | per-worker counters, the Prometheus exposition, the process's figures |
 //! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1, that junk cannot hold |
 //! | [`shutdown`] | SIGTERM and SIGINT drain then exit; the signals blocked in every thread |
-//! | [`upgrade`] | listeners handed to a new process over a Unix socket, SIGUSR2 |
+//! | [`upgrade`] | listeners and established connections handed to a new process over a Unix socket, SIGUSR2 |
+//! | [`supervise`] | the proxy as PID 1: a parent that stays, so that an upgrade does not end the namespace |
 //!
 //! May import: [`crate::log`], [`crate::policy`] (a backend's health for the
 //! metrics, the count of open connections a graceful stop waits on) and
@@ -21,4 +22,5 @@ pub mod access_log;
 pub mod admin;
 pub mod metrics;
 pub mod shutdown;
+pub mod supervise;
 pub mod upgrade;
