@@ -532,8 +532,17 @@ impl Local {
             pipes: &self.worker.pipes,
         };
         let timeouts = &self.shared.frontend.timeouts;
+        // A connection the new process refused stays here: asked again,
+        // it would only be refused again.
+        let mut refused = false;
         let mut outcome = loop {
-            let park = moving::asked(&self.worker.moving);
+            let moving = &self.worker.moving;
+            let park = async move {
+                match refused {
+                    true => std::future::pending().await,
+                    false => moving::asked(moving).await,
+                }
+            };
             let sockets = [&client, &backend];
             let run = relay::relay_or_park(sockets, timeouts, splicing, start, &mut *kill, park);
             let parked = match run.await {
@@ -550,6 +559,7 @@ impl Local {
                 Handed::Resumed(c, b, parked) => {
                     counters::inc(&self.worker.moves.resumed);
                     (client, backend, start) = (c, b, Start::Resume(parked));
+                    refused = true;
                 }
                 Handed::Lost(parked) => return self.lost(parked, index, trace),
             }

@@ -41,6 +41,7 @@ use crate::ops::upgrade::adopt::Arrival;
 use crate::ops::upgrade::hand::{Outbound, Returned};
 use crate::ops::upgrade::parcel::Parcel;
 use crate::ops::upgrade::wire::Fate;
+use crate::policy::limit::Permit;
 
 /// The numbers this process gives the connections it hands over.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -170,14 +171,20 @@ fn parcel_of(local: &Local, trace: &Trace, parked: &Parked, index: usize, early:
 
 /// The new process's side: adopts `arrival` on this worker, for the
 /// frontend `local` runs (the one its parcel names): its machine read
-/// back, its sockets registered, its places taken (over any ceiling: it
-/// exists already), and a task that relays on from where it stood.
+/// back, its sockets registered, its places taken, and a task that relays
+/// on from where it stood. The global `maxconn` is this process's
+/// descriptor budget, so a connection beyond it is refused (the old
+/// process keeps it); the other ceilings take it over their limit, since
+/// it exists already and the old process counted it there.
 pub(super) fn adopt(local: &Rc<Local>, arrival: Arrival) -> Fate {
     let Arrival {
         parcel,
         sockets,
         held,
     } = arrival;
+    let Some(global) = local.worker.global.try_acquire() else {
+        return Err("no room under this process's global maxconn".into());
+    };
     let now = Instant::now();
     let machine = snapshot::read(&parcel.machine, now).map_err(|e| e.to_string())?;
     for from in [Side::Client, Side::Backend] {
@@ -200,7 +207,7 @@ pub(super) fn adopt(local: &Rc<Local>, arrival: Arrival) -> Fate {
     runtime::spawn(adopted(
         local.clone(),
         (client, backend),
-        parked,
+        (parked, global),
         (index, parcel.early),
         trace,
     ));
@@ -259,13 +266,14 @@ fn trace_of(local: &Local, parcel: &Parcel, index: usize, now: Instant) -> Trace
 async fn adopted(
     local: Rc<Local>,
     (client, backend): (TcpStream, TcpStream),
-    parked: Parked,
+    (parked, global): (Parked, Permit),
     (index, early): (usize, u64),
     mut trace: Trace,
 ) {
     let shared = &local.shared;
     let _places = (
-        local.admit_over(),
+        global,
+        shared.limit.acquire_over(),
         shared
             .sources
             .as_ref()

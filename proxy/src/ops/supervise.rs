@@ -48,9 +48,10 @@ pub fn run(args: &[String]) -> io::Result<i32> {
     signals.add(Signal::SIGCHLD);
     signals.thread_block().map_err(io::Error::from)?;
     let signal_fd = SignalFd::with_flags(&signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
-    let notify_path =
-        std::env::temp_dir().join(format!("proxy-supervisor-{}.sock", std::process::id()));
-    let _ = std::fs::remove_file(&notify_path);
+    // A folder of its own: every supervisor is pid 1 in its namespace, so
+    // a name made of the pid would be shared by all those on one host.
+    let folder = nix::unistd::mkdtemp(&std::env::temp_dir().join("proxy-supervisor-XXXXXX"))?;
+    let notify_path = folder.join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path)?;
     notify.set_nonblocking(true)?;
     let upstream = std::env::var_os("NOTIFY_SOCKET").map(PathBuf::from);
@@ -69,7 +70,7 @@ pub fn run(args: &[String]) -> io::Result<i32> {
         supervisor.serving
     );
     let status = supervisor.watch(&signal_fd, &notify);
-    let _ = std::fs::remove_file(&notify_path);
+    let _ = std::fs::remove_dir_all(&folder);
     status
 }
 

@@ -155,6 +155,11 @@ pub fn move_connections(
         }
         match send_batch(endpoint, &batch).and_then(|()| fates(endpoint, &batch)) {
             Ok(fates) => {
+                let before = moved;
+                let held: usize = batch
+                    .iter()
+                    .map(|o| o.parcel.held.iter().sum::<usize>())
+                    .sum();
                 for (outbound, fate) in batch.into_iter().zip(fates) {
                     match &fate {
                         Ok(()) => moved.adopted += 1,
@@ -162,6 +167,15 @@ pub fn move_connections(
                     }
                     outbound.answer(fate);
                 }
+                let (adopted, refused) = (
+                    moved.adopted - before.adopted,
+                    moved.refused - before.refused,
+                );
+                crate::info!(
+                    "upgrade: moved a batch of {} connections holding {held} bytes: {adopted} adopted, \
+                     {refused} refused",
+                    adopted + refused
+                );
             }
             Err(e) => {
                 moved.refused += batch.len() as u64;
