@@ -717,9 +717,10 @@ fn join_all(streams: Vec<thread::ScopedJoinHandle<'_, Report>>, said: impl Fn() 
 }
 
 /// Plays a new process that takes the listeners, asks for the connections,
-/// takes one batch with its descriptors, and vanishes before it answers:
-/// how many connections it was sent.
-fn vanish_mid_handover(socket: &std::path::Path) -> usize {
+/// takes one batch with its descriptors, calls `meanwhile` with its size,
+/// and vanishes
+/// before it answers: how many connections it was sent.
+fn vanish_mid_handover(socket: &std::path::Path, meanwhile: impl FnOnce(usize)) -> usize {
     use proxy::ops::upgrade::socket::Endpoint;
     use proxy::ops::upgrade::wire::{Message, PARCEL_VERSION, VERSION};
     let endpoint = Endpoint::connect(socket).expect("the upgrade socket");
@@ -757,6 +758,7 @@ fn vanish_mid_handover(socket: &std::path::Path) -> usize {
         panic!("connections were due, not {:?}", message.text());
     };
     assert_eq!(fds.len(), 2 * parcels.len(), "two descriptors each");
+    meanwhile(parcels.len());
     // Gone, as a process killed now: its socket, its copies, its listeners.
     drop((endpoint, fds, listeners));
     parcels.len()
@@ -766,6 +768,7 @@ fn vanish_mid_handover(socket: &std::path::Path) -> usize {
 // sent a batch and before it answered: the old process resumes every
 // connection where it stood (their bytes held, their relays' state), and
 // each finishes byte-exact through it, logged there as never moved.
+// SIGQUIT in the middle shows the handover in progress.
 #[test]
 fn a_new_process_that_vanishes_mid_handover_leaves_every_connection_resuming() {
     let echo = Fixture::start(1, FixtureOptions::at_once(FixtureMode::Echo)).expect("echo");
@@ -780,7 +783,22 @@ fn a_new_process_that_vanishes_mid_handover_leaves_every_connection_resuming() {
     thread::scope(|s| {
         let _release = Release(&flags);
         let streams = web_streams(s, web, (4, 2), &flags);
-        let sent = vanish_mid_handover(&config.dir().join("upgrade.sock"));
+        let quit = |n: usize| {
+            let before = logs.lines().len();
+            old.signal(Signal::SIGQUIT).expect("SIGQUIT");
+            let line = logs.expect(
+                "SIGQUIT: upgrade: handing the established connections over",
+                before,
+            );
+            assert!(
+                line.contains(&format!(
+                    "over to pid {}: {n} connections in 1 batch: 0 adopted, 0 refused, {n} awaiting",
+                    std::process::id()
+                )),
+                "{line}"
+            );
+        };
+        let sent = vanish_mid_handover(&config.dir().join("upgrade.sock"), quit);
         assert!(sent > 0, "a batch was sent");
         logs.expect("not moved (the new process did not adopt it", 0);
         flags.read_now.store(true, Ordering::SeqCst);

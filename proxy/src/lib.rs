@@ -23,15 +23,16 @@
 //!  ├──────────────────────────────────────────┬────────────────────────────┤
 //!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
 //!  │         connection connect checker dump  │            picker relay     │
-//!  │         handover probe                   │ states/    interest         │
+//!  │         handover moving probe            │ states/    interest         │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
 //!  │ settings/  cli flags config file sections logging probes reader       │  what was asked
 //!  │            words check                                                │
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/  access_log/ (termination record custom sink)  metrics/          │  what an operator
-//!  │       (counters exposition process)  admin  shutdown  upgrade/ (wire  │  sees and does
-//!  │       socket offer take reexec notify)                                │
+//!  │       (counters exposition process)  admin  shutdown  supervise       │  sees and does
+//!  │       upgrade/ (wire socket offer take hand adopt parcel progress     │
+//!  │       reexec notify)                                                  │
 //!  ├──────────────────────────────────────┬────────────────────────────────┤
 //!  │ policy/  acl cidr source_limit limit │ conn/  machine timeouts alarm  │  decisions, and the
 //!  │          health agent_state balance  │        snapshot buffers relay  │  pieces of a connection

@@ -15,7 +15,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use runtime::{mpsc, oneshot, time};
 
@@ -214,18 +214,20 @@ pub fn adopt_on_workers(
     let (tx, rx) = std::sync::mpsc::channel();
     let mut fates: Vec<Option<Fate>> = vec![None; ids.len()];
     let mut asked = 0;
+    let until = Instant::now() + ADOPT;
     for (i, arrival) in arrivals.into_iter().enumerate() {
         let worker = next.fetch_add(1, Relaxed) % senders.len().max(1);
         match senders
             .get(worker)
-            .map(|s| s.send(Command::Adopt(Box::new(arrival), tx.clone())))
+            .map(|s| s.send(Command::Adopt(Box::new(arrival), until, tx.clone())))
         {
             Some(Ok(())) => asked += 1,
             _ => fates[i] = Some(Err(format!("worker {worker} is gone"))),
         }
     }
     for _ in 0..asked {
-        let Ok((id, fate)) = rx.recv_timeout(ADOPT) else {
+        let left = (until + LATE).saturating_duration_since(Instant::now());
+        let Ok((id, fate)) = rx.recv_timeout(left) else {
             crate::error!("upgrade: a worker did not adopt its connections within {ADOPT:?}");
             break;
         };
@@ -239,8 +241,14 @@ pub fn adopt_on_workers(
         .collect()
 }
 
-/// How long a worker may take to adopt a batch.
-const ADOPT: Duration = Duration::from_secs(60);
+/// How long the workers may take to adopt a batch: a worker past it
+/// refuses, and so, with [`LATE`], within the old process's wait for an
+/// answer (30 s, `ops/upgrade/hand.rs`), so that no connection is adopted
+/// here after the old process gave up and resumed it.
+const ADOPT: Duration = Duration::from_secs(20);
+/// How long an answer may take once its worker began in time (an adoption
+/// is a few system calls).
+const LATE: Duration = Duration::from_secs(5);
 
 /// A copy of every listener of every worker, tagged. A worker that does
 /// not answer fails the whole handover: a socket left out would be closed

@@ -54,8 +54,8 @@ pub enum Command {
     /// now and as each begins, and send it there (epoll/moving.rs).
     Move(std::sync::mpsc::Sender<Outbound>),
     /// An established connection an old process handed over: adopt it on
-    /// this worker, and say its fate.
-    Adopt(Box<Arrival>, std::sync::mpsc::Sender<(u64, Fate)>),
+    /// this worker unless the instant given is past, and say its fate.
+    Adopt(Box<Arrival>, Instant, std::sync::mpsc::Sender<(u64, Fate)>),
 }
 
 /// A copy of one of a worker's listeners, lent for a handover.
@@ -166,9 +166,15 @@ pub async fn worker(
                 context.moving.outbound.replace(Some(outbound));
                 context.moving.park.fire();
             }
-            Command::Adopt(arrival, fate) => {
+            Command::Adopt(arrival, until, fate) => {
                 let id = arrival.parcel.id;
-                let _ = fate.send((id, adopt(&running, *arrival)));
+                // Past `until`, the adopt thread no longer waits for this
+                // answer, and the old process would resume what it adopted.
+                let adopted = match Instant::now() <= until {
+                    true => adopt(&running, *arrival),
+                    false => Err("the new process's workers were too slow to adopt it".into()),
+                };
+                let _ = fate.send((id, adopted));
             }
             Command::Flush(done) => {
                 flush(&context);

@@ -23,6 +23,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 use super::parcel::Parcel;
+use super::progress::{self, Way};
 use super::socket::Endpoint;
 use super::wire::{Fate, Message};
 
@@ -38,49 +39,33 @@ pub struct Arrival {
     pub held: [Vec<u8>; 2],
 }
 
-/// What adopting came to.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Adopted {
-    /// Connections adopted.
-    pub adopted: u64,
-    /// Connections refused (the old process resumes them).
-    pub refused: u64,
-}
-
 /// Takes batches from `endpoint` until the old process is gone, each
 /// adopted by `adopt`, which says every connection's fate in its order.
+/// Each batch's fates are counted in [`progress`] ([`Way::In`]).
 pub fn adopt_connections(
     endpoint: &Endpoint,
     adopt: &dyn Fn(Vec<Arrival>) -> Vec<Fate>,
-) -> (Adopted, io::Result<()>) {
-    let mut tally = Adopted::default();
+) -> io::Result<()> {
     loop {
         // No deadline between batches: the old process sends stragglers as
         // they start relaying, and closes the socket when it exits.
-        if let Err(e) = endpoint.set_deadline(std::time::Duration::ZERO) {
-            return (tally, Err(e));
-        }
+        endpoint.set_deadline(std::time::Duration::ZERO)?;
         let (parcels, fds) = match endpoint.recv() {
             Ok((Message::Connections(parcels), fds)) => (parcels, fds),
-            Ok((other, _)) => return (tally, Err(unexpected(&other))),
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return (tally, Ok(())),
-            Err(e) => return (tally, Err(e)),
+            Ok((other, _)) => return Err(unexpected(&other)),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
         };
         let ids: Vec<u64> = parcels.iter().map(|p| p.id).collect();
+        progress::sent(Way::In, ids.len() as u64);
         let fates = match arrivals(endpoint, parcels, fds) {
             Ok(arrivals) => adopt(arrivals),
             Err(why) => ids.iter().map(|_| Err(why.clone())).collect(),
         };
-        for fate in &fates {
-            match fate {
-                Ok(()) => tally.adopted += 1,
-                Err(_) => tally.refused += 1,
-            }
-        }
+        let adopted = fates.iter().filter(|fate| fate.is_ok()).count() as u64;
+        progress::fates(Way::In, adopted, fates.len() as u64 - adopted);
         let answer = Message::Adopted(ids.into_iter().zip(fates).collect());
-        if let Err(e) = endpoint.send(&answer, &[]) {
-            return (tally, Err(e));
-        }
+        endpoint.send(&answer, &[])?;
     }
 }
 

@@ -31,6 +31,7 @@ use runtime::fd_passing::MAX_FDS;
 use runtime::oneshot;
 
 use super::parcel::Parcel;
+use super::progress::{self, Way};
 use super::socket::{Endpoint, MAX_MESSAGE};
 use super::wire::{Fate, Message};
 use crate::conn::side::Side;
@@ -39,7 +40,8 @@ use crate::conn::side::Side;
 pub const BATCH: usize = MAX_FDS / 2;
 /// Bytes of one `data` message, its line aside.
 const DATA_CHUNK: usize = MAX_MESSAGE - 256;
-/// How long the new process may take to answer a batch.
+/// How long the new process may take to answer a batch: above its own
+/// bound on its workers (`epoll/handover.rs`), which answer in time or refuse.
 const ANSWER: Duration = Duration::from_secs(30);
 /// How long this side waits for more connections before it looks again.
 const IDLE: Duration = Duration::from_millis(200);
@@ -123,28 +125,16 @@ impl Drop for Outbound {
     }
 }
 
-/// What moving came to.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Moved {
-    /// Connections the new process adopted.
-    pub adopted: u64,
-    /// Connections it refused, or never answered for: resumed here.
-    pub refused: u64,
-}
-
 /// Sends the connections that come on `outbound` to the new process at
 /// `endpoint`, a batch at a time, until every sender is gone or the new
-/// process is: then the connections not sent resume here.
-pub fn move_connections(
-    endpoint: &Endpoint,
-    outbound: &Receiver<Outbound>,
-) -> (Moved, io::Result<()>) {
-    let mut moved = Moved::default();
+/// process is: then the connections not sent resume here. Each batch's
+/// fates are counted in [`progress`] ([`Way::Out`]).
+pub fn move_connections(endpoint: &Endpoint, outbound: &Receiver<Outbound>) -> io::Result<()> {
     loop {
         let first = match outbound.recv_timeout(IDLE) {
             Ok(first) => first,
             Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => return (moved, Ok(())),
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
         };
         let mut batch = vec![first];
         while batch.len() < BATCH {
@@ -153,24 +143,19 @@ pub fn move_connections(
                 Err(_) => break,
             }
         }
+        progress::sent(Way::Out, batch.len() as u64);
         match send_batch(endpoint, &batch).and_then(|()| fates(endpoint, &batch)) {
             Ok(fates) => {
-                let before = moved;
                 let held: usize = batch
                     .iter()
                     .map(|o| o.parcel.held.iter().sum::<usize>())
                     .sum();
+                let adopted = fates.iter().filter(|fate| fate.is_ok()).count() as u64;
+                let refused = fates.len() as u64 - adopted;
+                progress::fates(Way::Out, adopted, refused);
                 for (outbound, fate) in batch.into_iter().zip(fates) {
-                    match &fate {
-                        Ok(()) => moved.adopted += 1,
-                        Err(_) => moved.refused += 1,
-                    }
                     outbound.answer(fate);
                 }
-                let (adopted, refused) = (
-                    moved.adopted - before.adopted,
-                    moved.refused - before.refused,
-                );
                 crate::info!(
                     "upgrade: moved a batch of {} connections holding {held} bytes: {adopted} adopted, \
                      {refused} refused",
@@ -178,12 +163,12 @@ pub fn move_connections(
                 );
             }
             Err(e) => {
-                moved.refused += batch.len() as u64;
+                progress::fates(Way::Out, 0, batch.len() as u64);
                 let why = format!("the new process did not adopt it: {e}");
                 for outbound in batch {
                     outbound.answer(Err(why.clone()));
                 }
-                return (moved, Err(e));
+                return Err(e);
             }
         }
     }

@@ -35,6 +35,7 @@ use std::time::Duration;
 use runtime::fd_passing::MAX_FDS;
 
 use super::hand::{self, Outbound};
+use super::progress::{self, Tally, Way};
 use super::socket::{Endpoint, SocketFile};
 use super::wire::{BackendStanding, Message, PARCEL_VERSION, Tag, Totals, VERSION};
 
@@ -127,7 +128,8 @@ fn hand_over_connections(endpoint: &Endpoint, pid: u32, mover: &Mover) {
         Ok((Message::Adopt { version }, _)) if version == PARCEL_VERSION => {}
         Ok((Message::Adopt { version }, _)) => {
             crate::warn!(
-                "upgrade: pid {pid} reads connections in format {version}, this process writes                  {PARCEL_VERSION}: they drain here"
+                "upgrade: pid {pid} reads connections in format {version}, this process writes \
+                 {PARCEL_VERSION}: they drain here"
             );
             return;
         }
@@ -144,14 +146,18 @@ fn hand_over_connections(endpoint: &Endpoint, pid: u32, mover: &Mover) {
     let (outbound, parked) = std::sync::mpsc::channel();
     mover(outbound);
     crate::info!("upgrade: moving the established connections to pid {pid}");
-    let (moved, ended) = hand::move_connections(endpoint, &parked);
-    let (adopted, refused) = (moved.adopted, moved.refused);
+    progress::begin(Way::Out, pid);
+    let ended = hand::move_connections(endpoint, &parked);
+    let Tally {
+        adopted, refused, ..
+    } = progress::end(Way::Out);
     match ended {
         Ok(()) => {
             crate::info!("upgrade: {adopted} connections moved to pid {pid}, {refused} refused")
         }
         Err(e) => crate::warn!(
-            "upgrade: moving to pid {pid} ended ({e}): {adopted} moved, {refused} resumed here;              the rest drain here"
+            "upgrade: moving to pid {pid} ended ({e}): {adopted} moved, {refused} resumed here; \
+             the rest drain here"
         ),
     }
 }

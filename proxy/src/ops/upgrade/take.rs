@@ -15,6 +15,7 @@ use std::time::Duration;
 use std::thread::{self, JoinHandle};
 
 use super::adopt::{Arrival, adopt_connections};
+use super::progress::{self, Tally, Way};
 use super::socket::Endpoint;
 use super::wire::{BackendStanding, Fate, Message, PARCEL_VERSION, Tag, Totals, VERSION};
 
@@ -142,8 +143,11 @@ impl Handed {
         };
         endpoint.send(&ask, &[])?;
         thread::Builder::new().name("adopt".into()).spawn(move || {
-            let (tally, ended) = adopt_connections(&endpoint, &*adopt);
-            let (adopted, refused) = (tally.adopted, tally.refused);
+            progress::begin(Way::In, old);
+            let ended = adopt_connections(&endpoint, &*adopt);
+            let Tally {
+                adopted, refused, ..
+            } = progress::end(Way::In);
             match ended {
                 Ok(()) => crate::info!(
                     "upgrade: {adopted} connections adopted from pid {old}, {refused} refused"
