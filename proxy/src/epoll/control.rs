@@ -33,6 +33,7 @@ use crate::ops::metrics::exposition::{FrontendParts, Published, Registry, Stoppi
 use crate::ops::shutdown::{self, Drained};
 use crate::ops::upgrade::notify::notify;
 use crate::ops::upgrade::offer::{self, Offer, Request};
+use crate::ops::upgrade::progress;
 use crate::ops::upgrade::reexec::Reexec;
 use crate::ops::upgrade::socket::SocketFile;
 use crate::ops::upgrade::take::{self, Handed};
@@ -419,6 +420,9 @@ impl Control {
         .await
             == Drained::Cut;
         self.finish(cut).await;
+        if let Some(line) = progress::handed_over() {
+            crate::info!("{line}");
+        }
         if let (false, Some((file, _))) = (handed_over, &self.upgrade) {
             file.remove_if_ours();
         }

@@ -151,14 +151,13 @@ fn hand_over_connections(endpoint: &Endpoint, pid: u32, mover: &Mover) {
     let Tally {
         adopted, refused, ..
     } = progress::end(Way::Out);
-    match ended {
-        Ok(()) => {
-            crate::info!("upgrade: {adopted} connections moved to pid {pid}, {refused} refused")
-        }
-        Err(e) => crate::warn!(
+    // Its end, when all went well, is this process's exit, which says it
+    // (epoll/control.rs): the workers hold the way here to the last.
+    if let Err(e) = ended {
+        crate::warn!(
             "upgrade: moving to pid {pid} ended ({e}): {adopted} moved, {refused} resumed here; \
              the rest drain here"
-        ),
+        );
     }
 }
 

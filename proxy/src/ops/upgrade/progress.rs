@@ -125,6 +125,21 @@ pub fn end(way: Way) -> Tally {
     record.tally()
 }
 
+/// What this process handed over, said once as it exits (the thread that
+/// moved the connections may not outlive it to say so): `None` if nothing
+/// began.
+pub fn handed_over() -> Option<String> {
+    let record = record(Way::Out);
+    if record.stage() == Stage::Idle {
+        return None;
+    }
+    let (peer, t) = (record.peer.load(Ordering::Relaxed), record.tally());
+    Some(format!(
+        "upgrade: {} connections moved to pid {peer} in {} batches, {} refused and relayed here",
+        t.adopted, t.batches, t.refused
+    ))
+}
+
 /// The dump's lines: one per way a handover began.
 pub fn lines() -> Vec<String> {
     let mut lines = Vec::new();
@@ -169,6 +184,7 @@ mod tests {
     #[test]
     fn a_handover_shows_in_the_dump_from_its_start_to_its_end() {
         assert!(lines().is_empty(), "no handover began");
+        assert_eq!(handed_over(), None);
         begin(Way::Out, 42);
         sent(Way::Out, 4);
         fates(Way::Out, 3, 1);
@@ -187,5 +203,8 @@ mod tests {
         let over = "SIGQUIT: upgrade: handed the established connections over to pid 42: 6 \
                     connections in 2 batches: 5 adopted, 1 refused, 0 awaiting their fate";
         assert_eq!(lines(), [over]);
+        let said =
+            "upgrade: 5 connections moved to pid 42 in 2 batches, 1 refused and relayed here";
+        assert_eq!(handed_over().as_deref(), Some(said));
     }
 }
