@@ -553,6 +553,10 @@ fn a_shutdown_delay_keeps_serving_while_health_says_503() {
         assert_eq!(read_all(&stream).expect("to EOF"), b"");
     }
     assert_running(&mut proxy, "in lameduck");
+    // Their access-log lines come just before their places are given back
+    // (a client sees its EOF a little earlier): then only `held` is open.
+    let logged = wait_until(SOON, || count_log(&proxy, " web web/") >= 10);
+    assert!(logged, "ten access-log lines; stderr:\n{}", said(&proxy));
 
     proxy.signal(Signal::SIGTERM).expect("SIGTERM again");
     expect_log(&proxy, "SIGTERM again: lameduck ended early; stopping now");
@@ -1154,6 +1158,11 @@ fn sigquit_dumps_every_frontend_and_backend_and_keeps_serving() {
     for n in 0..4 {
         round_trip(n);
     }
+    // Their access-log lines are written just before their places are
+    // given back, in the same step: once the four are there, none counts
+    // as open any more (a client sees its EOF a little before that).
+    let logged = wait_until(SOON, || count_log(&proxy, " web web/") >= 4);
+    assert!(logged, "four access-log lines; stderr:\n{}", said(&proxy));
     // One connection open on web while the state is dumped.
     let mut open = client(web).expect("connect to web");
     echo_line(&mut open, "held").expect("echoed");

@@ -513,27 +513,6 @@ fn a_failed_upgrade_leaves_the_old_process_serving() {
     stop_cleanly(new);
 }
 
-/// A process this test did not start itself (SIGUSR2's new proxy, a child
-/// of the old one): SIGKILLed on drop if it still runs.
-struct Stray(Pid);
-
-impl Drop for Stray {
-    fn drop(&mut self) {
-        let _ = kill(self.0, Signal::SIGKILL);
-    }
-}
-
-/// Whether `pid` has ended (gone, or a zombie nobody reaped yet).
-fn ended(pid: Pid) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => true,
-    }
-}
-
 // SIGUSR2: the proxy starts its own binary again with --upgrade-from, and
 // that process takes over; without an upgrade socket, SIGUSR2 is ignored.
 #[test]

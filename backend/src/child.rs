@@ -83,6 +83,11 @@ pub enum Capture {
     Tail(usize),
     /// Written to this file (created, or emptied), and read back from it.
     File(PathBuf),
+    /// Added at the end of this file (created if missing), and read back
+    /// from it: several processes may write to one file this way, each
+    /// write landing whole at its end (`O_APPEND`), where two that opened
+    /// it with [`Capture::File`] would write over each other's lines.
+    Append(PathBuf),
 }
 
 /// When a started child counts as ready: [`Spawn::start`] returns then.
@@ -629,7 +634,7 @@ impl Output {
             Capture::Nothing => Output::Nothing,
             Capture::All => kept(None),
             Capture::Tail(n) => kept(Some(*n)),
-            Capture::File(path) => Output::File(path.clone()),
+            Capture::File(path) | Capture::Append(path) => Output::File(path.clone()),
         }
     }
 
@@ -714,6 +719,15 @@ fn stdio(capture: &Capture) -> io::Result<Stdio> {
         Capture::File(path) => Stdio::from(fs::File::create(path).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
         })?),
+        Capture::Append(path) => {
+            let file = fs::OpenOptions::new().create(true).append(true).open(path);
+            Stdio::from(file.map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot open {} to append: {e}", path.display()),
+                )
+            })?)
+        }
     })
 }
 

@@ -82,6 +82,7 @@ fn record<'a>(u: &mut Unstructured<'a>) -> Result<Record<'a>> {
         frontend_addr: maybe(u, address)?,
         backend_source: maybe(u, address)?,
         id: u.arbitrary()?,
+        moves: u.arbitrary()?,
     })
 }
 

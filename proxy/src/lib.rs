@@ -23,7 +23,7 @@
 //!  ├──────────────────────────────────────────┬────────────────────────────┤
 //!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
 //!  │         connection connect checker dump  │            picker relay     │
-//!  │         handover probe                   │ states/    interest         │
+//!  │         handover moving probe            │ states/    interest         │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
 //!  │ settings/  cli flags config file sections haproxy logging probes      │  what was asked
@@ -31,7 +31,8 @@
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/  access_log/ (termination record custom sink)  metrics/          │  what an operator
 //!  │       (counters exposition process)  admin  shutdown  privileges      │  sees and does
-//!  │       upgrade/ (wire socket offer take reexec notify)                 │
+//!  │       supervise  upgrade/ (wire socket offer take hand adopt parcel   │
+//!  │       progress reexec notify)                                         │
 //!  ├──────────────────────────────────────┬────────────────────────────────┤
 //!  │ policy/  acl cidr source_limit limit │ conn/  machine timeouts alarm  │  decisions, and the
 //!  │          source_rate session_rate    │        snapshot buffers relay  │  pieces of a connection
@@ -115,7 +116,7 @@ pub fn main_with_args(args: &[String]) -> i32 {
             return 0;
         }
         Command::CheckConfig(path) => return check::check_config(&path),
-        Command::Run(settings) => run(&settings),
+        Command::Run(settings) => run(&settings, args),
     };
     match result {
         Ok(()) => 0,
@@ -155,9 +156,18 @@ fn raise_descriptor_limit() {
     }
 }
 
-/// Runs the mode `settings` asks for until it is stopped.
-fn run(settings: &cli::Settings) -> Result<(), Exit> {
+/// Runs the mode `settings` asks for until it is stopped; as PID 1 of its
+/// namespace, the epoll mode runs as its own child, under a supervisor
+/// (`args` are what the child is started with).
+fn run(settings: &cli::Settings, args: &[String]) -> Result<(), Exit> {
     log::set_level(settings.log_level);
+    if settings.mode == Mode::Epoll && ops::supervise::is_pid_one() {
+        return match ops::supervise::run(args) {
+            Ok(0) => Ok(()),
+            Ok(code) => Err(Exit::Status(code)),
+            Err(e) => Err(Exit::Failed(e)),
+        };
+    }
     raise_descriptor_limit();
     let plan = match settings.mode {
         Mode::Epoll => Some(Plan::new(settings).map_err(|errors| {

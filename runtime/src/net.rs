@@ -351,6 +351,16 @@ impl TcpStream {
         })
     }
 
+    /// Gives the socket back as a std one, out of this runtime's epoll set:
+    /// removed explicitly (`EPOLL_CTL_DEL`), whatever its origin, since the
+    /// socket may live on elsewhere (handed to another process, whose copy
+    /// keeps the open file, and with it this registration, alive). What
+    /// the reactor knew of its readiness is forgotten: a runtime that
+    /// adopts it again ([`TcpStream::from_std`]) asks epoll afresh.
+    pub fn into_std(self) -> std::net::TcpStream {
+        self.fd.into_inner()
+    }
+
     /// Reads into `buf`; `Ok(0)` is end of file (the peer shut down its writing side).
     pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         poll_fn(|cx| self.poll_read(cx, buf)).await

@@ -615,3 +615,46 @@ fn accept_errors_are_classified() {
     assert!(!is_dead_connection_error(&errno(libc::EBADF)));
     assert!(!is_dead_connection_error(&io::Error::other("no errno")));
 }
+
+// A stream given back with into_std leaves this runtime's epoll set at once
+// (its copy lives on, as one handed to another process would), and another
+// runtime, on another thread, adopts it and reads on where this one stopped.
+#[test]
+fn a_stream_given_back_leaves_the_epoll_set_and_reads_on_elsewhere() {
+    within(30, || {
+        let listener = std::net::TcpListener::bind(v4()).unwrap();
+        let mut peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        let rt = Runtime::new().unwrap();
+        let given = rt.block_on(async {
+            let before = rt.registered_fds();
+            let stream = TcpStream::from_std(accepted).unwrap();
+            assert_eq!(rt.registered_fds(), before + 1);
+            peer.write_all(b"first,").unwrap();
+            let mut buf = [0u8; 6];
+            let mut got = 0;
+            while got < buf.len() {
+                got += stream.read(&mut buf[got..]).await.unwrap();
+            }
+            assert_eq!(&buf, b"first,");
+            let copy = std::os::fd::AsFd::as_fd(&stream)
+                .try_clone_to_owned()
+                .unwrap();
+            let given = stream.into_std();
+            assert_eq!(rt.registered_fds(), before, "out of the set");
+            drop(copy);
+            given
+        });
+        peer.write_all(b" then the rest").unwrap();
+        peer.shutdown(Shutdown::Write).unwrap();
+        let rest = std::thread::spawn(move || {
+            Runtime::new().unwrap().block_on(async move {
+                let stream = TcpStream::from_std(given).unwrap();
+                read_to_end(&stream).await.unwrap()
+            })
+        })
+        .join()
+        .unwrap();
+        assert_eq!(rest, b" then the rest");
+    });
+}

@@ -881,3 +881,24 @@ impl ConfigFile {
         std::fs::rename(&tmp, &self.path).expect("rename the new config over the old one");
     }
 }
+
+/// A process this test did not start itself (SIGUSR2's new proxy, a child
+/// of the old one): SIGKILLed on drop if it still runs.
+pub struct Stray(pub nix::unistd::Pid);
+
+impl Drop for Stray {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// Whether `pid` has ended (gone, or a zombie nobody reaped yet).
+pub fn ended(pid: nix::unistd::Pid) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}

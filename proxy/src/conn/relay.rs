@@ -242,6 +242,40 @@ impl Carrier {
         self.buffer = (at == buffer.len()).then_some(buffer);
     }
 
+    /// The bytes `start..end` it holds, taken out (a pipe's read out, as
+    /// the copy path would), the buffer and the pipe given back; `None` if
+    /// a pipe could not be read out whole.
+    fn take_held(&mut self, start: usize, end: usize) -> Option<Vec<u8>> {
+        let mut bytes = vec![0u8; end.saturating_sub(start)];
+        if let Some(held) = self.pipe.as_mut().filter(|h| !h.pipe.is_empty()) {
+            let mut at = 0;
+            while at < bytes.len() {
+                match held.pipe.read_into(&mut bytes[at..]) {
+                    Ok(n) if n > 0 => at += n,
+                    _ => return None,
+                }
+            }
+        } else if !bytes.is_empty() {
+            bytes.copy_from_slice(self.buffer.as_deref()?.get(start..end)?);
+        }
+        self.release();
+        Some(bytes)
+    }
+
+    /// Holds `bytes` as bytes `start..end` of its buffer: a resumed relay's
+    /// (the pool's buffer when they fit in one, else one made to measure).
+    fn hold(&mut self, bytes: &[u8], start: usize, end: usize) {
+        if bytes.is_empty() || end.saturating_sub(start) != bytes.len() {
+            return;
+        }
+        let mut buffer = match end <= buffers::BUFFER_SIZE {
+            true => buffers::take(),
+            false => vec![0u8; end].into_boxed_slice(),
+        };
+        buffer[start..end].copy_from_slice(bytes);
+        self.buffer = Some(buffer);
+    }
+
     /// Gives the buffer and the pipe back (a pipe that still holds bytes is
     /// closed instead: splice.rs).
     fn release(&mut self) {
@@ -271,6 +305,39 @@ fn ready_or_retry(event: Option<Event>, cx: &mut Context<'_>) -> Poll<Event> {
     }
 }
 
+/// A relay stopped between two of its polls, whole: its machine, and the
+/// bytes each direction had read and not yet written (a pipe's read out).
+/// What a connection handover moves to another process, and what a relay
+/// resumes from ([`Start::Resume`]). The sockets are the caller's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parked {
+    /// The relay machine, as it stood.
+    pub machine: Machine,
+    /// Per direction (by source: the client's first): the bytes
+    /// `start..end` its machine says it holds.
+    pub held: [Vec<u8>; 2],
+    /// Bytes moved by splice so far.
+    pub spliced: u64,
+}
+
+/// Where a relay starts.
+#[derive(Debug)]
+pub enum Start {
+    /// Afresh, its backend just connected.
+    Fresh,
+    /// Where a parked relay stopped.
+    Resume(Parked),
+}
+
+/// How a relay stopped.
+#[derive(Debug)]
+pub enum Stopped {
+    /// It ended: both directions done, a side broke, a timeout, a stop.
+    Over(Outcome),
+    /// It was asked to park, and did.
+    Parked(Parked),
+}
+
 /// Relays between `client` and `backend` until both directions are done,
 /// one side fails, or a timeout expires. Unless both directions finished
 /// cleanly, both sockets are set to reset when closed. Either way the caller
@@ -295,47 +362,106 @@ pub async fn relay_until(
     splicing: Splicing<'_>,
     stop: impl Future<Output = ()>,
 ) -> Outcome {
-    let mut stop = std::pin::pin!(stop);
-    let mut machine = Machine::relaying(Instant::now());
-    let mut carriers = [Carrier::new(splicing.mode), Carrier::new(splicing.mode)];
+    let sockets = [client, backend];
+    let never = std::future::pending();
+    match relay_or_park(sockets, timeouts, splicing, Start::Fresh, stop, never).await {
+        Stopped::Over(outcome) => outcome,
+        // `never` never completes, so this relay never parks.
+        Stopped::Parked(parked) => parked.machine.outcome(),
+    }
+}
+
+/// [`relay_until`] from `start`, which also stops, between two polls, when
+/// `park` completes while the connection is open: it then gives its whole
+/// state back ([`Parked`]), having made no call that another process
+/// could not take on from. `sockets` are the client's, then the backend's.
+pub async fn relay_or_park(
+    sockets: [&TcpStream; 2],
+    timeouts: &Timeouts,
+    splicing: Splicing<'_>,
+    start: Start,
+    stop: impl Future<Output = ()>,
+    park: impl Future<Output = ()>,
+) -> Stopped {
+    let (mut stop, mut park) = (std::pin::pin!(stop), std::pin::pin!(park));
+    let (mut machine, mut carriers, spliced_before) = start.open(splicing.mode);
     let mut sp = SpliceState::new(splicing);
     let mut timer = Timer::default();
-    let sockets = [client, backend];
-    poll_fn(|cx| {
+    let parked = poll_fn(|cx| {
         let mut now = Now(None);
         if stop.as_mut().poll(cx).is_ready() {
             machine.on(Event::Stop, now.get());
+        } else if !machine.is_closed() && park.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(true);
         }
         for from in Side::BOTH {
-            let [source, destination] = [sockets[from.index()], sockets[from.other().index()]];
             let carrier = &mut carriers[from.index()];
-            drive(
-                &mut machine,
-                from,
-                carrier,
-                (source, destination),
-                &mut sp,
-                cx,
-                &mut now,
-            );
+            let pair = (sockets[from.index()], sockets[from.other().index()]);
+            drive(&mut machine, from, carrier, pair, &mut sp, cx, &mut now);
         }
         watch_hang_ups(&mut machine, sockets, cx, &mut now);
         if machine.is_closed() {
-            return Poll::Ready(());
+            return Poll::Ready(false);
         }
-        timer.poll(&mut machine, timeouts, cx)
+        timer.poll(&mut machine, timeouts, cx).map(|()| false)
     })
     .await;
+    let spliced = spliced_before + carriers.iter().map(|c| c.spliced).sum::<u64>();
+    if parked {
+        match park_carriers(&machine, &mut carriers) {
+            Some(held) => {
+                return Stopped::Parked(Parked {
+                    machine,
+                    held,
+                    spliced,
+                });
+            }
+            // A pipe that could not be read out: its bytes cannot go on
+            // whole, so the connection ends, cut.
+            None => machine.on(Event::Stop, Instant::now()),
+        }
+    }
     let mut outcome = machine.outcome();
     if !outcome.ending.is_clean() {
         // If SO_LINGER cannot be set the socket closes with a FIN instead;
         // the connection is over either way.
-        let _ = client.set_reset_on_close();
-        let _ = backend.set_reset_on_close();
+        for socket in sockets {
+            let _ = socket.set_reset_on_close();
+        }
     }
-    outcome.spliced = carriers.iter().map(|c| c.spliced).sum();
+    outcome.spliced = spliced;
     outcome.splice_fallback = sp.fallback();
-    outcome
+    Stopped::Over(outcome)
+}
+
+impl Start {
+    /// The machine and carriers a relay starts with, and the bytes spliced
+    /// before.
+    fn open(self, mode: Splice) -> (Machine, [Carrier; 2], u64) {
+        let mut carriers = [Carrier::new(mode), Carrier::new(mode)];
+        match self {
+            Start::Fresh => (Machine::relaying(Instant::now()), carriers, 0),
+            Start::Resume(parked) => {
+                for from in Side::BOTH {
+                    let d = parked.machine.direction(from);
+                    let held = &parked.held[from.index()];
+                    carriers[from.index()].hold(held, d.start as usize, d.end as usize);
+                }
+                (parked.machine, carriers, parked.spliced)
+            }
+        }
+    }
+}
+
+/// Takes each direction's bytes out of its carrier (`None` if a pipe
+/// could not be read out), and gives buffers and pipes back.
+fn park_carriers(machine: &Machine, carriers: &mut [Carrier; 2]) -> Option<[Vec<u8>; 2]> {
+    let mut held = [Vec::new(), Vec::new()];
+    for from in Side::BOTH {
+        let d = machine.direction(from);
+        held[from.index()] = carriers[from.index()].take_held(d.start as usize, d.end as usize)?;
+    }
+    Some(held)
 }
 
 /// Runs the direction from `from` until an operation is pending, the
@@ -431,10 +557,16 @@ mod tests {
 
     /// A connected pair on loopback: (our end, registered; the std peer).
     fn pair() -> (TcpStream, std::net::TcpStream) {
+        let (ours, peer) = std_pair();
+        (TcpStream::from_std(ours).unwrap(), peer)
+    }
+
+    /// A connected pair on loopback, neither registered: (ours, the peer).
+    fn std_pair() -> (std::net::TcpStream, std::net::TcpStream) {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let peer = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (ours, _) = listener.accept().unwrap();
-        (TcpStream::from_std(ours).unwrap(), peer)
+        (ours, peer)
     }
 
     // A connection that falls back with bytes in its pipe (a splice out
@@ -498,5 +630,150 @@ mod tests {
             drop(carrier);
             assert_eq!(pipes.open(), 1, "the emptied pipe went back to the pool");
         });
+    }
+
+    /// A relay parked mid-stream and resumed by another runtime, on another
+    /// thread (as another process would take it on), delivers every byte
+    /// once and in order, and counts them all.
+    #[test]
+    fn a_relay_parked_mid_stream_resumes_elsewhere_with_every_byte() {
+        const TOTAL: usize = 4 << 20;
+        let (source, mut writer) = std_pair();
+        let (destination, mut reader) = std_pair();
+        let sent = std::thread::spawn(move || {
+            let chunk: Vec<u8> = (0..TOTAL).map(|i| (i % 251) as u8).collect();
+            writer.write_all(&chunk).unwrap();
+            writer.shutdown(Shutdown::Write).unwrap();
+        });
+        let received = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            reader.read_to_end(&mut got).unwrap();
+            got
+        });
+        let pipes = Limit::new(Some(4));
+        let t = Timeouts::default();
+        let splicing = Splicing {
+            mode: Splice::Auto,
+            pipes: &pipes,
+        };
+        let (source, destination, parked) = runtime::Runtime::new().unwrap().block_on(async {
+            let source = TcpStream::from_std(source).unwrap();
+            let destination = TcpStream::from_std(destination).unwrap();
+            let park = runtime::time::sleep(std::time::Duration::from_millis(5));
+            let sockets = [&source, &destination];
+            let stopped = relay_or_park(
+                sockets,
+                &t,
+                splicing,
+                Start::Fresh,
+                std::future::pending(),
+                park,
+            )
+            .await;
+            let Stopped::Parked(parked) = stopped else {
+                panic!("it ended before it parked: {stopped:?}");
+            };
+            (source.into_std(), destination.into_std(), parked)
+        });
+        let moved_before = parked.machine.direction(Side::Client).bytes;
+        let outcome = std::thread::spawn(move || {
+            runtime::Runtime::new().unwrap().block_on(async move {
+                let (source, destination) = (
+                    TcpStream::from_std(source).unwrap(),
+                    TcpStream::from_std(destination).unwrap(),
+                );
+                let pipes = Limit::new(Some(4));
+                let splicing = Splicing {
+                    mode: Splice::Auto,
+                    pipes: &pipes,
+                };
+                let t = Timeouts::default();
+                // Only the client's direction has a peer here: the backend's
+                // side is the same kind of socket, so its direction reads
+                // the destination's reader, which sends nothing.
+                let resumed = relay_or_park(
+                    [&source, &destination],
+                    &t,
+                    splicing,
+                    Start::Resume(parked),
+                    std::future::pending(),
+                    std::future::pending(),
+                );
+                match resumed.await {
+                    Stopped::Over(outcome) => outcome,
+                    Stopped::Parked(_) => panic!("parked again"),
+                }
+            })
+        });
+        sent.join().unwrap();
+        // The client's FIN went on; the reader's end then closes its side,
+        // which ends the relay.
+        let got = received.join().unwrap();
+        assert_eq!(got.len(), TOTAL, "{moved_before} moved before the park");
+        assert!(
+            got.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8),
+            "in order"
+        );
+        let outcome = outcome.join().unwrap();
+        assert_eq!(outcome.upstream, TOTAL as u64);
+    }
+
+    /// Bytes a parked relay held are the first its resumed relay writes.
+    #[test]
+    fn held_bytes_are_written_first_when_a_relay_resumes() {
+        let (source, mut writer) = std_pair();
+        let (destination, mut reader) = std_pair();
+        let now = Instant::now();
+        let mut machine = Machine::relaying(now);
+        machine.on(
+            Event::Got {
+                from: Side::Client,
+                n: 5,
+                fin_follows: false,
+            },
+            now,
+        );
+        let parked = Parked {
+            machine,
+            held: [b"hello".to_vec(), Vec::new()],
+            spliced: 0,
+        };
+        writer.write_all(b", world").unwrap();
+        writer.shutdown(Shutdown::Write).unwrap();
+        let pipes = Limit::new(Some(0));
+        let t = Timeouts::default();
+        let splicing = Splicing {
+            mode: Splice::Off,
+            pipes: &pipes,
+        };
+        let reading = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 64];
+            while got.len() < 12 {
+                let n = reader.read(&mut buf).unwrap();
+                assert!(n > 0, "closed early: {got:?}");
+                got.extend_from_slice(&buf[..n]);
+            }
+            drop(reader);
+            got
+        });
+        let stopped = runtime::Runtime::new().unwrap().block_on(async {
+            let source = TcpStream::from_std(source).unwrap();
+            let destination = TcpStream::from_std(destination).unwrap();
+            let run = relay_or_park(
+                [&source, &destination],
+                &t,
+                splicing,
+                Start::Resume(parked),
+                std::future::pending(),
+                std::future::pending(),
+            );
+            run.await
+        });
+        assert_eq!(reading.join().unwrap(), b"hello, world");
+        let Stopped::Over(outcome) = stopped else {
+            panic!("parked")
+        };
+        assert_eq!(outcome.upstream, 12);
     }
 }

@@ -42,10 +42,11 @@ use runtime::net::TcpStream;
 
 use super::backend_socket::Backend;
 use super::frontend::Shared;
+use super::moving::{self, Handed};
 use super::worker_context::{Fired, WorkerContext};
 use crate::conn::machine::{Ending, Outcome};
 use crate::conn::proxy_protocol::{self, Addresses};
-use crate::conn::relay;
+use crate::conn::relay::{self, Start, Stopped};
 use crate::conn::splice::Splicing;
 use crate::ops::access_log::record::{Record, ServerRef};
 use crate::ops::access_log::termination::{Cause, Phase, Termination};
@@ -149,6 +150,8 @@ pub(super) struct Trace {
     pub(super) backend_source: Option<SocketAddr>,
     /// Its number in the process (only for a log format that shows it).
     pub(super) id: u64,
+    /// How many upgrades moved it to a new process (epoll/moving.rs).
+    pub(super) moves: u32,
 }
 
 /// Connections accepted by this process, for `%rt` and `%ID`.
@@ -167,20 +170,26 @@ pub(crate) async fn serve(client: TcpStream, peer: SocketAddr, local: Rc<Local>,
     // both sockets when it fires).
     let mut kill = local.worker.kill.fired();
     let prepared = select(local.prepare(&client, &mut trace), &mut kill).await;
-    let result = match prepared {
+    let (client, result) = match prepared {
         Either::Left(Ok(connected)) => {
-            local.relay(&client, connected, &mut kill, &mut trace).await;
-            Ok(())
+            match local.relay(client, connected, &mut kill, &mut trace).await {
+                Some(client) => (client, Ok(())),
+                // Moved to a new process, which logs it at its close.
+                None => return,
+            }
         }
-        Either::Left(Err(refusal)) => Err(refusal),
+        Either::Left(Err(refusal)) => (client, Err(refusal)),
         // Cut before its relay began: the phase says where it was, as
         // HAProxy's `K` codes do. Dropping `prepare` dropped the backend's
         // socket if it had one (connecting, or sending a PROXY header),
         // with a reset (backend_socket.rs, `Backend`).
-        Either::Right(()) => Err(Refusal::new(
-            "cut by the stop",
-            Termination::new(Cause::Killed, trace.phase),
-        )),
+        Either::Right(()) => (
+            client,
+            Err(Refusal::new(
+                "cut by the stop",
+                Termination::new(Cause::Killed, trace.phase),
+            )),
+        ),
     };
     if let Err(refusal) = result {
         local.refused(&client, &mut trace, refusal);
@@ -202,7 +211,12 @@ impl Trace {
 
     /// A connection accepted from `peer` at `accepted` (`started` on the
     /// monotonic clock).
-    fn at(peer: SocketAddr, accepted: SystemTime, started: Instant, counted: bool) -> Trace {
+    pub(super) fn at(
+        peer: SocketAddr,
+        accepted: SystemTime,
+        started: Instant,
+        counted: bool,
+    ) -> Trace {
         Trace {
             accepted,
             started,
@@ -226,6 +240,7 @@ impl Trace {
             } else {
                 0
             },
+            moves: 0,
         }
     }
 }
@@ -488,21 +503,38 @@ impl Local {
 
     /// Step 5: the relay, until both sides are done, one fails, a timeout
     /// expires or the kill switch fires; its outcome into the counters and
-    /// the trace.
+    /// the trace. The client's socket comes back to be logged and closed,
+    /// unless the connection moved to a new process.
     async fn relay(
         &self,
-        client: &TcpStream,
+        client: TcpStream,
         connected: Connected<'_>,
         kill: &mut Fired<'_>,
         trace: &mut Trace,
-    ) {
+    ) -> Option<TcpStream> {
         let Connected {
             backend,
             index,
             early_payload,
             _places,
         } = connected;
-        let backend = &backend.into_relay();
+        let backend = backend.into_relay();
+        let sockets = (client, backend);
+        self.relay_phase(sockets, (index, early_payload), Start::Fresh, kill, trace)
+            .await
+    }
+
+    /// The relay from `start` (afresh, or an adopted connection's state),
+    /// parking and handing the connection over whenever a new process asks
+    /// (epoll/moving.rs): `None` once it moved, else the client's socket.
+    pub(super) async fn relay_phase(
+        &self,
+        (mut client, mut backend): (TcpStream, TcpStream),
+        (index, early): (usize, u64),
+        mut start: Start,
+        kill: &mut Fired<'_>,
+        trace: &mut Trace,
+    ) -> Option<TcpStream> {
         trace.phase = Phase::Data;
         self.with_balancer(index, |b, i| b.connection_opened(i));
         let splicing = Splicing {
@@ -512,16 +544,56 @@ impl Local {
         let timeouts = &self.shared.frontend.timeouts;
         // Cut by the stop (`KD`), or because its server was marked down or
         // its group's normal server came back (`DD`: health.rs, "When a
-        // server changes").
+        // server changes"). One wait for the cut, made as the relay begins,
+        // for the whole relay, across its parks.
         let server_cut = Cell::new(false);
-        let stop = async {
-            if let Either::Right(()) = select(kill, self.shared.board.cut(index)).await {
-                server_cut.set(true);
+        let mut cut = std::pin::pin!(self.shared.board.cut(index));
+        // A connection the new process refused stays here: asked again,
+        // it would only be refused again.
+        let mut refused = false;
+        let mut outcome = loop {
+            let moving = &self.worker.moving;
+            let park = async move {
+                match refused {
+                    true => std::future::pending().await,
+                    false => moving::asked(moving).await,
+                }
+            };
+            let stop = async {
+                if let Either::Right(()) = select(&mut *kill, cut.as_mut()).await {
+                    server_cut.set(true);
+                }
+            };
+            let sockets = [&client, &backend];
+            let run = relay::relay_or_park(sockets, timeouts, splicing, start, stop, park);
+            let parked = match run.await {
+                Stopped::Over(outcome) => break outcome,
+                Stopped::Parked(parked) => parked,
+            };
+            let pair = (client, backend);
+            match moving::hand_over(self, pair, parked, (index, early), trace).await {
+                Handed::Adopted => {
+                    counters::inc(&self.worker.moves.handed_over);
+                    self.with_balancer(index, |b, i| b.connection_closed(i));
+                    return None;
+                }
+                Handed::Resumed(c, b, parked) => {
+                    counters::inc(&self.worker.moves.resumed);
+                    (client, backend, start) = (c, b, Start::Resume(parked));
+                    refused = true;
+                }
+                Handed::Lost(parked) => return self.lost(parked, index, trace),
             }
         };
-        let mut outcome = relay::relay_until(client, backend, timeouts, splicing, stop).await;
-        outcome.upstream += early_payload;
+        outcome.upstream += early;
         self.with_balancer(index, |b, i| b.connection_closed(i));
+        self.finish(index, &outcome, server_cut.get(), trace);
+        Some(client)
+    }
+
+    /// The relay's end into the counters and the trace (`server_cut`: its
+    /// server's state change cut it).
+    fn finish(&self, index: usize, outcome: &Outcome, server_cut: bool, trace: &mut Trace) {
         // Counted while this connection still holds its place, as HAProxy's
         // %sc includes the connection being logged.
         trace.server_open = self
@@ -529,14 +601,25 @@ impl Local {
             .backend_limits
             .get(index)
             .map_or(0, |limit| limit.open());
-        self.count_outcome(index, &outcome);
+        self.count_outcome(index, outcome);
         trace.client_sent |= outcome.upstream > 0;
         trace.bytes_up = outcome.upstream;
         trace.bytes_down = outcome.downstream;
-        trace.termination = match server_cut.get() {
+        trace.termination = match server_cut {
             true => Termination::SERVER_DOWN,
             false => Termination::of_relay(outcome.ending, outcome.first_fin),
         };
+    }
+
+    /// A refused connection that could not be registered again: its
+    /// sockets are gone with the error; it is counted as cut, and has no
+    /// socket to log with.
+    fn lost(&self, parked: relay::Parked, index: usize, trace: &mut Trace) -> Option<TcpStream> {
+        let mut machine = parked.machine;
+        machine.on(crate::conn::machine::Event::Stop, Instant::now());
+        self.with_balancer(index, |b, i| b.connection_closed(i));
+        self.finish(index, &machine.outcome(), false, trace);
+        None
     }
 
     /// Adds a finished relay to the frontend's and the backend's counters.
@@ -623,7 +706,7 @@ impl Local {
 
     /// Writes the connection's access-log line into the worker's buffer,
     /// unless `dontlognull` leaves out a client that sent nothing.
-    fn log(&self, client: &TcpStream, trace: &Trace) {
+    pub(super) fn log(&self, client: &TcpStream, trace: &Trace) {
         let Some(sink) = &self.worker.sink else {
             return;
         };
@@ -664,6 +747,7 @@ impl Local {
             frontend_addr,
             backend_source: trace.backend_source,
             id: trace.id,
+            moves: trace.moves,
         };
         sink.borrow_mut().record(&record);
     }

@@ -28,11 +28,13 @@ use crate::log::syslog::header::Severity;
 use crate::ops::access_log::record::Format;
 use crate::ops::access_log::sink::AccessLog;
 use crate::ops::admin;
+use crate::ops::metrics::counters::MoveCounters;
 use crate::ops::metrics::exposition::{FrontendParts, Published, Registry, ServerLabels, Stopping};
 use crate::ops::privileges::Applied;
 use crate::ops::shutdown::{self, Drained};
 use crate::ops::upgrade::notify::notify;
 use crate::ops::upgrade::offer::{self, Offer, Request};
+use crate::ops::upgrade::progress;
 use crate::ops::upgrade::reexec::Reexec;
 use crate::ops::upgrade::socket::SocketFile;
 use crate::ops::upgrade::take::{self, Handed};
@@ -88,6 +90,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     switch_user(plan, socket_file.as_ref(), control.access_log.as_deref())?;
     if let Some(handed) = &handed {
         handover::seed(&shared, &handed.health);
+        handover::seed_totals(&shared, &handed.totals);
     }
     control.start_workers()?;
     control.apply(shared, listeners);
@@ -95,7 +98,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         .map(|listener| start_admin(plan, listener, &control.published, control.upgradable))
         .transpose()?;
     let path = plan.config.global.upgrade_socket.as_deref();
-    let requests = control.open_for_upgrades(socket_file, handed.as_ref(), path)?;
+    let requests = control.open_for_upgrades(socket_file, handed, path)?;
     let rt = runtime::Runtime::new()?;
     rt.block_on(control.until_stopped(requests))
 }
@@ -284,6 +287,8 @@ struct Control {
     admin: Option<Admin>,
     /// The upgrade socket file and how SIGUSR2 starts the next process.
     upgrade: Option<(Arc<SocketFile>, Reexec)>,
+    /// Connections moved by upgrades, counted by every worker.
+    moves: Arc<MoveCounters>,
 }
 
 /// Per frontend, per worker: the new listeners of each frontend.
@@ -319,6 +324,7 @@ impl Control {
             handed: Vec::new(),
             admin: None,
             upgrade: None,
+            moves: Arc::default(),
         })
     }
 
@@ -334,6 +340,7 @@ impl Control {
         let global = self.global.clone();
         let pipes = self.pipes.clone();
         let access_log = self.access_log.clone();
+        let moves = self.moves.clone();
         // Detached: the workers run until the process exits.
         let _workers =
             runtime::threads::spawn_runtimes(self.workers, "epoll-worker", move |index| {
@@ -347,7 +354,8 @@ impl Control {
                     global.clone(),
                     access_log.as_ref().map(|log| log.sink()),
                 )
-                .with_pipes(pipes.clone());
+                .with_pipes(pipes.clone())
+                .with_moves(moves.clone());
                 worker(commands, Rc::new(context))
             })?;
         Ok(())
@@ -359,25 +367,11 @@ impl Control {
     fn open_for_upgrades(
         &mut self,
         file: Option<SocketFile>,
-        handed: Option<&Handed>,
+        handed: Option<Handed>,
         path: Option<&std::path::Path>,
     ) -> io::Result<Option<mpsc::Receiver<Request>>> {
         match handed {
-            Some(handed) => {
-                // Before "taken": systemd must know the new main pid before
-                // the old one can exit (ops/upgrade/notify.rs).
-                notify(&format!("MAINPID={}\nREADY=1", std::process::id()));
-                let old = handed.old_pid;
-                match handed.confirm() {
-                    Ok(()) => crate::info!(
-                        "upgrade: took over from pid {old}, which stops accepting and drains"
-                    ),
-                    Err(e) => crate::warn!(
-                        "upgrade: pid {old} did not confirm ({e}); it may still accept beside \
-                         this process (harmless): stop it with SIGTERM"
-                    ),
-                }
-            }
+            Some(handed) => self.take_over(handed),
             None => notify("READY=1"),
         }
         let (Some(mut file), Some(path)) = (file, path) else {
@@ -395,9 +389,54 @@ impl Control {
         );
         let file = Arc::new(file);
         let (tx, rx) = mpsc::channel();
-        offer::spawn_offering(file.clone(), tx)?;
+        offer::spawn_offering(file.clone(), tx, self.mover())?;
         self.upgrade = Some((file, Reexec::at_startup(path)));
         Ok(Some(rx))
+    }
+
+    /// A new process's side, once its workers accept: tells the old process
+    /// it took over (and systemd that it is the main process now), then
+    /// asks for the established connections (epoll/moving.rs).
+    fn take_over(&self, handed: Handed) {
+        // Before "taken": systemd must know the new main pid before the old
+        // one can exit (ops/upgrade/notify.rs).
+        notify(&format!("MAINPID={}\nREADY=1", std::process::id()));
+        let old = handed.old_pid;
+        match handed.confirm() {
+            Ok(()) => crate::info!(
+                "upgrade: took over from pid {old}, which stops accepting and moves or drains \
+                 its connections"
+            ),
+            Err(e) => {
+                crate::warn!(
+                    "upgrade: pid {old} did not confirm ({e}); it may still accept beside this \
+                     process (harmless): stop it with SIGTERM"
+                );
+                return;
+            }
+        }
+        if let Err(e) = handed.adopt(self.adopter()) {
+            crate::warn!("upgrade: no connection can be adopted from pid {old}: {e}");
+        }
+    }
+
+    /// What the upgrade thread calls when a new process adopts established
+    /// connections: every worker parks its relays and sends them there.
+    fn mover(&self) -> offer::Mover {
+        let senders = self.senders.clone();
+        Box::new(move |outbound| {
+            for tx in &senders {
+                let _ = tx.send(Command::Move(outbound.clone()));
+            }
+        })
+    }
+
+    /// What the adopt thread calls with each batch an old process hands
+    /// over: each connection to a worker in turn, each one's fate.
+    fn adopter(&self) -> take::Adopter {
+        let senders = self.senders.clone();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        Box::new(move |arrivals| handover::adopt_on_workers(&senders, &next, arrivals))
     }
 
     /// Reads signals (and the upgrade thread's requests) until a stop:
@@ -443,6 +482,9 @@ impl Control {
         .await
             == Drained::Cut;
         self.finish(cut).await;
+        if let Some(line) = progress::handed_over() {
+            crate::info!("{line}");
+        }
         if let (false, Some((file, _))) = (handed_over, &self.upgrade) {
             file.remove_if_ours();
         }
@@ -514,12 +556,17 @@ impl Control {
             listeners.push((tag, copy.try_clone()?));
         }
         let health = handover::standings(&self.running);
+        let totals = handover::totals(&self.running);
         crate::info!(
             "upgrade: lending {} listeners and {} backends' health to pid {pid}",
             listeners.len(),
             health.len()
         );
-        Ok(Offer { listeners, health })
+        Ok(Offer {
+            listeners,
+            health,
+            totals,
+        })
     }
 
     /// SIGQUIT: the state of every frontend and backend, to the log, as
@@ -730,28 +777,32 @@ impl Control {
 
     /// What the metrics show from now on: the running frontends' counters.
     fn publish(&self) {
-        self.published.set(Registry::from_counters(
-            self.running
-                .iter()
-                .map(|s| {
-                    let f = &s.frontend;
-                    let backends = (0..f.backends.len())
-                        .map(|i| ServerLabels {
-                            addr: f.backends[i].addr,
-                            group: f.group_name_of(i).to_string(),
-                            name: f.backends[i].name.clone(),
-                        })
-                        .collect();
-                    FrontendParts {
-                        name: f.name.clone(),
-                        backends,
-                        weights: f.backends.iter().map(|b| b.weight).collect(),
-                        board: s.board.clone(),
-                        counters: s.counters.clone(),
-                        routes: f.route_labels(),
-                    }
-                })
-                .collect(),
+        let moves = self.moves.clone();
+        self.published.set(Registry::with_moves(
+            Registry::from_counters(
+                self.running
+                    .iter()
+                    .map(|s| {
+                        let f = &s.frontend;
+                        let backends = (0..f.backends.len())
+                            .map(|i| ServerLabels {
+                                addr: f.backends[i].addr,
+                                group: f.group_name_of(i).to_string(),
+                                name: f.backends[i].name.clone(),
+                            })
+                            .collect();
+                        FrontendParts {
+                            name: f.name.clone(),
+                            backends,
+                            weights: f.backends.iter().map(|b| b.weight).collect(),
+                            board: s.board.clone(),
+                            counters: s.counters.clone(),
+                            routes: f.route_labels(),
+                        }
+                    })
+                    .collect(),
+            ),
+            moves,
         ));
     }
 

@@ -1,13 +1,16 @@
 //! SIGQUIT: the state of every frontend and backend, to the log, and the
 //! proxy keeps running (HAProxy's SIGQUIT, which dumps its proxies' and
 //! servers' state). One line for the process, one per frontend, one per
-//! backend line, then one that closes the dump, all at info level:
+//! backend line, one per way a handover of established connections began
+//! (to a new process, from an old one: `ops/upgrade/progress.rs`), then one
+//! that closes the dump, all at info level:
 //!
 //! ```text
 //! SIGQUIT: state: 3 open of global maxconn 114 (derived from RLIMIT_NOFILE 256, 27 reserved), 1 frontend, 1 worker, 2 of 28 splice pipes open, running
 //! SIGQUIT: frontend web on 127.0.0.1:8080 (roundrobin): 3 open (maxconn none), 120 accepted, 1,234 bytes in, 5,678 bytes out; refused: 0 denied, 0 connect, 0 queue timeout, 0 queue full; 0 retries, 0 timeouts, 0 accept errors, 0 gone before served
 //! SIGQUIT: backend web/db1 (127.0.0.1:9001): UP, 2 open (maxconn 100), 60 connected, 1,234 bytes in, 5,678 bytes out, 0 connect errors; checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis: +PONG
 //! SIGQUIT: backend web/127.0.0.1:9002: UP, ...
+//! SIGQUIT: upgrade: handing the established connections over to pid 4242: 300 connections in 3 batches: 252 adopted, 0 refused, 48 awaiting their fate so far
 //! SIGQUIT: end of state
 //! ```
 //!
@@ -25,6 +28,7 @@ use std::time::Instant;
 
 use crate::log::grouped::grouped;
 use crate::ops::metrics::counters::{BackendCounters, FrontendCounters};
+use crate::ops::upgrade::progress;
 use crate::policy::descriptors::{Budget, Maxconn};
 use crate::policy::limit::Limit;
 
@@ -107,6 +111,7 @@ impl State<'_> {
                 lines.push(backend_line(shared, index));
             }
         }
+        lines.extend(progress::lines());
         lines.push("SIGQUIT: end of state".to_string());
         lines
     }

@@ -15,11 +15,19 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use runtime::{mpsc, oneshot, time};
 
-use crate::ops::upgrade::wire::{BackendStanding, Tag};
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::ops::metrics::exposition::{
+    BackendCounter, FrontendCounter, backend_totals, frontend_totals,
+};
+use std::sync::atomic::AtomicUsize;
+
+use crate::ops::upgrade::adopt::Arrival;
+use crate::ops::upgrade::wire::{BackendStanding, Fate, Tag, Totals};
 use crate::settings::config::Frontend;
 
 use super::frontend::Shared;
@@ -116,6 +124,129 @@ pub fn standings(running: &[Arc<Shared>]) -> Vec<BackendStanding> {
     }
     all
 }
+
+/// Every frontend's and backend's counters of `running`, summed over the
+/// workers: what a new process goes on from.
+pub fn totals(running: &[Arc<Shared>]) -> Vec<Totals> {
+    let mut all = Vec::new();
+    for s in running {
+        let sum = |counter: FrontendCounter| {
+            s.counters
+                .iter()
+                .map(|c| counter(c).load(Relaxed))
+                .fold(0, u64::wrapping_add)
+        };
+        let values = frontend_totals()
+            .map(|(name, c)| (name.to_string(), sum(c)))
+            .collect();
+        all.push(Totals {
+            frontend: s.frontend.name.clone(),
+            backend: None,
+            values,
+        });
+        for (index, backend) in s.frontend.backends.iter().enumerate() {
+            let sum = |counter: BackendCounter| {
+                let each = s.counters.iter().filter_map(|c| c.backends.get(index));
+                each.map(|b| counter(b).load(Relaxed))
+                    .fold(0, u64::wrapping_add)
+            };
+            let values = backend_totals()
+                .map(|(name, c)| (name.to_string(), sum(c)))
+                .collect();
+            all.push(Totals {
+                frontend: s.frontend.name.clone(),
+                backend: Some(backend.addr),
+                values,
+            });
+        }
+    }
+    all
+}
+
+/// Adds an old process's `totals` to the counters of `shared` (worker
+/// 0's, before any worker counts), by frontend name and backend address:
+/// a total goes on from where the old process left it. A frontend or a
+/// backend this configuration no longer has, or a counter this binary does
+/// not know, is left out.
+pub fn seed_totals(shared: &[Arc<Shared>], totals: &[Totals]) {
+    for t in totals {
+        let Some(s) = shared.iter().find(|s| s.frontend.name == t.frontend) else {
+            continue;
+        };
+        let Some(first) = s.counters.first() else {
+            continue;
+        };
+        match t.backend {
+            None => {
+                for (name, value) in &t.values {
+                    if let Some((_, c)) = frontend_totals().find(|(n, _)| n == name) {
+                        c(first).fetch_add(*value, Relaxed);
+                    }
+                }
+            }
+            Some(addr) => {
+                let index = s.frontend.backends.iter().position(|b| b.addr == addr);
+                let Some(counters) = index.and_then(|i| first.backends.get(i)) else {
+                    continue;
+                };
+                for (name, value) in &t.values {
+                    if let Some((_, c)) = backend_totals().find(|(n, _)| n == name) {
+                        c(counters).fetch_add(*value, Relaxed);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Each of `arrivals` to a worker in turn (from `next`), and each one's
+/// fate once its worker says. A worker that is gone refuses; one that
+/// does not answer in a minute is taken as refusing too, and said loudly:
+/// the old process then resumes a connection this one may still hold.
+pub fn adopt_on_workers(
+    senders: &[mpsc::Sender<Command>],
+    next: &AtomicUsize,
+    arrivals: Vec<Arrival>,
+) -> Vec<Fate> {
+    let ids: Vec<u64> = arrivals.iter().map(|a| a.parcel.id).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut fates: Vec<Option<Fate>> = vec![None; ids.len()];
+    let mut asked = 0;
+    let until = Instant::now() + ADOPT;
+    for (i, arrival) in arrivals.into_iter().enumerate() {
+        let worker = next.fetch_add(1, Relaxed) % senders.len().max(1);
+        match senders
+            .get(worker)
+            .map(|s| s.send(Command::Adopt(Box::new(arrival), until, tx.clone())))
+        {
+            Some(Ok(())) => asked += 1,
+            _ => fates[i] = Some(Err(format!("worker {worker} is gone"))),
+        }
+    }
+    for _ in 0..asked {
+        let left = (until + LATE).saturating_duration_since(Instant::now());
+        let Ok((id, fate)) = rx.recv_timeout(left) else {
+            crate::error!("upgrade: a worker did not adopt its connections within {ADOPT:?}");
+            break;
+        };
+        if let Some(i) = ids.iter().position(|&x| x == id) {
+            fates[i] = Some(fate);
+        }
+    }
+    fates
+        .into_iter()
+        .map(|f| f.unwrap_or_else(|| Err("no worker answered".into())))
+        .collect()
+}
+
+/// How long the workers may take to adopt a batch: a worker past it
+/// refuses, and so, with [`LATE`], within the old process's wait for an
+/// answer (30 s, `ops/upgrade/hand.rs`), so that no connection is adopted
+/// here after the old process gave up and resumed it.
+const ADOPT: Duration = Duration::from_secs(20);
+/// How long an answer may take once its worker began in time (an adoption
+/// is a few system calls).
+const LATE: Duration = Duration::from_secs(5);
 
 /// A copy of every listener of every worker, tagged. A worker that does
 /// not answer fails the whole handover: a socket left out would be closed

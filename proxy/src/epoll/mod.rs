@@ -63,6 +63,8 @@
 //!   reset if the connection ends before;
 //! - [`handover`]: an upgrade's side here: what the old process lends,
 //!   how the new one finds its frontends' sockets and seeds its health;
+//! - [`moving`]: an established connection moved by an upgrade: parked and
+//!   handed over by the old process, adopted and relayed on by the new;
 //! - [`checker`]: the health-check thread;
 //! - [`probe`]: one health check on the wire (connect, PROXY header, the
 //!   dialogue of its `option`, the timeout, the close);
@@ -76,6 +78,7 @@ pub mod control;
 pub mod dump;
 pub mod frontend;
 pub mod handover;
+pub mod moving;
 pub mod plan;
 pub mod probe;
 pub mod route;

@@ -21,7 +21,11 @@ use crate::ops::metrics::counters;
 
 use super::connection::{self, Local, Places};
 use super::frontend::{Listener, Shared};
+use super::moving;
 use super::worker_context::WorkerContext;
+use crate::ops::upgrade::adopt::Arrival;
+use crate::ops::upgrade::hand::Outbound;
+use crate::ops::upgrade::wire::Fate;
 
 /// What the main thread tells a worker.
 #[derive(Debug)]
@@ -50,6 +54,12 @@ pub enum Command {
     /// descriptors, say): a handover that left one out would reset the
     /// clients queued on it. The worker's own stay as they are.
     Lend(oneshot::Sender<io::Result<Vec<Lent>>>),
+    /// A new process adopts established connections: park every relay,
+    /// now and as each begins, and send it there (epoll/moving.rs).
+    Move(std::sync::mpsc::Sender<Outbound>),
+    /// An established connection an old process handed over: adopt it on
+    /// this worker unless the instant given is past, and say its fate.
+    Adopt(Box<Arrival>, Instant, std::sync::mpsc::Sender<(u64, Fate)>),
 }
 
 /// A copy of one of a worker's listeners, lent for a handover.
@@ -209,6 +219,20 @@ pub async fn worker(
                 let result = running.iter().try_for_each(|r| r.lend(&mut lent));
                 let _ = answer.send(result.map(|()| lent));
             }
+            Command::Move(outbound) => {
+                context.moving.outbound.replace(Some(outbound));
+                context.moving.park.fire();
+            }
+            Command::Adopt(arrival, until, fate) => {
+                let id = arrival.parcel.id;
+                // Past `until`, the adopt thread no longer waits for this
+                // answer, and the old process would resume what it adopted.
+                let adopted = match Instant::now() <= until {
+                    true => adopt(&running, *arrival),
+                    false => Err("the new process's workers were too slow to adopt it".into()),
+                };
+                let _ = fate.send((id, adopted));
+            }
             Command::Flush(done) => {
                 flush(&context);
                 let _ = done.send(());
@@ -260,6 +284,17 @@ fn flush(context: &WorkerContext) {
             );
         }
     }
+}
+
+/// Adopts `arrival` for the frontend of `running` its parcel names.
+fn adopt(running: &[Running], arrival: Arrival) -> Fate {
+    let name = &arrival.parcel.frontend;
+    let local = running
+        .iter()
+        .map(|r| r.slot.borrow().clone())
+        .find(|local| local.shared.frontend.name == *name)
+        .ok_or_else(|| format!("no frontend {name} here"))?;
+    moving::adopt(&local, arrival)
 }
 
 /// One worker's side of [`Command::Apply`].

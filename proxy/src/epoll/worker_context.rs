@@ -17,6 +17,8 @@ use runtime::notify::{Notified, Notify};
 use crate::conn::accept::Throttle;
 use crate::ops::access_log::custom::Needs;
 use crate::ops::access_log::sink::Sink;
+use crate::ops::metrics::counters::MoveCounters;
+use crate::ops::upgrade::hand::Outbound;
 use crate::policy::limit::Limit;
 
 /// What every frontend on one worker shares: the process-wide counts, and
@@ -35,7 +37,11 @@ pub struct WorkerContext {
     /// The once-a-second line for access-log lines lost.
     pub lost_lines: RefCell<Throttle>,
     /// Fired when a graceful stop's grace period is over.
-    pub kill: KillSwitch,
+    pub kill: Switch,
+    /// Moving this worker's relaying connections to a new process.
+    pub moving: Moving,
+    /// Connections moved by upgrades, counted for the whole process.
+    pub moves: Arc<MoveCounters>,
     /// Clients refused after they had gone, not yet said.
     pub gone: RefCell<GoneClients>,
     /// The process's pipe budget for the splice path (shared by every
@@ -46,6 +52,18 @@ pub struct WorkerContext {
     /// A new process took the listeners (ops/upgrade/): a client accepted
     /// but still waiting for its place is served anyway, not reset.
     pub handed_over: Cell<bool>,
+}
+
+/// Moving established connections to a new process (`epoll/moving.rs`):
+/// the switch that parks every relay of this worker, and where the parked
+/// connections go (to the upgrade thread, ops/upgrade/hand.rs). Without a
+/// way out (none yet, or the handover ended), nothing parks.
+#[derive(Debug, Default)]
+pub struct Moving {
+    /// Fired when a new process asks for established connections.
+    pub park: Switch,
+    /// Where parked connections go.
+    pub outbound: RefCell<Option<std::sync::mpsc::Sender<Outbound>>>,
 }
 
 /// Clients refused after they had gone (closed or reset their side before
@@ -77,7 +95,9 @@ impl WorkerContext {
                 .map_or_else(Needs::default, |s| s.log().format().needs()),
             lost_lines: RefCell::default(),
             sink: sink.map(RefCell::new),
-            kill: KillSwitch::default(),
+            kill: Switch::default(),
+            moving: Moving::default(),
+            moves: Arc::default(),
             gone: RefCell::default(),
             pipes: Limit::new(Some(0)),
             splice_fallbacks: RefCell::default(),
@@ -89,6 +109,11 @@ impl WorkerContext {
     /// connections may splice (`conn/splice.rs`).
     pub fn with_pipes(self, pipes: Arc<Limit>) -> WorkerContext {
         WorkerContext { pipes, ..self }
+    }
+
+    /// The same context counting moved connections in the process's `moves`.
+    pub fn with_moves(self, moves: Arc<MoveCounters>) -> WorkerContext {
+        WorkerContext { moves, ..self }
     }
 
     /// Notes one client refused after it had gone (`what`: who and why):
@@ -130,11 +155,13 @@ fn say_gone(gone: &mut GoneClients) {
     }
 }
 
-/// "Cut every connection now", once per worker: fired when a graceful
-/// stop runs out of time, waited on by every connection task. A connection
-/// that sees it resets its sockets (a cut stream must not look complete)
-/// and logs `KD` (`KC`, `KQ`, `KR` if cut before its relay), instead of
-/// vanishing silently in the process exit.
+/// A switch every connection of a worker waits on, fired once. Two of
+/// them: the kill switch, "cut every connection now", fired when a
+/// graceful stop runs out of time (a connection that sees it resets its
+/// sockets, since a cut stream must not look complete, and logs `KD`, or
+/// `KC`, `KQ`, `KR` if cut before its relay, instead of vanishing silently
+/// in the process exit); and the park switch of [`Moving`], "park your
+/// relay", fired when a new process adopts established connections.
 ///
 /// A flag and a [`Notify`]: a connection takes its `Notified` before it
 /// looks at the flag, so a switch fired in between is not missed. Waiting
@@ -142,13 +169,13 @@ fn say_gone(gone: &mut GoneClients) {
 /// worker's own waiter list, which no other thread touches, when it first
 /// waits, and once more when it ends), and nothing on the polls between.
 #[derive(Debug, Default)]
-pub struct KillSwitch {
+pub struct Switch {
     fired: Cell<bool>,
     notify: Notify,
 }
 
-impl KillSwitch {
-    /// Fires the switch: every future from [`KillSwitch::fired`] completes.
+impl Switch {
+    /// Fires the switch: every future from [`Switch::fired`] completes.
     pub fn fire(&self) {
         self.fired.set(true);
         self.notify.notify_all();
@@ -164,11 +191,11 @@ impl KillSwitch {
     }
 }
 
-/// The future of [`KillSwitch::fired`]; `Unpin`, so a connection can poll
+/// The future of [`Switch::fired`]; `Unpin`, so a connection can poll
 /// it by `&mut` from each of its phases in turn.
 #[derive(Debug)]
 pub struct Fired<'a> {
-    switch: &'a KillSwitch,
+    switch: &'a Switch,
     /// Made with the future, before the flag is first looked at: a switch
     /// fired in between is seen by one or the other.
     notified: Notified<'a>,

@@ -11,7 +11,8 @@
 //! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1, that junk cannot hold |
 //! | [`shutdown`] | SIGTERM and SIGINT drain then exit; the signals blocked in every thread |
 //! | [`privileges`] | `user` and `group`: root dropped once the listeners are bound |
-//! | [`upgrade`] | listeners handed to a new process over a Unix socket, SIGUSR2 |
+//! | [`upgrade`] | listeners and established connections handed to a new process over a Unix socket, SIGUSR2 |
+//! | [`supervise`] | the proxy as PID 1: a parent that stays, so that an upgrade does not end the namespace |
 //!
 //! May import: [`crate::log`], [`crate::policy`] (a backend's health for the
 //! metrics, the count of open connections a graceful stop waits on) and
@@ -23,4 +24,5 @@ pub mod admin;
 pub mod metrics;
 pub mod privileges;
 pub mod shutdown;
+pub mod supervise;
 pub mod upgrade;

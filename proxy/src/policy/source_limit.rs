@@ -126,6 +126,18 @@ impl SourceLimits {
         })
     }
 
+    /// A place for `ip` even at its ceiling: for a connection that exists
+    /// already (one adopted from an older process, which counted it
+    /// there), which must be counted here, never refused.
+    pub fn acquire_over(self: &Arc<Self>, ip: IpAddr) -> SourcePermit {
+        let ip = ip.to_canonical();
+        *self.shard(ip).entry(ip).or_insert(0) += 1;
+        SourcePermit {
+            limits: self.clone(),
+            ip,
+        }
+    }
+
     /// Open connections from `ip` now (0 for a source never seen).
     pub fn open(&self, ip: IpAddr) -> u32 {
         let ip = ip.to_canonical();
@@ -338,5 +350,17 @@ mod tests {
         assert!((1..=MAX).contains(&peak), "peak {peak}");
         assert_eq!(limits.open(ip("192.0.2.1")), 0);
         assert_eq!(limits.sources(), 0);
+    }
+
+    #[test]
+    fn a_place_over_the_ceiling_is_counted_and_given_back() {
+        let limits = SourceLimits::new(1);
+        let ip: IpAddr = "10.0.0.9".parse().expect("an address");
+        let first = limits.try_acquire(ip).expect("room for one");
+        let over = limits.acquire_over(ip);
+        assert_eq!(limits.open(ip), 2);
+        assert!(limits.try_acquire(ip).is_none(), "still over its ceiling");
+        drop((first, over));
+        assert_eq!(limits.open(ip), 0);
     }
 }

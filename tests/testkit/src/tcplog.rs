@@ -57,6 +57,9 @@ pub struct ParsedLine {
     /// server name on a frontend with `use-group` rules (`Some("")`: none);
     /// `None` on a line without a capture.
     pub capture: Option<String>,
+    /// `moved:N` at the end: how many upgrades moved the connection to a
+    /// new process (0 on a line without the mark).
+    pub moves: u32,
 }
 
 /// Reads one tcplog line back into its fields (for tests and tools).
@@ -67,6 +70,13 @@ pub struct ParsedLine {
 /// the tcplog shape.
 pub fn parse_tcplog(line: &str) -> Option<ParsedLine> {
     let mut fields: Vec<&str> = line.split_ascii_whitespace().collect();
+    let moves = match fields.last()?.strip_prefix("moved:") {
+        Some(n) => {
+            fields.pop();
+            n.parse().ok().filter(|&n| n > 0)?
+        }
+        None => 0,
+    };
     let last = fields.last()?;
     let capture = match last.strip_prefix('{').and_then(|l| l.strip_suffix('}')) {
         Some(inside) => {
@@ -132,6 +142,7 @@ pub fn parse_tcplog(line: &str) -> Option<ParsedLine> {
         server_queue,
         backend_queue,
         capture,
+        moves,
     })
 }
 
@@ -233,6 +244,7 @@ mod tests {
             frontend_addr: None,
             backend_source: None,
             id: 1,
+            moves: 0,
         }
     }
 
@@ -256,6 +268,19 @@ mod tests {
         let mut line = String::new();
         r.write_tcplog(&mut line);
         line
+    }
+
+    #[test]
+    fn a_moved_connections_mark_reads_back() {
+        let r = Record {
+            moves: 2,
+            ..record()
+        };
+        let line = tcplog(&r);
+        assert!(line.ends_with(" 0/0 moved:2"), "{line}");
+        assert_eq!(parse_tcplog(&line).map(|p| p.moves), Some(2));
+        assert_eq!(parse_tcplog(&tcplog(&record())).map(|p| p.moves), Some(0));
+        assert!(parse_tcplog(&line.replace("moved:2", "moved:0")).is_none());
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //!  "frontend":"web","backend":"web","server":"db1","server_addr":"127.0.0.1:9001","wait_ms":0,"connect_ms":1,
 //!  "total_ms":25,"bytes_down":120,"bytes_up":42,"termination":"--","retries":0,
 //!  "redispatched":false,"active_process":1,"active_frontend":1,"active_backend":1,
-//!  "active_server":1,"server_queue":0,"backend_queue":0,"server_name":null}
+//!  "active_server":1,"server_queue":0,"backend_queue":0,"server_name":null,"moves":0}
 //! ```
 //!
 //! (on one line). `server` is the server's name (its address for a
@@ -134,6 +134,9 @@ pub struct Record<'a> {
     /// The connection's number in this process, from 1 (`%rt`): counted
     /// only for a format that shows it, 0 otherwise.
     pub id: u64,
+    /// How many upgrades moved it to a new process (0: it never moved):
+    /// `moved:N` after a tcplog line's fields, `"moves"` in JSON.
+    pub moves: u32,
 }
 
 /// A server as a log line names it.
@@ -217,6 +220,11 @@ impl Record<'_> {
             escape_name(name.unwrap_or_default(), out);
             out.push('}');
         }
+        // A mark only on a line that needs it: every other line stays
+        // HAProxy's exactly.
+        if self.moves > 0 {
+            let _ = write!(out, " moved:{}", self.moves);
+        }
     }
 
     /// Appends the JSON object, without its newline.
@@ -262,7 +270,7 @@ impl Record<'_> {
             Some(name) => json::push_string(out, name),
             None => out.push_str("null"),
         }
-        out.push('}');
+        let _ = write!(out, ",\"moves\":{}}}", self.moves);
     }
 
     /// Appends the line in `format`, without its newline.
@@ -290,7 +298,7 @@ pub(super) fn escape_name(name: &str, out: &mut String) {
 
 /// The keys of a JSON line, in the order [`Record::write_json`] writes them
 /// (for tests and tools; a unit test holds the two together).
-pub const JSON_KEYS: [&str; 22] = [
+pub const JSON_KEYS: [&str; 23] = [
     "time",
     "client_ip",
     "client_port",
@@ -313,6 +321,7 @@ pub const JSON_KEYS: [&str; 22] = [
     "server_queue",
     "backend_queue",
     "server_name",
+    "moves",
 ];
 
 #[cfg(test)]
@@ -364,6 +373,7 @@ pub(crate) mod tests {
             frontend_addr: None,
             backend_source: None,
             id: 1,
+            moves: 0,
         }
     }
 
@@ -570,7 +580,7 @@ pub(crate) mod tests {
              \"bytes_down\":120,\"bytes_up\":42,\"termination\":\"--\",\"retries\":0,\
              \"redispatched\":false,\"active_process\":1,\"active_frontend\":1,\
              \"active_backend\":1,\"active_server\":1,\"server_queue\":0,\"backend_queue\":0,\
-             \"server_name\":null}"
+             \"server_name\":null,\"moves\":0}"
         );
         // Without a server: null, and -1 for the times never measured.
         let line = json(&refused());
@@ -628,7 +638,7 @@ pub(crate) mod tests {
             tcplog(&routed)
         );
         assert!(json(&routed).contains(",\"backend\":\"api\","));
-        assert!(json(&routed).ends_with(",\"server_name\":\"api.example\"}"));
+        assert!(json(&routed).ends_with(",\"server_name\":\"api.example\",\"moves\":0}"));
         // A frontend with rules, a client without a name: empty braces.
         let nameless = Record {
             server_name: Some(None),
@@ -639,7 +649,7 @@ pub(crate) mod tests {
             "{}",
             tcplog(&nameless)
         );
-        assert!(json(&nameless).ends_with(",\"server_name\":null}"));
+        assert!(json(&nameless).ends_with(",\"server_name\":null,\"moves\":0}"));
         // Braces in a name (never from the reader, which refuses them) are escaped.
         let odd = Record {
             server_name: Some(Some("a}b")),

@@ -89,6 +89,19 @@ pub struct FrontendCounters {
     pub routes: Vec<AtomicU64>,
 }
 
+/// Established connections moved by upgrades (epoll/moving.rs): one set
+/// for the process, shared by its workers (a move is rare: a contended add
+/// now and then costs nothing that matters).
+#[derive(Debug, Default)]
+pub struct MoveCounters {
+    /// Handed over to a new process, which adopted them.
+    pub handed_over: AtomicU64,
+    /// Adopted from an old process.
+    pub adopted: AtomicU64,
+    /// Parked for a new process that did not take them: relayed on here.
+    pub resumed: AtomicU64,
+}
+
 /// One backend's counters, as one worker counts them.
 #[derive(Debug, Default)]
 #[repr(align(128))]

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::policy::check::Status;
 use crate::policy::health::HealthBoard;
 
-use super::counters::{BackendCounters, FrontendCounters};
+use super::counters::{BackendCounters, FrontendCounters, MoveCounters};
 use super::process::Process;
 
 /// One frontend as [`Registry::from_counters`] takes it.
@@ -155,14 +155,16 @@ pub struct FrontendHealth {
 
 /// Every counter of the process: the frontends' names, their backends'
 /// addresses and health boards, and each worker's counters.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Registry {
     frontends: Vec<FrontendInfo>,
     /// `counters[worker][frontend]`.
     counters: Vec<Vec<Arc<FrontendCounters>>>,
+    /// Connections moved by upgrades (the epoll mode's).
+    moves: Option<Arc<MoveCounters>>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct FrontendInfo {
     name: String,
     backends: Vec<ServerLabels>,
@@ -205,6 +207,7 @@ impl Registry {
         Arc::new(Registry {
             frontends,
             counters,
+            moves: None,
         })
     }
 
@@ -243,7 +246,15 @@ impl Registry {
         Arc::new(Registry {
             frontends: infos,
             counters,
+            moves: None,
         })
+    }
+
+    /// The same registry, showing the process's moved connections too.
+    pub fn with_moves(self: Arc<Self>, moves: Arc<MoveCounters>) -> Arc<Registry> {
+        let mut registry = Arc::unwrap_or_clone(self);
+        registry.moves = Some(moves);
+        Arc::new(registry)
     }
 
     /// Whether frontend `name` can serve a new client now: how many of its
@@ -282,6 +293,9 @@ impl Registry {
         self.render_frontends(&mut out);
         self.render_routes(&mut out);
         self.render_backends(&mut out);
+        if let Some(moves) = &self.moves {
+            render_moves(&mut out, moves);
+        }
         render_process(&mut out, &Process::read());
         out.text
     }
@@ -447,8 +461,28 @@ impl Kind {
 
 /// A family: its name, type, help text, and where its values come from.
 type Family<Source> = (&'static str, Kind, &'static str, Source);
-type FrontendCounter = fn(&FrontendCounters) -> &AtomicU64;
-type BackendCounter = fn(&BackendCounters) -> &AtomicU64;
+/// Where a frontend family's values come from.
+pub type FrontendCounter = fn(&FrontendCounters) -> &AtomicU64;
+/// Where a backend family's values come from.
+pub type BackendCounter = fn(&BackendCounters) -> &AtomicU64;
+
+/// Every frontend counter (its family's name, and the counter), gauges
+/// left out: the totals an upgrade carries over, so that no total goes
+/// backwards when a new process takes over.
+pub fn frontend_totals() -> impl Iterator<Item = (&'static str, FrontendCounter)> {
+    FRONTEND_FAMILIES
+        .iter()
+        .filter(|f| f.1 == Kind::Counter)
+        .map(|f| (f.0, f.3))
+}
+
+/// Every backend counter, as [`frontend_totals`].
+pub fn backend_totals() -> impl Iterator<Item = (&'static str, BackendCounter)> {
+    BACKEND_FAMILIES
+        .iter()
+        .filter(|f| f.1 == Kind::Counter)
+        .map(|f| (f.0, f.3))
+}
 type HealthReading = fn(&HealthBoard, usize) -> u64;
 
 /// Every per-frontend family: name, type, help, and the counter it sums.
@@ -661,6 +695,32 @@ impl fmt::Display for Float {
             v if v == f64::NEG_INFINITY => f.write_str("-Inf"),
             v => write!(f, "{v}"),
         }
+    }
+}
+
+/// The connections upgrades moved: handed over by this process, adopted
+/// from an older one, and parked for a new one that did not take them.
+fn render_moves(out: &mut Exposition, moves: &MoveCounters) {
+    let families: [(&str, &str, &AtomicU64); 3] = [
+        (
+            "proxy_connections_handed_over_total",
+            "Established connections handed over to a new process (an upgrade), which adopted them.",
+            &moves.handed_over,
+        ),
+        (
+            "proxy_connections_adopted_total",
+            "Established connections adopted from an older process (an upgrade).",
+            &moves.adopted,
+        ),
+        (
+            "proxy_connections_resumed_total",
+            "Established connections parked for a new process that did not take them, relayed on here.",
+            &moves.resumed,
+        ),
+    ];
+    for (name, help, value) in families {
+        out.family(name, Kind::Counter, help);
+        out.sample(name, &[], value.load(Relaxed));
     }
 }
 

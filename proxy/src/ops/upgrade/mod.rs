@@ -1,11 +1,14 @@
-//! # upgrade: a new binary without a refused connection
+//! # upgrade: a new binary without a refused connection or an old process left behind
 //!
 //! The running proxy (started with `upgrade-socket PATH` or
 //! `--upgrade-socket PATH`, epoll mode) offers its listening sockets on a
 //! Unix socket; a new process started with `--upgrade-from PATH` takes
-//! them, accepts on them, and tells the old one, which stops accepting and
-//! drains as on SIGTERM. HAProxy's `-x` with `expose-fd listeners`, in a
-//! protocol of our own ([`wire`]).
+//! them, accepts on them, and tells the old one, which stops accepting
+//! (HAProxy's `-x` with `expose-fd listeners`, in a protocol of our own:
+//! [`wire`]). Then the second phase, which no peer has: the old process
+//! hands over its established connections, both sockets and the relay's
+//! state ([`hand`], [`adopt`]), and exits as soon as none is left, instead
+//! of living as long as its longest stream.
 //!
 //! ```text
 //!   new process                                   old process (serving all along)
@@ -19,9 +22,14 @@
 //!   seed the health boards; start the workers; they accept
 //!   (systemd: MAINPID=, READY=1)
 //!   taken ──────────────────────────────────────▶ stop accepting (EPOLL_CTL_DEL, close)
-//!   ◀───────────────────────────────────────── ok  drain for the grace period, exit 0
+//!   ◀───────────────────────────────────────── ok  begin the drain
 //!   its own socket file (made at startup under a temporary name) renamed
 //!   over PATH, for the next upgrade
+//!   adopt (the parcel format's version) ────────▶ every relaying connection parked
+//!   ◀─── connections (≤ 126 a batch, 2 descriptors each), their bytes
+//!   adopted: each one's fate ───────────────────▶ close the copies of those adopted,
+//!                                                 resume the refused; exit 0 when
+//!                                                 none is left (grace at most)
 //! ```
 //!
 //! Any failure before "taken" (a configuration that does not parse, a port
@@ -65,25 +73,37 @@
 //!   into `fall` or `rise`), keyed by frontend name and backend address,
 //!   seeds the new process's boards: a backend known down gets no traffic
 //!   until it passes `rise` checks ([`crate::policy::health::Standing`]).
-//! - **Counters restart** at zero in the new process, as HAProxy's do: a
-//!   Prometheus counter that goes down is a reset, which `rate()` and
-//!   `increase()` handle, and carrying them would mean that the new
-//!   process's numbers are not its own (docs/OPERATIONS.md).
+//! - **Counters**: every frontend's and backend's totals as the old
+//!   process lends its listeners, added to the new process's own, so that a
+//!   total scraped before and after an upgrade does not go backwards.
+//! - **Established connections**, in the second phase ([`hand`], [`adopt`]):
+//!   each one a [`parcel`] (what the log and the limits need, and the relay
+//!   machine's snapshot, `conn/snapshot.rs`) with its two descriptors and
+//!   the bytes it held; `epoll/moving.rs` is what the workers do at each end.
 //!
 //! | file | what it holds |
 //! |---|---|
-//! | [`wire`] | the messages, as lines of text |
+//! | [`wire`] | the messages: lines of text, and the bytes a connection held |
 //! | [`socket`] | the socket file (0600, a safe directory), one connection, the peer's uid |
 //! | [`offer`] | the old process's side: the "upgrade" thread |
 //! | [`take`] | the new process's side: take, then confirm |
+//! | [`hand`] | the old process's second phase: connections out, in batches, two-phase |
+//! | [`adopt`] | the new process's second phase: batches in, each one's fate |
+//! | [`parcel`] | what travels with one connection, as one line |
+//! | [`progress`] | how far a handover has come, for SIGQUIT |
 //! | [`reexec`] | SIGUSR2: the own binary again, with `--upgrade-from` |
 //! | [`notify`] | systemd's `READY=1` and `MAINPID=` |
 //!
-//! May import: [`crate::log`] and [`crate::policy`] (a backend's standing).
+//! May import: [`crate::log`], [`crate::policy`] (a backend's standing) and
+//! [`crate::conn`] (a direction, a relay's snapshot).
 //! The epoll mode (`epoll/control.rs`) drives it.
 
+pub mod adopt;
+pub mod hand;
 pub mod notify;
 pub mod offer;
+pub mod parcel;
+pub mod progress;
 pub mod reexec;
 pub mod socket;
 pub mod take;

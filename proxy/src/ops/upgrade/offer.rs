@@ -11,6 +11,8 @@
 //!   ... the new process starts accepting ...
 //!   taken ─▶ Request::Taken ─────────────────────────────▶ stop accepting, drain
 //!   ok
+//!   adopt ─▶ the mover: every worker parks its relays ─▶ Outbounds
+//!   connections, data ─▶ ◀─ adopted            (hand.rs, until this process exits)
 //! ```
 //!
 //! The copies of the listeners this side sends are never registered with
@@ -32,8 +34,10 @@ use std::time::Duration;
 
 use runtime::fd_passing::MAX_FDS;
 
+use super::hand::{self, Outbound};
+use super::progress::{self, Tally, Way};
 use super::socket::{Endpoint, SocketFile};
-use super::wire::{BackendStanding, Message, Tag, VERSION};
+use super::wire::{BackendStanding, Message, PARCEL_VERSION, Tag, Totals, VERSION};
 
 /// How long each step of a session may take while the new process only
 /// reads and writes messages.
@@ -45,13 +49,16 @@ const TAKE: Duration = Duration::from_secs(60);
 const HEALTH_PER_MESSAGE: usize = 200;
 
 /// What the control thread hands over for one session: a copy of every
-/// listener with its tag, and every checked backend's health.
+/// listener with its tag, every checked backend's health, and the
+/// counters' totals so far.
 #[derive(Debug, Default)]
 pub struct Offer {
     /// The listeners.
     pub listeners: Vec<(Tag, OwnedFd)>,
     /// The backends' health.
     pub health: Vec<BackendStanding>,
+    /// The frontends' and backends' counters.
+    pub totals: Vec<Totals>,
 }
 
 /// What the upgrade thread asks of the control thread.
@@ -71,18 +78,29 @@ pub enum Request {
     },
 }
 
+/// What the epoll mode does when a new process adopts established
+/// connections: have every worker park its relays and send them on this.
+pub type Mover = Box<dyn Fn(std::sync::mpsc::Sender<Outbound>) + Send>;
+
+/// How long a new process may take, once it said "taken", to ask for the
+/// established connections; an older binary never does.
+const ASK: Duration = Duration::from_secs(5);
+
 /// Starts the upgrade thread on `file`; it asks `requests` (the control
-/// thread) for what to hand over. It ends after a handover that worked.
+/// thread) for what to hand over, and `mover` for the established
+/// connections. It ends after a handover that worked, once the connections
+/// are moved (or the process exits meanwhile).
 pub fn spawn_offering(
     file: Arc<SocketFile>,
     requests: runtime::mpsc::Sender<Request>,
+    mover: Mover,
 ) -> io::Result<JoinHandle<()>> {
     thread::Builder::new()
         .name("upgrade".into())
-        .spawn(move || offer_until_taken(&file, &requests))
+        .spawn(move || offer_until_taken(&file, &requests, &mover))
 }
 
-fn offer_until_taken(file: &SocketFile, requests: &runtime::mpsc::Sender<Request>) {
+fn offer_until_taken(file: &SocketFile, requests: &runtime::mpsc::Sender<Request>, mover: &Mover) {
     loop {
         let endpoint = match file.accept() {
             Ok(endpoint) => endpoint,
@@ -94,10 +112,52 @@ fn offer_until_taken(file: &SocketFile, requests: &runtime::mpsc::Sender<Request
         match session(&endpoint, requests) {
             Ok(pid) => {
                 crate::info!("upgrade: pid {pid} took the listeners");
+                hand_over_connections(&endpoint, pid, mover);
                 return;
             }
             Err(e) => crate::warn!("upgrade: {e}; this process goes on serving"),
         }
+    }
+}
+
+/// The second phase: the established connections to the new process, if
+/// it asks for them in a format this process writes; else they drain here.
+fn hand_over_connections(endpoint: &Endpoint, pid: u32, mover: &Mover) {
+    let asked = endpoint.set_deadline(ASK).and_then(|()| endpoint.recv());
+    match asked {
+        Ok((Message::Adopt { version }, _)) if version == PARCEL_VERSION => {}
+        Ok((Message::Adopt { version }, _)) => {
+            crate::warn!(
+                "upgrade: pid {pid} reads connections in format {version}, this process writes \
+                 {PARCEL_VERSION}: they drain here"
+            );
+            return;
+        }
+        Ok((other, _)) => {
+            let text = other.text();
+            crate::warn!("upgrade: pid {pid} said {text:?}; the connections drain here");
+            return;
+        }
+        Err(e) => {
+            crate::info!("upgrade: pid {pid} takes no connections ({e}); they drain here");
+            return;
+        }
+    }
+    let (outbound, parked) = std::sync::mpsc::channel();
+    mover(outbound);
+    crate::info!("upgrade: moving the established connections to pid {pid}");
+    progress::begin(Way::Out, pid);
+    let ended = hand::move_connections(endpoint, &parked);
+    let Tally {
+        adopted, refused, ..
+    } = progress::end(Way::Out);
+    // Its end, when all went well, is this process's exit, which says it
+    // (epoll/control.rs): the workers hold the way here to the last.
+    if let Err(e) = ended {
+        crate::warn!(
+            "upgrade: moving to pid {pid} ended ({e}): {adopted} moved, {refused} resumed here; \
+             the rest drain here"
+        );
     }
 }
 
@@ -116,10 +176,7 @@ fn session(endpoint: &Endpoint, requests: &runtime::mpsc::Sender<Request>) -> io
             )));
         }
         other => {
-            return Err(refused(format!(
-                "pid {peer} began with {:?}",
-                other.encode()
-            )));
+            return Err(refused(format!("pid {peer} began with {:?}", other.text())));
         }
     };
     crate::info!("upgrade: pid {pid} asks for the listeners");
@@ -148,7 +205,7 @@ fn session(endpoint: &Endpoint, requests: &runtime::mpsc::Sender<Request>) -> io
             let _ = requests.send(Request::Taken { pid });
             Ok(pid)
         }
-        other => Err(refused(format!("pid {pid} answered {:?}", other.encode()))),
+        other => Err(refused(format!("pid {pid} answered {:?}", other.text()))),
     }
 }
 
@@ -161,6 +218,9 @@ fn send_offer(endpoint: &Endpoint, offer: &Offer) -> io::Result<()> {
     }
     for batch in offer.health.chunks(HEALTH_PER_MESSAGE) {
         endpoint.send(&Message::Health(batch.to_vec()), &[])?;
+    }
+    for batch in offer.totals.chunks(HEALTH_PER_MESSAGE) {
+        endpoint.send(&Message::Counters(batch.to_vec()), &[])?;
     }
     endpoint.send(
         &Message::End {
@@ -205,6 +265,7 @@ mod tests {
                 })
                 .collect(),
             health: Vec::new(),
+            totals: Vec::new(),
         };
         let new = Endpoint::connect(&path).expect("connect");
         new.set_deadline(Duration::from_secs(10)).expect("deadline");

@@ -47,7 +47,7 @@ use std::os::fd::AsRawFd;
 use super::wire::Message;
 
 /// The longest message read: 253 tags of long names fit.
-const MAX_MESSAGE: usize = 64 * 1024;
+pub const MAX_MESSAGE: usize = 64 * 1024;
 
 /// The listening socket file of a process that offers its listeners.
 #[derive(Debug)]
@@ -281,8 +281,7 @@ impl Endpoint {
 
     /// Sends one message with `fds` attached.
     pub fn send(&self, message: &Message, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
-        let text = message.encode();
-        runtime::fd_passing::send(self.socket.as_fd(), text.as_bytes(), fds)?;
+        runtime::fd_passing::send(self.socket.as_fd(), &message.encode(), fds)?;
         Ok(())
     }
 
@@ -303,14 +302,8 @@ impl Endpoint {
                 "a handover message too long; refused",
             ));
         }
-        let text = std::str::from_utf8(&buf[..got.len]).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a handover message that is not text",
-            )
-        })?;
-        let message =
-            Message::decode(text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let message = Message::decode(&buf[..got.len])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         Ok((message, got.fds))
     }
 }

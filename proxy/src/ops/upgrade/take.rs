@@ -12,8 +12,12 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::Duration;
 
+use std::thread::{self, JoinHandle};
+
+use super::adopt::{Arrival, adopt_connections};
+use super::progress::{self, Tally, Way};
 use super::socket::Endpoint;
-use super::wire::{BackendStanding, Message, Tag, VERSION};
+use super::wire::{BackendStanding, Fate, Message, PARCEL_VERSION, Tag, Totals, VERSION};
 
 /// How long the old process may take to answer each message.
 const STEP: Duration = Duration::from_secs(10);
@@ -30,8 +34,14 @@ pub struct Handed {
     pub listeners: Vec<(Tag, OwnedFd)>,
     /// Its backends' health.
     pub health: Vec<BackendStanding>,
+    /// Its counters' totals, which this process goes on from.
+    pub totals: Vec<Totals>,
     endpoint: Endpoint,
 }
+
+/// What the epoll mode does with a batch of established connections an
+/// old process hands over: adopt each on a worker, and say its fate.
+pub type Adopter = Box<dyn Fn(Vec<Arrival>) -> Vec<Fate> + Send>;
 
 /// Connects to the old process at `path` and takes its listeners and its
 /// backends' health. `user`: the uid this process switches to after
@@ -60,6 +70,7 @@ fn take_from(path: &Path, user: Option<u32>) -> io::Result<Handed> {
     endpoint.send(&hello, &[])?;
     let mut listeners = Vec::new();
     let mut health = Vec::new();
+    let mut totals = Vec::new();
     for _ in 0..MAX_MESSAGES {
         let (message, fds) = endpoint.recv()?;
         match message {
@@ -77,18 +88,20 @@ fn take_from(path: &Path, user: Option<u32>) -> io::Result<Handed> {
                 ));
             }
             Message::Health(standings) => health.extend(standings),
+            Message::Counters(more) => totals.extend(more),
             Message::End { pid } => {
                 return Ok(Handed {
                     old_pid: pid,
                     listeners,
                     health,
+                    totals,
                     endpoint,
                 });
             }
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!("the old process sent {:?} before the end", other.encode()),
+                    format!("the old process sent {:?} before the end", other.text()),
                 ));
             }
         }
@@ -115,8 +128,36 @@ impl Handed {
             Message::Ok => Ok(()),
             other => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("the old process answered {:?}", other.encode()),
+                format!("the old process answered {:?}", other.text()),
             )),
         }
+    }
+
+    /// After [`Handed::confirm`]: asks the old process for its established
+    /// connections, and starts the thread ("adopt") that takes them, each
+    /// batch given to `adopt`, until the old process is gone.
+    pub fn adopt(self, adopt: Adopter) -> io::Result<JoinHandle<()>> {
+        let old = self.old_pid;
+        let endpoint = self.endpoint;
+        let ask = Message::Adopt {
+            version: PARCEL_VERSION,
+        };
+        endpoint.send(&ask, &[])?;
+        thread::Builder::new().name("adopt".into()).spawn(move || {
+            progress::begin(Way::In, old);
+            let ended = adopt_connections(&endpoint, &*adopt);
+            let Tally {
+                adopted, refused, ..
+            } = progress::end(Way::In);
+            match ended {
+                Ok(()) => crate::info!(
+                    "upgrade: {adopted} connections adopted from pid {old}, {refused} refused"
+                ),
+                Err(e) => crate::warn!(
+                    "upgrade: adopting from pid {old} ended ({e}): {adopted} adopted, {refused} \
+                     refused"
+                ),
+            }
+        })
     }
 }

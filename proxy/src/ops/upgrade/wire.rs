@@ -11,22 +11,58 @@
 //!   old ─▶ new   health                            each checked backend, where it stands:
 //!                NAME BACKEND up|down FAILURES SUCCESSES
 //!   old ─▶ new   end PID                           everything was sent
+//!   old ─▶ new   counters                          the totals so far, that the new process goes on from:
+//!                frontend NAME KEY=N ...           a frontend's
+//!                backend NAME ADDR KEY=N ...       one of its backends'
+//!   old ─▶ new   end PID                           everything was sent
 //!   new ─▶ old   taken PID                         the new process accepts on them now
-//!   old ─▶ new   ok                                the old one stops accepting and drains
+//!   old ─▶ new   ok                                the old one stops accepting
+//!   new ─▶ old   adopt 1                           it takes established connections, in this format
+//!   old ─▶ new   connections N                     N connections (parcel.rs), 2N descriptors attached:
+//!                conn ID key=value ...             each one's client socket, then its backend socket
+//!   old ─▶ new   data ID up|down                   the bytes a direction held, raw after the line
+//!   new ─▶ old   adopted N                         each one's fate: ID ok, or ID refused WHY
+//!                (connections, data, adopted, again, while the old process has any to move)
 //! ```
+//!
+//! A new process that does not say `adopt` (an older binary), or an old
+//! one that does not answer it, leaves the old process draining its
+//! connections as before: each side moves on once the other is silent.
 //!
 //! `CONFIGURED` is the address the configuration asked for (`127.0.0.1:0`
 //! is a valid one), `BOUND` the one the socket has: the new process finds
 //! its frontends' sockets by either. Frontend names are single words (the
-//! configuration file splits on blanks), so no quoting is needed.
+//! configuration file splits on blanks), so no quoting is needed. Every
+//! message is text but `data`, whose first line says what its raw bytes
+//! are.
 
 use std::fmt;
 use std::net::SocketAddr;
 
+use super::parcel::Parcel;
+use crate::conn::side::Side;
 use crate::policy::health::Standing;
 
 /// The version a `hello` announces; another one is refused.
 pub const VERSION: u32 = 1;
+
+/// The format of the connections an `adopt` asks for; another one is
+/// refused, and the old process drains those connections itself.
+pub const PARCEL_VERSION: u32 = 1;
+
+/// One frontend's or backend's totals so far: its counters by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Totals {
+    /// The frontend.
+    pub frontend: String,
+    /// The backend of that frontend, for a backend's totals.
+    pub backend: Option<SocketAddr>,
+    /// Each counter's name and value.
+    pub values: Vec<(String, u64)>,
+}
+
+/// What became of one connection sent: adopted, or why not.
+pub type Fate = Result<(), String>;
 
 /// One handed descriptor: what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +124,26 @@ pub enum Message {
     },
     /// The old process stops accepting.
     Ok,
+    /// The counters' totals so far.
+    Counters(Vec<Totals>),
+    /// The new process takes established connections in this format.
+    Adopt {
+        /// The parcel format it reads.
+        version: u32,
+    },
+    /// Connections; two descriptors attached for each, in order.
+    Connections(Vec<Parcel>),
+    /// The bytes one direction of a connection held.
+    Data {
+        /// The connection.
+        id: u64,
+        /// The direction, by its source.
+        from: Side,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// What became of each connection of the last `connections`.
+    Adopted(Vec<(u64, Fate)>),
 }
 
 /// A message that is not one of ours: which line, and what was wrong.
@@ -108,8 +164,20 @@ impl fmt::Display for WireError {
 impl std::error::Error for WireError {}
 
 impl Message {
-    /// The message as the text that goes on the socket.
-    pub fn encode(&self) -> String {
+    /// The message as the bytes that go on the socket.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Message::Data { id, from, bytes } => {
+                let mut out = format!("data {id} {}\n", direction(*from)).into_bytes();
+                out.extend_from_slice(bytes);
+                out
+            }
+            other => other.text().into_bytes(),
+        }
+    }
+
+    /// A text message's text (a `data` message's first line only).
+    pub fn text(&self) -> String {
         match self {
             Message::Hello { version, pid } => format!("hello {version} {pid}\n"),
             Message::Listeners(tags) => {
@@ -139,11 +207,36 @@ impl Message {
             Message::End { pid } => format!("end {pid}\n"),
             Message::Taken { pid } => format!("taken {pid}\n"),
             Message::Ok => "ok\n".to_string(),
+            Message::Counters(totals) => lines("counters", totals.iter().map(totals_line)),
+            Message::Adopt { version } => format!("adopt {version}\n"),
+            Message::Connections(parcels) => {
+                let head = format!("connections {}", parcels.len());
+                lines(&head, parcels.iter().map(Parcel::line))
+            }
+            Message::Data { id, from, .. } => format!("data {id} {}\n", direction(*from)),
+            Message::Adopted(fates) => {
+                let head = format!("adopted {}", fates.len());
+                lines(&head, fates.iter().map(fate_line))
+            }
         }
     }
 
-    /// Reads a message back from its text.
-    pub fn decode(text: &str) -> Result<Message, WireError> {
+    /// Reads a message back from its bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Message, WireError> {
+        if let Some(rest) = bytes.strip_prefix(b"data ") {
+            return decode_data(rest);
+        }
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Message::decode_text(text),
+            Err(_) => Err(WireError {
+                line: 1,
+                what: "a message that is not text".into(),
+            }),
+        }
+    }
+
+    /// Reads a text message back.
+    fn decode_text(text: &str) -> Result<Message, WireError> {
         let mut lines = text.lines().enumerate().map(|(i, l)| Line {
             number: i + 1,
             words: l.split(' ').collect(),
@@ -179,13 +272,95 @@ impl Message {
                 pid: head.number_at(pid, "a pid")?,
             },
             ["ok"] => Message::Ok,
+            ["counters"] => {
+                Message::Counters(rest.iter().map(Line::totals).collect::<Result<_, _>>()?)
+            }
+            ["adopt", version] => Message::Adopt {
+                version: head.number_at(version, "a version")?,
+            },
+            ["connections", count] => {
+                Message::Connections(head.counted(count, &rest, Line::parcel)?)
+            }
+            ["adopted", count] => Message::Adopted(head.counted(count, &rest, Line::fate)?),
             _ => return Err(head.error("not a message of the handover".into())),
         };
-        match (&message, rest.first()) {
-            (Message::Listeners(_) | Message::Health(_), _) | (_, None) => Ok(message),
-            (_, Some(extra)) => Err(extra.error("a line after the end of the message".into())),
+        let listed = matches!(
+            message,
+            Message::Listeners(_)
+                | Message::Health(_)
+                | Message::Counters(_)
+                | Message::Connections(_)
+                | Message::Adopted(_)
+        );
+        match (listed, rest.first()) {
+            (true, _) | (_, None) => Ok(message),
+            (false, Some(extra)) => Err(extra.error("a line after the end of the message".into())),
         }
     }
+}
+
+/// A direction's word.
+fn direction(from: Side) -> &'static str {
+    match from {
+        Side::Client => "up",
+        Side::Backend => "down",
+    }
+}
+
+/// `head`, then each of `items` on a line of its own.
+fn lines(head: &str, items: impl Iterator<Item = String>) -> String {
+    let mut text = format!("{head}\n");
+    for item in items {
+        text.push_str(&item);
+        text.push('\n');
+    }
+    text
+}
+
+fn totals_line(t: &Totals) -> String {
+    let mut line = match t.backend {
+        None => format!("frontend {}", t.frontend),
+        Some(backend) => format!("backend {} {backend}", t.frontend),
+    };
+    for (name, value) in &t.values {
+        line.push_str(&format!(" {name}={value}"));
+    }
+    line
+}
+
+fn fate_line((id, fate): &(u64, Fate)) -> String {
+    match fate {
+        Ok(()) => format!("{id} ok"),
+        // One line: a reason's own newlines would start another fate.
+        Err(why) => format!("{id} refused {}", why.replace('\n', " ")),
+    }
+}
+
+/// `data ID up|down`, its line, then the raw bytes.
+fn decode_data(rest: &[u8]) -> Result<Message, WireError> {
+    let bad = |what: &str| WireError {
+        line: 1,
+        what: what.into(),
+    };
+    let end = rest
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| bad("a data message without its line"))?;
+    let head =
+        std::str::from_utf8(&rest[..end]).map_err(|_| bad("a data line that is not text"))?;
+    let (id, from) = head.split_once(' ').ok_or_else(|| bad("data ID up|down"))?;
+    let from = match from {
+        "up" => Side::Client,
+        "down" => Side::Backend,
+        _ => return Err(bad("a direction that is neither up nor down")),
+    };
+    Ok(Message::Data {
+        id: id
+            .parse()
+            .map_err(|_| bad("a connection number that is not one"))?,
+        from,
+        bytes: rest[end + 1..].to_vec(),
+    })
 }
 
 /// One line of a message, split on blanks.
@@ -200,6 +375,59 @@ impl Line<'_> {
             line: self.number,
             what,
         }
+    }
+
+    /// `count` lines of `rest`, each read by `read`.
+    fn counted<'a, T>(
+        &self,
+        count: &str,
+        rest: &[Line<'a>],
+        read: impl Fn(&Line<'a>) -> Result<T, WireError>,
+    ) -> Result<Vec<T>, WireError> {
+        let count: usize = self.number_at(count, "a count")?;
+        if count != rest.len() {
+            return Err(self.error(format!("says {count}, {} follow", rest.len())));
+        }
+        rest.iter().map(read).collect()
+    }
+
+    fn parcel(&self) -> Result<Parcel, WireError> {
+        Parcel::parse(&self.words.join(" ")).map_err(|what| self.error(what))
+    }
+
+    fn fate(&self) -> Result<(u64, Fate), WireError> {
+        match self.words.as_slice() {
+            [id, "ok"] => Ok((self.number_at(id, "a connection number")?, Ok(()))),
+            [id, "refused", why @ ..] => Ok((
+                self.number_at(id, "a connection number")?,
+                Err(why.join(" ")),
+            )),
+            _ => Err(self.error("not a connection's fate (ID ok, or ID refused WHY)".into())),
+        }
+    }
+
+    fn totals(&self) -> Result<Totals, WireError> {
+        let (frontend, backend, pairs) = match self.words.as_slice() {
+            ["frontend", name, pairs @ ..] => (name, None, pairs),
+            ["backend", name, addr, pairs @ ..] => (name, Some(self.addr(addr)?), pairs),
+            _ => {
+                return Err(
+                    self.error("not totals (frontend NAME ..., backend NAME ADDR ...)".into())
+                );
+            }
+        };
+        let values = pairs
+            .iter()
+            .map(|pair| match pair.split_once('=') {
+                Some((key, n)) => Ok((key.to_string(), self.number_at(n, "a count")?)),
+                None => Err(self.error(format!("{pair:?} is not KEY=N"))),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Totals {
+            frontend: frontend.to_string(),
+            backend,
+            values,
+        })
     }
 
     fn number_at<T: std::str::FromStr>(&self, word: &str, what: &str) -> Result<T, WireError> {
@@ -288,6 +516,26 @@ mod tests {
             Message::End { pid: 7 },
             Message::Taken { pid: 8 },
             Message::Ok,
+            Message::Counters(vec![
+                Totals {
+                    frontend: "web".into(),
+                    backend: None,
+                    values: vec![("connections".into(), 12), ("bytes_in".into(), 3)],
+                },
+                Totals {
+                    frontend: "web".into(),
+                    backend: Some(addr("127.0.0.1:9001")),
+                    values: vec![("connect_errors".into(), 1)],
+                },
+            ]),
+            Message::Adopt { version: 1 },
+            Message::Connections(vec![crate::ops::upgrade::parcel::tests::sample()]),
+            Message::Data {
+                id: 7,
+                from: Side::Backend,
+                bytes: vec![0, 10, 255, b'\n'],
+            },
+            Message::Adopted(vec![(7, Ok(())), (8, Err("no frontend web here".into()))]),
         ];
         for message in messages {
             assert_eq!(Message::decode(&message.encode()), Ok(message.clone()));
@@ -316,10 +564,18 @@ mod tests {
                 "\"sideways\" is neither up nor down",
             ),
             ("ok\nok\n", 2, "a line after the end of the message"),
+            (
+                "adopted 1\n7 maybe\n",
+                2,
+                "not a connection's fate (ID ok, or ID refused WHY)",
+            ),
+            ("connections 2\n", 1, "says 2, 0 follow"),
         ];
         for (text, line, what) in cases {
-            let e = Message::decode(text).expect_err(text);
+            let e = Message::decode(text.as_bytes()).expect_err(text);
             assert_eq!((e.line, e.what.as_str()), (line, what), "{text:?}");
         }
+        assert!(Message::decode(b"data 7 sideways\nxy").is_err());
+        assert!(Message::decode(&[0xff, 0xfe]).is_err(), "not text");
     }
 }

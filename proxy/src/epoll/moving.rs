@@ -1,0 +1,306 @@
+//! An established connection moved to a new process: parked and handed
+//! over here (the old process), adopted there (the new one), and relayed on
+//! from where it stood. The upgrade's protocol is ops/upgrade/ (`hand.rs`
+//! the old side, `adopt.rs` the new); this file is what a connection and a
+//! worker do at each end.
+//!
+//! ```text
+//!   old process, a worker                          new process, a worker
+//!   the park switch fires (a new process adopts)
+//!   relay_or_park ─▶ Parked (machine, bytes)
+//!   both sockets out of the epoll set (into_std)
+//!   Outbound ─▶ upgrade thread ─▶ ── SCM_RIGHTS ──▶ adopt thread ─▶ adopt():
+//!                                                     snapshot read, sockets registered,
+//!                                                     places taken, the relay resumed
+//!   ◀── fate ◀── ok ◀────────────────────────────── ok
+//!   adopted: its copies closed, no log line            at its close: the line it would have had
+//!   refused: registered again, the relay resumed
+//! ```
+//!
+//! Only relaying connections move: one still being set up (its PROXY header,
+//! its ClientHello, its connect) finishes that here, and moves the moment its
+//! relay begins, since a relay parks at once when the switch is already
+//! fired. A connection still being set up when the grace period ends is
+//! cut, as in any drain.
+
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use runtime::net::TcpStream;
+use runtime::oneshot;
+
+use super::connection::{Local, Trace};
+use super::worker_context::Moving;
+use crate::conn::relay::{Parked, Start};
+use crate::conn::side::Side;
+use crate::conn::snapshot;
+use crate::ops::metrics::counters::{self, Active};
+use crate::ops::upgrade::adopt::Arrival;
+use crate::ops::upgrade::hand::{Outbound, Returned};
+use crate::ops::upgrade::parcel::Parcel;
+use crate::ops::upgrade::wire::Fate;
+use crate::policy::limit::Permit;
+
+/// The numbers this process gives the connections it hands over.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What became of a parked connection.
+pub(super) enum Handed {
+    /// The new process took it: nothing is left here.
+    Adopted,
+    /// It stays: its sockets registered again, and its relay where it stood.
+    Resumed(TcpStream, TcpStream, Parked),
+    /// It stays, but could not be registered again: it ends, cut.
+    Lost(Parked),
+}
+
+/// Completes when this worker's connections are to park: the park switch
+/// fired, and there is somewhere to send them.
+pub(super) async fn asked(moving: &Moving) {
+    moving.park.fired().await;
+    if moving.outbound.borrow().is_none() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Hands a parked connection over, and waits for its fate.
+pub(super) async fn hand_over(
+    local: &Local,
+    (client, backend): (TcpStream, TcpStream),
+    parked: Parked,
+    (index, early): (usize, u64),
+    trace: &Trace,
+) -> Handed {
+    let Some(outbound) = local.worker.moving.outbound.borrow().clone() else {
+        return Handed::Resumed(client, backend, parked);
+    };
+    let parcel = parcel_of(local, trace, &parked, index, early);
+    // Out of this worker's epoll set before anyone else may read them.
+    let sockets = [
+        OwnedFd::from(client.into_std()),
+        OwnedFd::from(backend.into_std()),
+    ];
+    let (tx, rx) = oneshot::channel();
+    let Parked {
+        machine,
+        held,
+        spliced,
+    } = parked;
+    if let Err(refused) = outbound.send(Outbound::new(parcel, sockets, held, tx)) {
+        // The upgrade thread is gone: no more parking here, and this one
+        // comes back as refused (an unanswered Outbound gives its goods back).
+        local.worker.moving.outbound.take();
+        drop(refused);
+    }
+    match rx.await {
+        Ok(Returned::Adopted) => Handed::Adopted,
+        Ok(Returned::Refused { why, sockets, held }) => {
+            crate::warn!(
+                "frontend {}: {}: not moved ({why}); relaying on here",
+                local.shared.frontend.name,
+                trace.client
+            );
+            let parked = Parked {
+                machine,
+                held,
+                spliced,
+            };
+            resume(sockets, parked)
+        }
+        // Cannot happen (an Outbound always answers), and its sockets went
+        // with it.
+        Err(_) => Handed::Lost(Parked {
+            machine,
+            held: [Vec::new(), Vec::new()],
+            spliced,
+        }),
+    }
+}
+
+/// Registers a refused connection's sockets again.
+fn resume([client, backend]: [OwnedFd; 2], parked: Parked) -> Handed {
+    let adopt = |fd: OwnedFd| TcpStream::from_std(std::net::TcpStream::from(fd));
+    match (adopt(client), adopt(backend)) {
+        (Ok(client), Ok(backend)) => Handed::Resumed(client, backend, parked),
+        (Err(e), _) | (_, Err(e)) => {
+            crate::error!("a connection could not be registered again: {e}; it is cut");
+            Handed::Lost(parked)
+        }
+    }
+}
+
+/// What travels with a connection (ops/upgrade/parcel.rs).
+fn parcel_of(local: &Local, trace: &Trace, parked: &Parked, index: usize, early: u64) -> Parcel {
+    let frontend = &local.shared.frontend;
+    let group = frontend
+        .group(trace.group)
+        .map_or(frontend.name.as_str(), |g| g.name);
+    let now = Instant::now();
+    let accepted = trace
+        .accepted
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    Parcel {
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        frontend: frontend.name.clone(),
+        group: group.to_string(),
+        server: frontend
+            .backends
+            .get(index)
+            .map_or(trace.client, |b| b.addr),
+        name: frontend
+            .backends
+            .get(index)
+            .map_or_else(|| "-".to_string(), |b| b.name.clone()),
+        client: trace.client,
+        accepted_unix_us: u64::try_from(accepted.as_micros()).unwrap_or(u64::MAX),
+        age: now.saturating_duration_since(trace.started),
+        wait: trace.wait,
+        connect: trace.connect,
+        retries: trace.retries,
+        early,
+        spliced: parked.spliced,
+        client_sent: trace.client_sent || parked.machine.direction(Side::Client).bytes > 0,
+        destination: trace.destination,
+        backend_source: trace.backend_source,
+        log_id: trace.id,
+        sni: trace.sni.clone(),
+        moves: trace.moves,
+        machine: snapshot::write(&parked.machine, now),
+        held: [parked.held[0].len(), parked.held[1].len()],
+    }
+}
+
+/// The new process's side: adopts `arrival` on this worker, for the
+/// frontend `local` runs (the one its parcel names): its machine read
+/// back, its sockets registered, its places taken, and a task that relays
+/// on from where it stood. The global `maxconn` is this process's
+/// descriptor budget, so a connection beyond it is refused (the old
+/// process keeps it); the other ceilings take it over their limit, since
+/// it exists already and the old process counted it there.
+pub(super) fn adopt(local: &Rc<Local>, arrival: Arrival) -> Fate {
+    let Arrival {
+        parcel,
+        sockets,
+        held,
+    } = arrival;
+    let Some(global) = local.worker.global.try_acquire() else {
+        return Err("no room under this process's global maxconn".into());
+    };
+    let now = Instant::now();
+    let machine = snapshot::read(&parcel.machine, now).map_err(|e| e.to_string())?;
+    for from in [Side::Client, Side::Backend] {
+        if machine.direction(from).held() as usize != held[from.index()].len() {
+            return Err(format!("the bytes of the {from}'s direction do not add up"));
+        }
+    }
+    let index = server_index(local, &parcel)?;
+    let [client, backend] = sockets.map(|fd| TcpStream::from_std(std::net::TcpStream::from(fd)));
+    let (client, backend) = (
+        client.map_err(|e| e.to_string())?,
+        backend.map_err(|e| e.to_string())?,
+    );
+    let trace = trace_of(local, &parcel, index, now);
+    let parked = Parked {
+        machine,
+        held,
+        spliced: parcel.spliced,
+    };
+    runtime::spawn(adopted(
+        local.clone(),
+        (client, backend),
+        (parked, global),
+        (index, parcel.early),
+        trace,
+    ));
+    Ok(())
+}
+
+/// The index, in this process's configuration, of the backend a parcel
+/// names: the same address in the same group.
+fn server_index(local: &Local, parcel: &Parcel) -> Result<usize, String> {
+    let frontend = &local.shared.frontend;
+    let in_group = |i: usize| {
+        let group = frontend.group(frontend.group_of(i));
+        group.map_or(frontend.name.as_str(), |g| g.name) == parcel.group
+    };
+    let candidates = frontend.backends.iter().enumerate();
+    let found = candidates
+        .filter(|(_, b)| b.addr == parcel.server)
+        .map(|(i, _)| i);
+    let mut found: Vec<usize> = found.collect();
+    // Its own name in its own group first; the same address elsewhere
+    // (renamed, or moved to another group by the new file) after.
+    let named = |i: usize| frontend.backends[i].name == parcel.name;
+    found.sort_by_key(|&i| (!(named(i) && in_group(i)), !in_group(i), !named(i)));
+    found.first().copied().ok_or_else(|| {
+        format!(
+            "frontend {} has no backend {} here",
+            parcel.frontend, parcel.server
+        )
+    })
+}
+
+/// The access-log facts of an adopted connection, as its old process had
+/// them.
+fn trace_of(local: &Local, parcel: &Parcel, index: usize, now: Instant) -> Trace {
+    let accepted = UNIX_EPOCH + std::time::Duration::from_micros(parcel.accepted_unix_us);
+    let started = now.checked_sub(parcel.age).unwrap_or(now);
+    let mut trace = Trace::at(
+        parcel.client,
+        accepted.min(SystemTime::now()),
+        started,
+        false,
+    );
+    trace.group = local.shared.frontend.group_of(index);
+    trace.sni = parcel.sni.clone();
+    trace.backend = Some(index);
+    trace.wait = parcel.wait;
+    trace.connect = parcel.connect;
+    trace.retries = parcel.retries;
+    trace.client_sent = parcel.client_sent;
+    trace.destination = parcel.destination;
+    trace.backend_source = parcel.backend_source;
+    trace.id = parcel.log_id;
+    trace.moves = parcel.moves + 1;
+    trace
+}
+
+/// An adopted connection's life here: counted open, its places held, its
+/// relay resumed, and its access-log line at its close.
+async fn adopted(
+    local: Rc<Local>,
+    (client, backend): (TcpStream, TcpStream),
+    (parked, global): (Parked, Permit),
+    (index, early): (usize, u64),
+    mut trace: Trace,
+) {
+    let shared = &local.shared;
+    let _places = (
+        global,
+        shared.limit.acquire_over(),
+        shared
+            .sources
+            .as_ref()
+            .map(|s| s.acquire_over(trace.client.ip())),
+        shared.backend_limits.get(index).map(|l| l.acquire_over()),
+    );
+    let counters = local.counters.clone();
+    let _active = Active::new(&counters.active);
+    let _server_active = counters.backends.get(index).map(|c| Active::new(&c.active));
+    counters::inc(&local.worker.moves.adopted);
+    let mut kill = local.worker.kill.fired();
+    let start = Start::Resume(parked);
+    let relayed = local.relay_phase(
+        (client, backend),
+        (index, early),
+        start,
+        &mut kill,
+        &mut trace,
+    );
+    if let Some(client) = relayed.await {
+        local.log(&client, &trace);
+    }
+}
