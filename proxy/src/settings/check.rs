@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn the_budget_counts_frontends_checks_the_admin_and_a_log_file() {
         let mut config = Settings {
-            backends: vec![SocketAddr::from(([127, 0, 0, 1], 9001))],
+            backends: vec![SocketAddr::from(([127, 0, 0, 1], 9001)).into()],
             ..Settings::default()
         }
         .to_config();
