@@ -227,9 +227,13 @@ fn whereabouts(shared: &Shared, index: usize) -> String {
 }
 
 /// `UP`, `DOWN`, or `UP (slowstart: 12%)` while it ramps up (the share of
-/// its configured weight it gets now).
+/// its configured weight it gets now); `NO ADDRESS` for a backend whose
+/// host name has not resolved yet (out of rotation, whatever its checks).
 fn health_of(shared: &Shared, index: usize) -> String {
     let board = &shared.board;
+    if shared.addresses.get(index).is_none() {
+        return "NO ADDRESS".to_string();
+    }
     if index >= board.len() {
         return "UP".to_string();
     }
@@ -413,5 +417,55 @@ mod tests {
             lines[3]
         );
         assert_eq!(lines[4], "SIGQUIT: end of state");
+    }
+
+    #[test]
+    fn a_backend_written_with_a_host_name_says_where_it_is_and_how_its_lookups_go() {
+        let settings = Settings {
+            backends: ["db.test:9000", "nowhere.test:9000"]
+                .map(|a| a.parse().expect("an address"))
+                .to_vec(),
+            ..Settings::default()
+        };
+        let config = settings.to_config();
+        let shared = super::super::frontend::share(&config.frontends[0], None, 1);
+        let found = SocketAddr::from(([127, 0, 0, 1], 9000));
+        shared.addresses.answer(0, Ok(&[found]));
+        shared
+            .addresses
+            .answer(0, Err("temporary failure in name resolution"));
+        shared.addresses.answer(1, Err("name or service not known"));
+        let lines: Vec<String> = (0..2).map(|i| backend_line(&shared, i)).collect();
+        assert!(
+            lines[0].starts_with("SIGQUIT: backend default/db.test:9000: UP,"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].ends_with(
+                "not checked; db.test at 127.0.0.1:9000, NOT RESOLVING for 0s (temporary failure \
+                 in name resolution; 1 failed lookups): keeping its last good address"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("SIGQUIT: backend default/nowhere.test:9000: NO ADDRESS,"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[1].ends_with(
+                "nowhere.test with no address yet (out of rotation), NOT RESOLVING for 0s (name \
+                 or service not known; 1 failed lookups)"
+            ),
+            "{}",
+            lines[1]
+        );
+        shared.addresses.answer(1, Ok(&[found]));
+        assert!(
+            backend_line(&shared, 1)
+                .ends_with("nowhere.test at 127.0.0.1:9000, resolving (1 failed lookups)"),
+        );
     }
 }

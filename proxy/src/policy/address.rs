@@ -34,7 +34,7 @@
 //! between every worker's core on every connect. An `AtomicU64` holds an
 //! IPv4 address and its port, but an IPv6 one needs 18 bytes. So each
 //! address is three `AtomicU64` words behind a sequence number
-//! ([`AtomicAddr`], a seqlock): the writer makes the number odd, writes the
+//! (`AtomicAddr`, a seqlock): the writer makes the number odd, writes the
 //! words, makes it even again; a reader reads the number, the words, the
 //! number again, and keeps the words if the number was even and did not
 //! move. A read is four loads and never writes; a reader that meets a

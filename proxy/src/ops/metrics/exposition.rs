@@ -902,6 +902,77 @@ mod tests {
         }
     }
 
+    // A backend written with a host name keeps its labels; where it is now
+    // is a family of its own, with how its lookups go.
+    #[test]
+    fn a_host_name_keeps_its_labels_and_its_address_has_a_family_of_its_own() {
+        use crate::policy::address::{Lookup, Place};
+        let named = |host: &str| Place {
+            label: format!("{host}:5432"),
+            start: None,
+            lookup: Some(Lookup {
+                host: host.to_string(),
+                port: 5432,
+                prefer: None,
+            }),
+        };
+        let fixed = Place {
+            label: "127.0.0.1:9001".to_string(),
+            start: Some(addr(9001)),
+            lookup: None,
+        };
+        let book = Arc::new(AddressBook::new(
+            "db",
+            [named("db.test"), named("gone.test"), fixed],
+        ));
+        book.answer(0, Ok(&[addr(5432)]));
+        book.answer(0, Err("temporary failure in name resolution"));
+        book.answer(1, Err("name or service not known"));
+        let labels = |address: &str| ServerLabels {
+            addr: address.to_string(),
+            group: "db".to_string(),
+            name: address.to_string(),
+        };
+        let board = Arc::new(HealthBoard::new("db", &[(addr(1), None); 3]));
+        let registry = Registry::from_counters(vec![FrontendParts {
+            name: "db".to_string(),
+            backends: vec![
+                labels("db.test:5432"),
+                labels("gone.test:5432"),
+                labels("127.0.0.1:9001"),
+            ],
+            weights: vec![1; 3],
+            board,
+            addresses: Some(book),
+            counters: Vec::new(),
+            routes: Vec::new(),
+        }]);
+        let text = registry.render();
+        let db = "frontend=\"db\",backend=\"db.test:5432\",group=\"db\",server=\"db.test:5432\"";
+        let gone =
+            "frontend=\"db\",backend=\"gone.test:5432\",group=\"db\",server=\"gone.test:5432\"";
+        for line in [
+            format!("proxy_backend_up{{{db}}} 1\n"),
+            format!("proxy_backend_address{{{db},address=\"127.0.0.1:5432\"}} 1\n"),
+            format!("proxy_backend_address{{{gone},address=\"\"}} 0\n"),
+            format!("proxy_backend_resolve_failures_total{{{db}}} 1\n"),
+            format!("proxy_backend_resolve_failing{{{db}}} 1\n"),
+            format!("proxy_backend_resolve_failures_total{{{gone}}} 1\n"),
+        ] {
+            assert!(text.contains(&line), "no {line:?} in\n{text}");
+        }
+        assert!(
+            !text.contains("address=\"127.0.0.1:9001\""),
+            "an IP backend has none"
+        );
+        let health = registry.frontend_health("db").expect("the frontend");
+        assert_eq!(
+            (health.usable, health.servers),
+            (2, 3),
+            "no address: not usable"
+        );
+    }
+
     #[test]
     fn label_values_and_help_texts_are_escaped() {
         let name = "a \"quoted\" \\ name\nwith a line feed";
