@@ -228,6 +228,10 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         checks: checks as u64,
         access_log_file,
         syslog,
+        lookups: frontends
+            .iter()
+            .flat_map(|f| &f.backends)
+            .any(|b| b.addr.host().is_some()),
         admin_connections: admin.then(|| u64::from(AdminOptions::default().max_connections)),
         splice: frontends.iter().any(|f| f.splice != Splice::Off),
         upgrade,
