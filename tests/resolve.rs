@@ -684,3 +684,63 @@ fn with_resolve_interval_off_a_reload_looks_names_up_again() {
     assert_eq!(reached(&ns, at), Ok("b".to_string()));
     stop_cleanly(proxy);
 }
+
+// The modes that look names up once (single, pool, states) and the epoll
+// mode's command line: `--backend NAME:PORT` reaches the name's address at
+// start; the first three never look again; a name that does not resolve
+// fails the start, saying so.
+#[test]
+fn every_mode_takes_a_host_name_on_the_command_line() {
+    let Some(ns) = Netns::new("modes") else {
+        return;
+    };
+    ns.hosts("127.0.0.1 db.test\n");
+    let pair = Pair::start(&ns);
+    let port = pair.port;
+    let backend = format!("db.test:{port}");
+    for mode in ["single", "pool", "states", "epoll"] {
+        ns.hosts("127.0.0.1 db.test\n");
+        let args = [
+            "--listen",
+            "127.0.0.1:0",
+            "--mode",
+            mode,
+            "--backend",
+            &backend,
+        ];
+        let mut args: Vec<String> = args.map(String::from).to_vec();
+        if mode != "single" {
+            args.extend(["--grace".to_string(), "1s".to_string()]);
+        }
+        let proxy = ns.proxy(&args);
+        let at = announced(&proxy, "listening on ");
+        assert_eq!(reached(&ns, at), Ok("a".to_string()), "{mode}");
+        if mode != "epoll" {
+            expect_log_within(&proxy, "db.test resolves to 127.0.0.1:", SOON);
+            ns.hosts("127.0.0.2 db.test\n");
+            for i in 0..5 {
+                let got = reached(&ns, at);
+                assert_eq!(
+                    got,
+                    Ok("a".to_string()),
+                    "{mode}, connection {i}: looked up once"
+                );
+            }
+        }
+        stop_cleanly(proxy);
+    }
+    let args = ["--listen", "127.0.0.1:0", "--backend", "nowhere.test:1"].map(String::from);
+    let refused = ns.proxy(&args);
+    let status = refused.wait_exit(SOON).expect("wait").expect("an exit");
+    assert_eq!(status.code(), Some(2));
+    let out = said(&refused);
+    let error = "the command line: backend nowhere.test:1: nowhere.test does not resolve: ";
+    assert!(
+        out.contains(error) && out.contains("nothing started"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("init-addr"),
+        "a command line has no line to add it to: {out}"
+    );
+}

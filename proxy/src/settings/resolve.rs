@@ -160,14 +160,22 @@ pub fn unresolved(
             if !reported.insert((line, column, b.name.clone())) {
                 continue; // a group's line, in a second frontend
             }
+            // A line of a file can say what to do without an answer; the
+            // command line's --backend cannot.
+            let or = match at {
+                Some(_) => {
+                    ", or add 'init-addr none' to its line to start it out of rotation \
+                           until it resolves"
+                }
+                None => "",
+            };
             errors.push(ConfigError {
                 path: path.to_string(),
                 line,
                 column,
                 message: format!(
                     "backend {}: {host} does not resolve: {why}; correct the name or make it \
-                     resolvable (/etc/hosts, DNS), or add 'init-addr none' to its line to start \
-                     it out of rotation until it resolves",
+                     resolvable (/etc/hosts, DNS){or}",
                     b.name
                 ),
             });
