@@ -319,7 +319,9 @@ mod tests {
         }
         // Its last word itself: a server out of rotation could be another
         // cause's doing, seen before the agent's last answers were read.
-        wait_for("the agent's last word", || b.agent(0).last == "down # disk full");
+        wait_for("the agent's last word", || {
+            b.agent(0).last == "down # disk full"
+        });
         assert!(!b.is_up(0));
         assert_eq!(b.weight_percent(0), 50);
         drop(b);

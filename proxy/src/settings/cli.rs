@@ -327,7 +327,7 @@ const FLAGS: &[Flag<Args>] = &[
         arg: "ADDR",
         needs: "an address like 127.0.0.1:9001 or db.example:9001",
         help: "a backend (repeat for more); at least one; a host name is\n\
-               \x20                  looked up at start (epoll: and every 10s)",
+               \x20                            looked up at start (epoll: and every 10s)",
         set: |a, v| {
             a.settings.backends.push(Address::parse(v)?);
             Ok(())
