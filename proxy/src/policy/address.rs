@@ -339,6 +339,9 @@ struct AtomicAddr {
     words: [AtomicU64; 3],
 }
 
+/// How many times a reader spins on a write under way before it yields.
+const SPINS: u32 = 64;
+
 /// `words[0]`'s bits: the port (0..16), the kind (16..18: none, IPv4,
 /// IPv6), an IPv6 scope id (32..64).
 const NONE: u64 = 0;
@@ -365,8 +368,11 @@ impl AtomicAddr {
     }
 
     /// The address stored last. Reads again while a write is under way,
-    /// which lasts a few stores.
+    /// which lasts a few stores; past a few tries the writer was probably
+    /// descheduled in the middle of one, and the reader gives its core
+    /// away rather than spin through the writer's wait.
     fn load(&self) -> Option<SocketAddr> {
+        let mut tries = 0u32;
         loop {
             let before = self.seq.load(Ordering::Acquire);
             if before % 2 == 0 {
@@ -376,7 +382,11 @@ impl AtomicAddr {
                     return decode(words);
                 }
             }
-            std::hint::spin_loop();
+            match tries < SPINS {
+                true => std::hint::spin_loop(),
+                false => std::thread::yield_now(),
+            }
+            tries = tries.saturating_add(1);
         }
     }
 }
