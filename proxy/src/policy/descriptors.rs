@@ -166,13 +166,10 @@ fn optional_items(opens: &Opens, listeners: u64) -> Vec<(u64, String)> {
         items.push((1, "the syslog socket (log)".to_string()));
     }
     if opens.lookups {
-        // getaddrinfo holds, for a moment, /etc/hosts or another file of
-        // the resolver's and a socket to a DNS server.
-        items.push((
-            4,
-            "host-name lookups: a file and a socket each, the resolver thread's and a reload's"
-                .to_string(),
-        ));
+        // getaddrinfo holds /etc/hosts and a socket to a DNS server a moment.
+        let what =
+            "host-name lookups: a file and a socket each, the resolver thread's and a reload's";
+        items.push((4, what.to_string()));
     }
     if let Some(connections) = opens.admin_connections {
         // One more connection for a moment: a newcomer is accepted
