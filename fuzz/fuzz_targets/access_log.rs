@@ -96,7 +96,7 @@ fn server<'a>(u: &mut Unstructured<'a>) -> Result<ServerRef<'a>> {
     }
     Ok(ServerRef {
         name,
-        addr: address(u)?,
+        addr: maybe(u, address)?,
     })
 }
 
@@ -176,6 +176,7 @@ fn round_trip_tcplog(r: &Record<'_>) {
         capture: r
             .server_name
             .map(|name| name.unwrap_or_default().to_string()),
+        moves: r.moves,
     };
     assert_eq!(p, expected, "{line}");
 }
@@ -201,7 +202,9 @@ fn round_trip_json(r: &Record<'_>) {
         text(r.frontend.to_string()),
         text(r.group.to_string()),
         r.backend.map_or(Json::Null, |s| text(s.name.to_string())),
-        r.backend.map_or(Json::Null, |s| text(s.addr.to_string())),
+        r.backend
+            .and_then(|s| s.addr)
+            .map_or(Json::Null, |a| text(a.to_string())),
         ms(r.wait),
         ms(r.connect),
         ms(Some(r.total)),

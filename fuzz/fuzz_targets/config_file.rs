@@ -15,6 +15,8 @@
 //!   are unique, so are `listen` addresses (but port 0), a port listened on
 //!   at every address is not listened on again at one, and a frontend's
 //!   backend addresses are unique, and its backends' names in each group;
+//!   `init-addr` and `resolve-prefer` are on backends written with a host
+//!   name only;
 //!   its groups tile its backends, none empty, and each `use-group` rule
 //!   names one of them and can be reached;
 //! - a file it refuses gets at least one error, each on one line, in file
@@ -27,7 +29,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use proxy::policy::route::Pattern;
-use proxy::settings::config::{Config, ConfigError, Frontend, MAX_WEIGHT};
+use proxy::settings::config::{Config, ConfigError, Frontend, InitAddr, MAX_WEIGHT};
 use proxy::settings::file::parse;
 
 /// What errors name the file: the parser does not care, the checks do.
@@ -118,9 +120,15 @@ fn check_frontend(frontend: &Frontend) {
     let mut addresses = HashSet::new();
     for backend in &frontend.backends {
         assert!(
-            addresses.insert(backend.addr),
+            addresses.insert(&backend.addr),
             "backend {} twice",
             backend.addr
+        );
+        // Only a host name is looked up: the lookup's parameters are its.
+        assert!(
+            backend.addr.host().is_some()
+                || (backend.init_addr == InitAddr::Fail && backend.resolve_prefer.is_none()),
+            "{backend:?}"
         );
         assert!(backend.weight <= MAX_WEIGHT);
         assert!(backend.maxconn.is_none_or(|n| CONNECTIONS.contains(&n)));

@@ -23,11 +23,11 @@
 //!  ├──────────────────────────────────────────┬────────────────────────────┤
 //!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
 //!  │         connection connect checker dump  │            picker relay     │
-//!  │         handover moving probe            │ states/    interest         │
+//!  │         handover moving probe resolver   │ states/    interest         │
 //!  │                                          │   deadlines connection loop │
 //!  ├──────────────────────────────────────────┴────────────────────────────┤
 //!  │ settings/  cli flags config file sections haproxy logging probes      │  what was asked
-//!  │            reader words check                                         │
+//!  │            reader words check address resolve                         │
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/  access_log/ (termination record custom sink)  metrics/          │  what an operator
 //!  │       (counters exposition process)  admin  shutdown  privileges      │  sees and does
@@ -37,7 +37,7 @@
 //!  │ policy/  acl cidr source_limit limit │ conn/  machine timeouts alarm  │  decisions, and the
 //!  │          source_rate session_rate    │        snapshot buffers relay  │  pieces of a connection
 //!  │          health agent_state balance  │        splice proxy_protocol   │
-//!  │          maglev descriptors          │        client_hello accept     │
+//!  │          maglev descriptors address  │        client_hello accept     │
 //!  │          check/ (redis pgsql mysql   │        side                    │
 //!  │           http smtp script regex     │                                │
 //!  │           agent dialogue)            │                                │
@@ -61,8 +61,9 @@
 //!    driving the same machine per connection, to read beside
 //!    [`epoll::connection`] (docs/STATES.md).
 //! 5. [`policy`]: what those connections ask: may this client come in,
-//!    which backend, is there room, is it up, and what a health check
-//!    says to a server and expects back ([`policy::check`]).
+//!    which backend, is there room, is it up, where is it now
+//!    ([`policy::address`]), and what a health check says to a server and
+//!    expects back ([`policy::check`]).
 //! 6. [`ops`]: what the operator sees: the access log, the metrics, the
 //!    admin endpoint, the graceful stop, the upgrade to a new binary.
 //! 7. [`settings`]: how a command line and a configuration file become the

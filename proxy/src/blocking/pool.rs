@@ -59,18 +59,21 @@ use crate::blocking::relay;
 use crate::conn::accept::AcceptErrors;
 use crate::ops::shutdown::{self as lifecycle, Live, OpenCount};
 use crate::settings::cli::Settings;
+use crate::settings::resolve;
 
 /// What every job needs, shared by the workers.
 #[derive(Debug)]
 struct Shared {
     settings: Settings,
+    /// The backends' addresses, host names looked up once, at start.
+    backends: Vec<SocketAddr>,
     picker: Arc<dyn Picker>,
 }
 
 impl Shared {
     /// One connection, on a worker thread.
     fn serve(&self, client: TcpStream, peer: SocketAddr) {
-        let backends = &self.settings.backends;
+        let backends = &self.backends;
         // The list is immutable, so indexing it needs no lock (picker.rs).
         let backend = backends[self.picker.pick() % backends.len()];
         relay::serve(client, peer, backend, &self.settings);
@@ -94,12 +97,14 @@ pub fn run(settings: &Settings) -> io::Result<()> {
             "the pool mode needs a backend",
         ));
     }
+    let backends = resolve::once(&settings.backends)?;
     // Shared by the accept thread and the main thread, which stops it.
     let listener = Arc::new(relay::listen(settings)?);
     let addr = listener.local_addr()?;
     let pool = ThreadPool::with_queue_limit(settings.threads, queue_limit(settings.threads))?;
     let shared = Arc::new(Shared {
         settings: settings.clone(),
+        backends,
         picker: new_picker(settings.picker, settings.backends.len()),
     });
     crate::info!(

@@ -15,7 +15,8 @@
 //! listener, a connect, a relay that handles partial reads and writes,
 //! half-close and resets) with no concurrency at all, to compare the other
 //! modes against. Only the first `--backend` is used; round robin starts
-//! with the pool.
+//! with the pool. A backend written with a host name is looked up once,
+//! at start (`settings/resolve.rs`); only the epoll mode looks again.
 //!
 //! The relay is the same [`relay`] the pool's workers use, on
 //! `poll(2)`, not the seed's alternating loop (see [`relay`] for why
@@ -31,6 +32,7 @@ use runtime::net::accept_std;
 use crate::blocking::relay;
 use crate::conn::accept::AcceptErrors;
 use crate::settings::cli::Settings;
+use crate::settings::resolve;
 
 /// Runs the single mode until the process is stopped (by a signal: see
 /// [`shutdown`](crate::ops::shutdown)). Returns only if it cannot start.
@@ -54,12 +56,17 @@ pub fn run(settings: &Settings) -> io::Result<()> {
 }
 
 fn first_backend(settings: &Settings) -> io::Result<SocketAddr> {
-    settings.backends.first().copied().ok_or_else(|| {
-        io::Error::new(
+    let Some(first) = settings.backends.first() else {
+        return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "the single mode needs a backend",
-        )
-    })
+        ));
+    };
+    let found = resolve::once(std::slice::from_ref(first))?;
+    found
+        .first()
+        .copied()
+        .ok_or_else(|| io::Error::other("no address"))
 }
 
 #[cfg(test)]

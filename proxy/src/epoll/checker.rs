@@ -8,7 +8,10 @@
 //! checked server and one per agent, whatever the number of event loops,
 //! so a backend is checked once per `inter`, not once per worker. What one
 //! check does on the wire (connect, PROXY header, the dialogue of its
-//! `option`, the timeout, the close) is [`probe`].
+//! `option`, the timeout, the close) is [`probe`]. Each check goes where
+//! the server is at that moment (its frontend's [`AddressBook`]): a server
+//! written with a host name is checked at its name's last good answer, and
+//! one without an address yet fails its checks until it gets one.
 
 use std::io;
 use std::sync::{Arc, Weak};
@@ -18,8 +21,10 @@ use std::time::{Duration, Instant};
 use runtime::time;
 
 use super::probe::{self, Target};
-use crate::policy::check::Probe;
+use crate::conn::proxy_protocol::Version;
+use crate::policy::address::AddressBook;
 use crate::policy::check::agent::{AgentCheck, AgentReply};
+use crate::policy::check::{Probe, Status, Verdict};
 use crate::policy::health::{Check, HealthBoard};
 use crate::settings::config::BackendServer;
 
@@ -27,12 +32,14 @@ use crate::settings::config::BackendServer;
 /// says: a timer of zero would spin.
 const MIN_INTER: Duration = Duration::from_millis(1);
 
-/// A frontend as the checker takes it: its board, and its servers'
-/// configuration, by the board's indexes.
+/// A frontend as the checker takes it: its board, where its servers are,
+/// and their configuration, by the board's indexes.
 #[derive(Debug, Clone)]
 pub struct Checked {
     /// The board the verdicts go to.
     pub board: Arc<HealthBoard>,
+    /// Where each server is now.
+    pub addresses: Arc<AddressBook>,
     /// Its `backend` lines, in the board's order.
     pub servers: Vec<BackendServer>,
 }
@@ -55,8 +62,12 @@ enum Duty {
 struct Job {
     /// Weak: the checks of a board end when nothing else holds it.
     board: Weak<HealthBoard>,
+    /// Where the server is, read before each check (it holds nothing
+    /// else: the job still ends with its board).
+    addresses: Arc<AddressBook>,
     index: usize,
-    target: Target,
+    /// The PROXY header its checks start with, if any.
+    send_proxy: Option<Version>,
     duty: Duty,
 }
 
@@ -76,26 +87,19 @@ fn jobs(frontends: &[Checked]) -> Vec<Job> {
         let servers = frontend.servers.iter().take(frontend.board.len());
         for (index, server) in servers.enumerate() {
             let board = Arc::downgrade(&frontend.board);
-            let target = Target {
-                addr: server.addr,
-                send_proxy: server.send_proxy,
-            };
+            let addresses = frontend.addresses.clone();
             if let Some(check) = frontend.board.checked(index) {
                 let probe = server.probe.clone();
                 let duty = Duty::Check { check, probe };
                 jobs.push(Job {
                     board: board.clone(),
+                    addresses: addresses.clone(),
                     index,
-                    target,
+                    send_proxy: server.send_proxy,
                     duty,
                 });
             }
             if let Some(agent) = &server.agent {
-                // The agent is another service: no PROXY header for it.
-                let target = Target {
-                    send_proxy: None,
-                    ..target
-                };
                 let timeout = server.check.map_or(agent.inter, |c| c.timeout);
                 let duty = Duty::Agent {
                     agent: agent.clone(),
@@ -103,8 +107,10 @@ fn jobs(frontends: &[Checked]) -> Vec<Job> {
                 };
                 jobs.push(Job {
                     board,
+                    addresses,
                     index,
-                    target,
+                    // The agent is another service: no PROXY header for it.
+                    send_proxy: None,
                     duty,
                 });
             }
@@ -172,13 +178,19 @@ async fn check_forever(job: Job, offset: Duration) {
     loop {
         ticks.tick().await;
         let started = Instant::now();
-        let verdict = match &job.duty {
-            Duty::Check { check, probe } => {
-                let mut dialogue = probe.start(job.target.addr);
-                probe::run(&mut *dialogue, job.target, check.timeout).await
+        let at = job.addresses.get(job.index);
+        let target = at.map(|addr| Target {
+            addr,
+            send_proxy: job.send_proxy,
+        });
+        let verdict = match (&job.duty, target) {
+            (_, None) => Verdict::failed(Status::L4Con, "no address: its name has not resolved"),
+            (Duty::Check { check, probe }, Some(target)) => {
+                let mut dialogue = probe.start(target.addr);
+                probe::run(&mut *dialogue, target, check.timeout).await
             }
-            Duty::Agent { agent, timeout } => {
-                probe::run(&mut *agent.start(), job.target, *timeout).await
+            (Duty::Agent { agent, timeout }, Some(target)) => {
+                probe::run(&mut *agent.start(), target, *timeout).await
             }
         };
         let Some(board) = job.board.upgrade() else {
@@ -193,7 +205,7 @@ async fn check_forever(job: Job, offset: Duration) {
             // An agent out of reach changes nothing (agent.rs).
             Duty::Agent { .. } => crate::debug!(
                 "agent of backend {}: {verdict}; its last word stands",
-                job.target.addr
+                at.map_or("(no address)".to_string(), |a| a.to_string())
             ),
         }
     }
@@ -202,6 +214,7 @@ async fn check_forever(job: Job, offset: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::address::Place;
     use std::net::{SocketAddr, TcpListener};
 
     fn check(fall: u32, rise: u32) -> Option<Check> {
@@ -222,8 +235,19 @@ mod tests {
         let board = Arc::new(HealthBoard::new("web", &[(at, check)]));
         let mut server = BackendServer::new(at);
         server.check = check;
+        let place = Place {
+            label: server.label(),
+            start: Some(at),
+            lookup: None,
+        };
+        let addresses = Arc::new(AddressBook::new("web", [place]));
         let servers = vec![server];
-        (board.clone(), Checked { board, servers })
+        let checked = Checked {
+            board: board.clone(),
+            addresses,
+            servers,
+        };
+        (board, checked)
     }
 
     #[test]
@@ -295,7 +319,9 @@ mod tests {
         }
         // Its last word itself: a server out of rotation could be another
         // cause's doing, seen before the agent's last answers were read.
-        wait_for("the agent's last word", || b.agent(0).last == "down # disk full");
+        wait_for("the agent's last word", || {
+            b.agent(0).last == "down # disk full"
+        });
         assert!(!b.is_up(0));
         assert_eq!(b.weight_percent(0), 50);
         drop(b);

@@ -87,10 +87,11 @@ impl Local {
             let started = *connecting.get_or_insert_with(Instant::now);
             trace.wait.get_or_insert(started - waiting);
             trace.backend = Some(index);
+            trace.server_addr = self.shared.addresses.get(index);
             if let Some(last) = &failure {
                 self.note_retry(trace, attempt, last, index);
             }
-            match self.attempt(index).await {
+            match self.attempt(index, trace.server_addr).await {
                 Ok(stream) => {
                     trace.connect = Some(started.elapsed());
                     return Ok((index, stream, place));
@@ -168,11 +169,18 @@ impl Local {
         );
     }
 
-    /// One connect to backend `index` within `timeout connect`, reported to
-    /// its health board and counters.
-    async fn attempt(&self, index: usize) -> Result<Backend, Failed> {
+    /// One connect to backend `index`, at `addr` (where it is now: its
+    /// address, or its host name's last good answer), within `timeout
+    /// connect`, reported to its health board and counters.
+    async fn attempt(&self, index: usize, addr: Option<SocketAddr>) -> Result<Backend, Failed> {
         let frontend = &self.shared.frontend;
-        let addr: SocketAddr = frontend.backends[index].addr;
+        let Some(addr) = addr else {
+            // Out of rotation until its name resolves: a pick that raced
+            // its way here, not the server's fault.
+            let server = frontend.backends[index].label();
+            let why = format!("backend {server} has no address: its name has not resolved");
+            return Err(Failed::Retry(Refusal::new(why, Termination::NO_SERVER)));
+        };
         let limit = frontend.timeouts.connect;
         // The socket is held here, not inside a connect future, so that a
         // connection cut mid-handshake still resets it (`Backend`).
@@ -210,7 +218,11 @@ impl Local {
         if let Some(server) = self.counters.backends.get(index) {
             counters::inc(&server.connect_errors);
         }
-        let server = frontend.backends[index].label();
+        let server = &frontend.backends[index];
+        let server = match server.addr.host() {
+            Some(_) => format!("{} at {addr}", server.label()),
+            None => server.label(),
+        };
         let refusal = Refusal::new(format!("connect to {server} failed: {why}"), termination);
         Err(Failed::Retry(refusal))
     }
@@ -344,10 +356,14 @@ impl Local {
 
     /// Copies the health board's verdicts and weights (its agents', and
     /// those of servers in their slowstart) into this worker's balancers if
-    /// they changed since the last time (one atomic load when they did not).
+    /// they changed since the last time (two atomic loads when they did
+    /// not). A server without an address yet (its name has not resolved)
+    /// counts as down; the address book's generation moves when one gets
+    /// an address.
     fn sync_health(&self) {
         let board = &self.shared.board;
-        let generation = board.generation();
+        let addresses = &self.shared.addresses;
+        let generation = (board.generation(), addresses.generation());
         if generation == self.seen_generation.get() {
             return;
         }
@@ -360,7 +376,8 @@ impl Local {
             };
             let start = group.backends.start;
             for index in group.backends.filter(|&i| i < board.len()) {
-                balancer.set_up(index - start, board.is_up(index));
+                let located = addresses.get(index).is_some();
+                balancer.set_up(index - start, board.is_up(index) && located);
                 let percent = board.weight_percent_now(index, now);
                 balancer.set_weight_percent(index - start, percent);
             }

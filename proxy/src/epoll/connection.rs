@@ -66,8 +66,9 @@ pub(crate) struct Local {
     pub counters: Arc<FrontendCounters>,
     /// One balancer per group (`Frontend::group`), over its backends.
     pub(super) balancers: RefCell<Vec<Balancer>>,
-    /// The board generation last copied into `balancers`.
-    pub(super) seen_generation: Cell<u64>,
+    /// The generations of the health board and of the address book last
+    /// copied into `balancers`.
+    pub(super) seen_generation: Cell<(u64, u64)>,
 }
 
 /// A connection ready for its relay: the backend's socket, which backend,
@@ -126,6 +127,9 @@ pub(super) struct Trace {
     pub(super) sni: Option<String>,
     /// The backend connected to, or the last one tried.
     pub(super) backend: Option<usize>,
+    /// Where that backend was when this connection went there: its
+    /// address, or its host name's answer then (`%si:%sp`, `server_addr`).
+    pub(super) server_addr: Option<SocketAddr>,
     /// Time spent waiting for places (HAProxy's `Tw`).
     pub(super) wait: Option<Duration>,
     /// Time from the first connect attempt to a connected backend (`Tc`).
@@ -224,6 +228,7 @@ impl Trace {
             group: 0,
             sni: None,
             backend: None,
+            server_addr: None,
             wait: None,
             connect: None,
             retries: 0,
@@ -346,9 +351,10 @@ impl Local {
             worker: worker.clone(),
             counters,
             balancers: RefCell::new(balancers),
-            // The board starts at generation 0 with every server up, as a
-            // new balancer does.
-            seen_generation: Cell::new(0),
+            // Never seen: the first pick copies the board (every server
+            // up, as a new balancer has them) and the address book (which
+            // may have servers without an address yet).
+            seen_generation: Cell::new((u64::MAX, u64::MAX)),
         }
     }
 
@@ -487,7 +493,8 @@ impl Local {
         if let Some(version) = server.send_proxy {
             let to = destination
                 .or_else(|| client.local_addr().ok())
-                .unwrap_or(server.addr);
+                .or(trace.server_addr)
+                .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
             early.splice(0..0, proxy_protocol::encode(version, trace.client, to));
         }
         if early.is_empty() {
@@ -729,7 +736,7 @@ impl Local {
             server_name: frontend.routing.as_ref().map(|_| trace.sni.as_deref()),
             backend: backend.map(|b| ServerRef {
                 name: &b.name,
-                addr: b.addr,
+                addr: trace.server_addr,
             }),
             wait: trace.wait,
             connect: trace.connect,
@@ -770,7 +777,7 @@ fn group_balancer(servers: &[BackendServer], balance: Algorithm, worker: usize) 
     let servers = servers
         .iter()
         .map(|b| Server {
-            addr: b.addr,
+            key: b.addr.key(),
             weight: b.weight,
             backup: b.backup,
         })
@@ -817,7 +824,7 @@ mod tests {
             let addr = listener.local_addr().expect("addr");
             let client = TcpStream::connect(addr).await.expect("connect");
             let settings = Settings {
-                backends: vec![addr],
+                backends: vec![addr.into()],
                 ..Settings::default()
             };
             let config = settings.to_config();

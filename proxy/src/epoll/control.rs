@@ -42,8 +42,9 @@ use crate::ops::upgrade::wire::Tag;
 use crate::policy::descriptors::{Budget, Maxconn};
 use crate::policy::limit::Limit;
 use crate::settings::check::{self, Fixed};
-use crate::settings::config::{AccessLogTarget, Config, Global};
+use crate::settings::config::{AccessLogTarget, BackendServer, Config, Frontend, Global};
 use crate::settings::file;
+use crate::settings::resolve::{self, Answers};
 
 use super::checker;
 use super::dump;
@@ -51,6 +52,7 @@ use super::dump::Bound;
 use super::frontend::{PerWorker, Shared, bind_addresses, share, spread_handed};
 use super::handover;
 use super::plan::Plan;
+use super::resolver::{self, Resolver};
 use super::worker::{Assignment, Command, worker};
 use super::worker_context::WorkerContext;
 
@@ -83,6 +85,10 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     // Up to here, a failure leaves an old process untouched: nothing of
     // ours accepted on its sockets yet.
     let (shared, listeners) = control.prepare(&plan.config)?;
+    let mut answers = plan.answers.clone();
+    for s in &shared {
+        resolver::give(&s.addresses, &mut answers);
+    }
     let admin = admin_listener(plan, &mut control.handed)?;
     handover::close_unclaimed(std::mem::take(&mut control.handed));
     // Everything that needs root is done: every listener bound, every
@@ -289,6 +295,10 @@ struct Control {
     upgrade: Option<(Arc<SocketFile>, Reexec)>,
     /// Connections moved by upgrades, counted by every worker.
     moves: Arc<MoveCounters>,
+    /// `resolve-interval` (`None`: off; a reload may change it).
+    resolve_every: Option<Duration>,
+    /// The resolver thread, once a backend is written with a host name.
+    resolver: Option<Resolver>,
 }
 
 /// Per frontend, per worker: the new listeners of each frontend.
@@ -325,6 +335,8 @@ impl Control {
             admin: None,
             upgrade: None,
             moves: Arc::default(),
+            resolve_every: plan.config.global.resolve_every(),
+            resolver: None,
         })
     }
 
@@ -668,7 +680,7 @@ impl Control {
     /// them, spread over the workers), else bound.
     fn listeners_for(
         &mut self,
-        frontend: &crate::settings::config::Frontend,
+        frontend: &Frontend,
         addrs: &[SocketAddr],
     ) -> io::Result<PerWorker> {
         let name = &frontend.name;
@@ -707,6 +719,7 @@ impl Control {
             .filter(|s| !self.running.iter().any(|r| Arc::ptr_eq(r, s)))
             .map(|s| checker::Checked {
                 board: s.board.clone(),
+                addresses: s.addresses.clone(),
                 servers: s.frontend.backends.clone(),
             })
             .collect();
@@ -753,6 +766,39 @@ impl Control {
         self.hand_out(&shared, listeners);
         self.running = shared;
         self.publish();
+        self.keep_resolving();
+    }
+
+    /// Hands the resolver thread the books of the running frontends that
+    /// have backends written with a host name, starting it the first time
+    /// there are some (and `resolve-interval` is not off).
+    fn keep_resolving(&mut self) {
+        let books: Vec<_> = self
+            .running
+            .iter()
+            .map(|s| s.addresses.clone())
+            .filter(|book| book.has_names())
+            .collect();
+        let every = self.resolve_every;
+        match (&self.resolver, every) {
+            (Some(resolver), _) => resolver.set(&books, every),
+            (None, Some(every)) if !books.is_empty() => {
+                match Resolver::spawn(&books, Some(every)) {
+                    Ok(resolver) => {
+                        crate::info!(
+                            "backends written with a host name are looked up again every {every:?} \
+                         (resolve-interval)"
+                        );
+                        self.resolver = Some(resolver);
+                    }
+                    Err(e) => crate::error!(
+                        "the resolver thread could not start: {e}; backends written with a host \
+                     name keep the addresses they have"
+                    ),
+                }
+            }
+            (None, _) => {}
+        }
     }
 
     /// Sends every worker its share: each frontend, and that worker's
@@ -786,7 +832,7 @@ impl Control {
                         let f = &s.frontend;
                         let backends = (0..f.backends.len())
                             .map(|i| ServerLabels {
-                                addr: f.backends[i].addr,
+                                addr: f.backends[i].addr.to_string(),
                                 group: f.group_name_of(i).to_string(),
                                 name: f.backends[i].name.clone(),
                             })
@@ -796,6 +842,7 @@ impl Control {
                             backends,
                             weights: f.backends.iter().map(|b| b.weight).collect(),
                             board: s.board.clone(),
+                            addresses: Some(s.addresses.clone()),
                             counters: s.counters.clone(),
                             routes: f.route_labels(),
                         }
@@ -827,6 +874,9 @@ impl Control {
                 return;
             }
         };
+        let Some(mut answers) = self.look_up_names(&path, &config) else {
+            return;
+        };
         // The new file's global maxconn against the descriptor budget of
         // the new file, as --check-config and the startup judge it.
         let (budget, maxconn) = match check::global_maxconn(&config, self.fixed) {
@@ -854,6 +904,9 @@ impl Control {
         self.pipes.set_max(Some(budget.pipes(maxconn)));
         self.budget = budget;
         self.maxconn = maxconn;
+        for s in &shared {
+            resolver::give(&s.addresses, &mut answers);
+        }
         let summary = describe_changes(&self.running, &shared);
         self.apply(shared, listeners);
         crate::info!("reloaded {}: {summary}", path.display());
@@ -861,11 +914,48 @@ impl Control {
 }
 
 impl Control {
+    /// A reload's lookups: every host name of `config` looked up again
+    /// (blocking this thread, which serves no connection). `None`, said in
+    /// the log, if one does not resolve and its line does not say to start
+    /// without it, unless a running backend keeps its last good address:
+    /// the running configuration then stays.
+    fn look_up_names(&self, path: &std::path::Path, config: &Config) -> Option<Answers> {
+        let answers = Answers::of(config);
+        let shown = path.display().to_string();
+        let unresolved = resolve::unresolved(&shown, config, &answers, |f, b| self.keeps(f, b));
+        if unresolved.is_empty() {
+            return Some(answers);
+        }
+        for e in &unresolved {
+            crate::error!("reload: {e}");
+        }
+        crate::error!("reload: {shown}: the running configuration stays");
+        None
+    }
+
+    /// Whether backend `b` of `frontend` runs now with an address: the
+    /// same backend (its name and its address as written) of the running
+    /// frontend of that name, which keeps its last good address if its
+    /// name does not resolve at a reload.
+    fn keeps(&self, frontend: &Frontend, b: &BackendServer) -> bool {
+        let Some(running) = self
+            .running
+            .iter()
+            .find(|s| s.frontend.name == frontend.name)
+        else {
+            return false;
+        };
+        let same = |o: &BackendServer| o.name == b.name && o.addr == b.addr;
+        let index = running.frontend.backends.iter().position(same);
+        index.is_some_and(|i| running.addresses.get(i).is_some())
+    }
+
     /// The `global` options a reload can change (`maxconn`, `grace`,
-    /// `shutdown-delay`) are changed by the caller and here; the others are
-    /// read at startup only, and a change to them is logged rather than
-    /// ignored silently.
+    /// `shutdown-delay`, `resolve-interval`) are changed by the caller and
+    /// here; the others are read at startup only, and a change to them is
+    /// logged rather than ignored silently.
     fn note_global_changes(&mut self, new: &Global) {
+        self.note_resolve_interval(new.resolve_every());
         let delay = new.shutdown_delay.unwrap_or_default();
         if delay != self.shutdown_delay {
             crate::info!("reload: shutdown-delay is now {delay:?}");
@@ -917,6 +1007,21 @@ impl Control {
                 fixed.join(", ")
             );
         }
+    }
+}
+
+impl Control {
+    /// A reload's `resolve-interval`: the resolver thread takes it with the
+    /// books (`keep_resolving`).
+    fn note_resolve_interval(&mut self, every: Option<Duration>) {
+        if every == self.resolve_every {
+            return;
+        }
+        match every {
+            Some(every) => crate::info!("reload: resolve-interval is now {every:?}"),
+            None => crate::info!("reload: resolve-interval is now off"),
+        }
+        self.resolve_every = every;
     }
 }
 

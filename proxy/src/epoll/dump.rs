@@ -16,6 +16,13 @@
 //!
 //! A backend is shown as `GROUP/NAME (ADDRESS)`, as the access log's
 //! `group/server`, or `GROUP/ADDRESS` for a `backend` line without a name.
+//! One written with a host name says where it is now, and how its lookups
+//! go, at the end of its line:
+//!
+//! ```text
+//! SIGQUIT: backend web/db1 (db.internal:5432): UP, ...; not checked; db.internal at 10.0.0.7:5432, resolving (0 failed lookups)
+//! SIGQUIT: backend web/db2 (db2.internal:5432): UP, ...; not checked; db2.internal at 10.0.0.8:5432, NOT RESOLVING for 40s (name or service not known; 4 failed lookups): keeping its last good address
+//! ```
 //!
 //! The counters are the same as `/metrics` shows, summed over the workers
 //! with relaxed loads (`ops/metrics/counters.rs`): each number is right, the
@@ -176,7 +183,7 @@ fn backend_line(shared: &Shared, index: usize) -> String {
     let group = f.group_name_of(index);
     format!(
         "SIGQUIT: backend {group}/{}{role}: {}, {open} open (maxconn {maxconn}){}, {} connected, \
-         {} bytes in, {} bytes out, {} connect errors; {}",
+         {} bytes in, {} bytes out, {} connect errors; {}{}",
         server.label(),
         health_of(shared, index),
         queue_of(shared, index),
@@ -185,13 +192,48 @@ fn backend_line(shared: &Shared, index: usize) -> String {
         grouped(sum(|c| &c.bytes_out)),
         grouped(sum(|c| &c.connect_errors)),
         checks(shared, index),
+        whereabouts(shared, index),
     )
 }
 
+/// `; db.internal at 10.0.0.7:5432, resolving (0 failed lookups)` for a
+/// backend written with a host name, or that its lookups fail, since when
+/// and why; nothing for one written with an IP address.
+fn whereabouts(shared: &Shared, index: usize) -> String {
+    let book = &shared.addresses;
+    let Some(lookup) = book.lookup(index) else {
+        return String::new();
+    };
+    let at = match book.get(index) {
+        Some(addr) => format!("at {addr}"),
+        None => "with no address yet (out of rotation)".to_string(),
+    };
+    let failures = grouped(book.failures(index));
+    let state = match book.failing(index) {
+        None => format!("resolving ({failures} failed lookups)"),
+        Some(failing) => {
+            let since = failing.since.elapsed().as_secs();
+            let kept = match book.get(index) {
+                Some(_) => ": keeping its last good address",
+                None => "",
+            };
+            format!(
+                "NOT RESOLVING for {since}s ({}; {failures} failed lookups){kept}",
+                failing.why
+            )
+        }
+    };
+    format!("; {} {at}, {state}", lookup.host)
+}
+
 /// `UP`, `DOWN`, or `UP (slowstart: 12%)` while it ramps up (the share of
-/// its configured weight it gets now).
+/// its configured weight it gets now); `NO ADDRESS` for a backend whose
+/// host name has not resolved yet (out of rotation, whatever its checks).
 fn health_of(shared: &Shared, index: usize) -> String {
     let board = &shared.board;
+    if shared.addresses.get(index).is_none() {
+        return "NO ADDRESS".to_string();
+    }
     if index >= board.len() {
         return "UP".to_string();
     }
@@ -275,8 +317,8 @@ mod tests {
     fn a_dump_has_the_process_every_frontend_and_every_backend() {
         let settings = Settings {
             backends: vec![
-                SocketAddr::from(([127, 0, 0, 1], 9001)),
-                SocketAddr::from(([127, 0, 0, 1], 9002)),
+                SocketAddr::from(([127, 0, 0, 1], 9001)).into(),
+                SocketAddr::from(([127, 0, 0, 1], 9002)).into(),
             ],
             maxconn: Some(50),
             ..Settings::default()
@@ -375,5 +417,55 @@ mod tests {
             lines[3]
         );
         assert_eq!(lines[4], "SIGQUIT: end of state");
+    }
+
+    #[test]
+    fn a_backend_written_with_a_host_name_says_where_it_is_and_how_its_lookups_go() {
+        let settings = Settings {
+            backends: ["db.test:9000", "nowhere.test:9000"]
+                .map(|a| a.parse().expect("an address"))
+                .to_vec(),
+            ..Settings::default()
+        };
+        let config = settings.to_config();
+        let shared = super::super::frontend::share(&config.frontends[0], None, 1);
+        let found = SocketAddr::from(([127, 0, 0, 1], 9000));
+        shared.addresses.answer(0, Ok(&[found]));
+        shared
+            .addresses
+            .answer(0, Err("temporary failure in name resolution"));
+        shared.addresses.answer(1, Err("name or service not known"));
+        let lines: Vec<String> = (0..2).map(|i| backend_line(&shared, i)).collect();
+        assert!(
+            lines[0].starts_with("SIGQUIT: backend default/db.test:9000: UP,"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].ends_with(
+                "not checked; db.test at 127.0.0.1:9000, NOT RESOLVING for 0s (temporary failure \
+                 in name resolution; 1 failed lookups): keeping its last good address"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("SIGQUIT: backend default/nowhere.test:9000: NO ADDRESS,"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[1].ends_with(
+                "nowhere.test with no address yet (out of rotation), NOT RESOLVING for 0s (name \
+                 or service not known; 1 failed lookups)"
+            ),
+            "{}",
+            lines[1]
+        );
+        shared.addresses.answer(1, Ok(&[found]));
+        assert!(
+            backend_line(&shared, 1)
+                .ends_with("nowhere.test at 127.0.0.1:9000, resolving (1 failed lookups)"),
+        );
     }
 }

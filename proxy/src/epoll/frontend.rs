@@ -1,6 +1,8 @@
 //! One frontend as every worker shares it ([`Shared`]): its configuration,
-//! its health board, its limits and its counters, built anew by a reload
-//! that changes the frontend ([`share`]), with the limits carried over; and
+//! its health board, where its backends are, its limits and its counters,
+//! built anew by a reload that changes the frontend ([`share`]), with the
+//! limits and the addresses of backends written with a host name carried
+//! over; and
 //! its listening sockets, one per worker and listen address
 //! ([`bind_addresses`]), or the ones an old process handed over, spread over
 //! the workers ([`spread_handed`]). Every listen address of a frontend
@@ -14,13 +16,14 @@ use std::sync::Arc;
 use runtime::net::{ListenOptions, bind_std};
 
 use crate::ops::metrics::counters::FrontendCounters;
+use crate::policy::address::{AddressBook, Lookup, Place};
 use crate::policy::health::{HealthBoard, OnChange};
 use crate::policy::limit::Limit;
 use crate::policy::route::Routes;
 use crate::policy::session_rate::SessionRate;
 use crate::policy::source_limit::SourceLimits;
 use crate::policy::source_rate::SourceRates;
-use crate::settings::config::Frontend;
+use crate::settings::config::{BackendServer, Frontend};
 
 /// One frontend's state shared by every worker.
 #[derive(Debug)]
@@ -29,6 +32,9 @@ pub struct Shared {
     pub frontend: Frontend,
     /// Which of its backends are up.
     pub board: Arc<HealthBoard>,
+    /// Where each backend is now: its address, or its host name's last
+    /// good answer (`policy/address.rs`; the resolver thread keeps it).
+    pub addresses: Arc<AddressBook>,
     /// The frontend's `maxconn`.
     pub limit: Arc<Limit>,
     /// Each backend's `maxconn`, by index.
@@ -52,10 +58,14 @@ pub struct Shared {
 /// limits carry over (their counts include the connections still open
 /// under the old configuration).
 pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<Shared> {
+    // The board's addresses are not read (its labels name the servers in
+    // its lines): a backend written with a host name gets the unspecified
+    // address with its port.
+    let unspecified = |port| SocketAddr::from(([0, 0, 0, 0], port));
     let servers: Vec<_> = frontend
         .backends
         .iter()
-        .map(|b| (b.addr, b.check))
+        .map(|b| (b.addr.ip().unwrap_or(unspecified(b.addr.port())), b.check))
         .collect();
     let limit = match old {
         Some(old) => {
@@ -72,6 +82,7 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
         .collect();
     Arc::new(Shared {
         queues,
+        addresses: Arc::new(address_book(frontend, old)),
         board: Arc::new(
             HealthBoard::new(&frontend.name, &servers)
                 .with_labels(frontend.backends.iter().map(|b| b.label()))
@@ -121,6 +132,36 @@ fn backend_limits(frontend: &Frontend, old: Option<&Shared>) -> Vec<Arc<Limit>> 
             }
         })
         .collect()
+}
+
+/// Where each backend of `frontend` starts: its IP address; for one
+/// written with a host name, the address the same backend (its name and
+/// its address as written) has in `old`, else its `init-addr` one, else
+/// none, until the answers of this start or reload are given to the book.
+fn address_book(frontend: &Frontend, old: Option<&Shared>) -> AddressBook {
+    let places = frontend.backends.iter().map(|b| {
+        let lookup = b.addr.host().map(|host| Lookup {
+            host: host.to_string(),
+            port: b.addr.port(),
+            prefer: b.resolve_prefer,
+        });
+        let carried = || {
+            let old = old?;
+            let same = |o: &&BackendServer| o.name == b.name && o.addr == b.addr;
+            let index = old.frontend.backends.iter().position(|o| same(&o))?;
+            old.addresses.get(index)
+        };
+        let start = match &lookup {
+            None => b.addr.ip(),
+            Some(_) => carried().or(b.init_addr.start(b.addr.port())),
+        };
+        Place {
+            label: b.label(),
+            start,
+            lookup,
+        }
+    });
+    AddressBook::new(&frontend.name, places)
 }
 
 /// What each backend's changes of state do (`on-marked-down`,

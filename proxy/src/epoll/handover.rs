@@ -100,7 +100,11 @@ pub fn close_unclaimed(handed: Vec<(Tag, OwnedFd)>) {
 pub fn seed(shared: &[Arc<Shared>], health: &[BackendStanding]) {
     for s in shared {
         for h in health.iter().filter(|h| h.frontend == s.frontend.name) {
-            let index = s.frontend.backends.iter().position(|b| b.addr == h.backend);
+            let index = s
+                .frontend
+                .backends
+                .iter()
+                .position(|b| b.addr.to_string() == h.backend);
             if let Some(index) = index {
                 s.board.seed(index, h.standing);
             }
@@ -116,7 +120,7 @@ pub fn standings(running: &[Arc<Shared>]) -> Vec<BackendStanding> {
             if backend.check.is_some() {
                 all.push(BackendStanding {
                     frontend: s.frontend.name.clone(),
-                    backend: backend.addr,
+                    backend: backend.addr.to_string(),
                     standing: s.board.standing(index),
                 });
             }
@@ -155,7 +159,7 @@ pub fn totals(running: &[Arc<Shared>]) -> Vec<Totals> {
                 .collect();
             all.push(Totals {
                 frontend: s.frontend.name.clone(),
-                backend: Some(backend.addr),
+                backend: Some(backend.addr.to_string()),
                 values,
             });
         }
@@ -164,8 +168,8 @@ pub fn totals(running: &[Arc<Shared>]) -> Vec<Totals> {
 }
 
 /// Adds an old process's `totals` to the counters of `shared` (worker
-/// 0's, before any worker counts), by frontend name and backend address:
-/// a total goes on from where the old process left it. A frontend or a
+/// 0's, before any worker counts), by frontend name and backend address
+/// as written: a total goes on from where the old process left it. A frontend or a
 /// backend this configuration no longer has, or a counter this binary does
 /// not know, is left out.
 pub fn seed_totals(shared: &[Arc<Shared>], totals: &[Totals]) {
@@ -176,7 +180,7 @@ pub fn seed_totals(shared: &[Arc<Shared>], totals: &[Totals]) {
         let Some(first) = s.counters.first() else {
             continue;
         };
-        match t.backend {
+        match &t.backend {
             None => {
                 for (name, value) in &t.values {
                     if let Some((_, c)) = frontend_totals().find(|(n, _)| n == name) {
@@ -185,7 +189,11 @@ pub fn seed_totals(shared: &[Arc<Shared>], totals: &[Totals]) {
                 }
             }
             Some(addr) => {
-                let index = s.frontend.backends.iter().position(|b| b.addr == addr);
+                let index = s
+                    .frontend
+                    .backends
+                    .iter()
+                    .position(|b| b.addr.to_string() == *addr);
                 let Some(counters) = index.and_then(|i| first.backends.get(i)) else {
                     continue;
                 };

@@ -25,6 +25,7 @@
 //! |------------------------------|-----------------------------|------------------------------|
 //! | balancer (round-robin scores, leastconn counts) | per worker (`RefCell`) | none: no sharing |
 //! | health (up / down)           | one [`HealthBoard`](crate::policy::health::HealthBoard) per frontend | one atomic load         |
+//! | where each backend is        | one [`AddressBook`](crate::policy::address::AddressBook) per frontend | four atomic loads (a seqlock) |
 //! | maxconn counts               | one [`Limit`](crate::policy::limit::Limit) each (global, frontend, backend) | a compare-and-swap |
 //!
 //! Each worker's balancer sees only its own connections, as nginx's workers
@@ -66,6 +67,8 @@
 //! - [`moving`]: an established connection moved by an upgrade: parked and
 //!   handed over by the old process, adopted and relayed on by the new;
 //! - [`checker`]: the health-check thread;
+//! - [`resolver`]: the resolver thread: backends written with a host name
+//!   looked up again every `resolve-interval`;
 //! - [`probe`]: one health check on the wire (connect, PROXY header, the
 //!   dialogue of its `option`, the timeout, the close);
 //! - [`dump`]: SIGQUIT's state of every frontend and backend, to the log.
@@ -81,6 +84,7 @@ pub mod handover;
 pub mod moving;
 pub mod plan;
 pub mod probe;
+pub mod resolver;
 pub mod route;
 pub mod worker;
 pub mod worker_context;

@@ -42,6 +42,7 @@ use crate::ops::upgrade::hand::{Outbound, Returned};
 use crate::ops::upgrade::parcel::Parcel;
 use crate::ops::upgrade::wire::Fate;
 use crate::policy::limit::Permit;
+use crate::settings::config::BackendServer;
 
 /// The numbers this process gives the connections it hands over.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -146,10 +147,7 @@ fn parcel_of(local: &Local, trace: &Trace, parked: &Parked, index: usize, early:
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         frontend: frontend.name.clone(),
         group: group.to_string(),
-        server: frontend
-            .backends
-            .get(index)
-            .map_or(trace.client, |b| b.addr),
+        server: trace.server_addr.unwrap_or(trace.client),
         name: frontend
             .backends
             .get(index)
@@ -219,16 +217,22 @@ pub(super) fn adopt(local: &Rc<Local>, arrival: Arrival) -> Fate {
 }
 
 /// The index, in this process's configuration, of the backend a parcel
-/// names: the same address in the same group.
+/// names: the same address in the same group; for a backend written with
+/// a host name, whose answer may differ here, the same name in the same
+/// group will do.
 fn server_index(local: &Local, parcel: &Parcel) -> Result<usize, String> {
     let frontend = &local.shared.frontend;
     let in_group = |i: usize| {
         let group = frontend.group(frontend.group_of(i));
         group.map_or(frontend.name.as_str(), |g| g.name) == parcel.group
     };
+    let addresses = &local.shared.addresses;
     let candidates = frontend.backends.iter().enumerate();
+    let same_host = |i: usize, b: &BackendServer| {
+        b.addr.host().is_some() && b.name == parcel.name && in_group(i)
+    };
     let found = candidates
-        .filter(|(_, b)| b.addr == parcel.server)
+        .filter(|&(i, b)| addresses.get(i) == Some(parcel.server) || same_host(i, b))
         .map(|(i, _)| i);
     let mut found: Vec<usize> = found.collect();
     // Its own name in its own group first; the same address elsewhere
@@ -257,6 +261,7 @@ fn trace_of(local: &Local, parcel: &Parcel, index: usize, now: Instant) -> Trace
     trace.group = local.shared.frontend.group_of(index);
     trace.sni = parcel.sni.clone();
     trace.backend = Some(index);
+    trace.server_addr = Some(parcel.server);
     trace.wait = parcel.wait;
     trace.connect = parcel.connect;
     trace.retries = parcel.retries;

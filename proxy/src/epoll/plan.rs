@@ -11,6 +11,7 @@ use crate::settings::check::{self, Fixed};
 use crate::settings::cli::Settings;
 use crate::settings::config::{Config, ConfigError, Global};
 use crate::settings::file;
+use crate::settings::resolve::{self, Answers};
 
 /// How the epoll mode runs: the frontends, and the process-wide settings
 /// that are not part of a configuration file.
@@ -41,6 +42,8 @@ pub struct Plan {
     /// `--upgrade-from PATH`: take the listeners of the proxy offering them
     /// there instead of binding them (ops/upgrade/).
     pub upgrade_from: Option<PathBuf>,
+    /// What each host name of the backends resolved to at start.
+    pub answers: Answers,
 }
 
 impl Plan {
@@ -80,13 +83,15 @@ impl Plan {
         // With the limit already raised (lib.rs): an explicit global maxconn
         // over what it can honour refuses the start, as --check-config does.
         let fixed = Fixed::of(&config, workers.max(1), check::open_at_startup());
-        let (budget, maxconn) = check::global_maxconn(&config, fixed).map_err(|message| {
-            let path = settings
-                .config
-                .as_deref()
-                .unwrap_or(std::path::Path::new("the command line"));
-            vec![check::whole_file(path, message)]
-        })?;
+        let path = settings
+            .config
+            .as_deref()
+            .unwrap_or(std::path::Path::new("the command line"));
+        let (budget, maxconn) = check::global_maxconn(&config, fixed)
+            .map_err(|message| vec![check::whole_file(path, message)])?;
+        // Every host name, looked up before anything starts: one that does
+        // not resolve refuses the start, unless its line says otherwise.
+        let answers = resolve::at_start(&path.display().to_string(), &config)?;
         Ok(Plan {
             budget,
             fixed,
@@ -99,6 +104,7 @@ impl Plan {
             grace_from_flag: settings.grace.is_some(),
             started_with,
             upgrade_from: settings.upgrade_from.clone(),
+            answers,
         })
     }
 }

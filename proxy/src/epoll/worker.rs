@@ -486,7 +486,7 @@ mod tests {
             std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).expect("a listener");
         let addr = listener.local_addr().expect("its address");
         let config = Settings {
-            backends: vec![addr],
+            backends: vec![addr.into()],
             ..Settings::default()
         }
         .to_config();

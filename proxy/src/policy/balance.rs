@@ -111,16 +111,18 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::net::{IpAddr, SocketAddr};
 
-use super::maglev::{self, Table};
+use super::maglev::{self, Key, Table};
 
 /// The largest weight a server may have.
 pub const MAX_WEIGHT: u32 = 256;
 
-/// One backend, as configured.
+/// One backend, as configured. Where it is does not matter here: the
+/// caller connects to the index picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Server {
-    /// Where to connect.
-    pub addr: SocketAddr,
+    /// Who it is, for its place in a `balance source` table: its address,
+    /// or its host name for one written so ([`Key`]).
+    pub key: Key,
     /// Its share of new connections relative to the others. 0 drains it: no
     /// new connections, the open ones carry on.
     pub weight: u32,
@@ -129,10 +131,11 @@ pub struct Server {
 }
 
 impl Server {
-    /// A normal server of weight 1, the default of HAProxy and nginx.
+    /// A normal server at `addr` of weight 1, the default of HAProxy and
+    /// nginx.
     pub fn new(addr: SocketAddr) -> Server {
         Server {
-            addr,
+            key: Key::of_addr(addr),
             weight: 1,
             backup: false,
         }
@@ -475,7 +478,7 @@ impl Balancer {
         }
         let members = (0..self.servers.len())
             .filter(|&i| self.servers[i].backup == backup && self.in_rotation(i))
-            .map(|i| (i, self.servers[i].addr, self.servers[i].weight));
+            .map(|i| (i, self.servers[i].key, self.servers[i].weight));
         self.tables[usize::from(backup)] = Table::build(members, self.table_size);
     }
 }
@@ -521,9 +524,8 @@ mod tests {
 
     fn server(last: u8, weight: u32) -> Server {
         Server {
-            addr: SocketAddr::from(([10, 0, 0, last], 80)),
             weight,
-            backup: false,
+            ..Server::new(SocketAddr::from(([10, 0, 0, last], 80)))
         }
     }
 
@@ -889,7 +891,7 @@ mod tests {
         for n in 0..1_000 {
             let a = forward.pick(client(n)).expect("a server");
             let b = reversed.pick(client(n)).expect("a server");
-            assert_eq!(forward.servers()[a].addr, reversed.servers()[b].addr);
+            assert_eq!(forward.servers()[a].key, reversed.servers()[b].key);
         }
     }
 

@@ -70,6 +70,9 @@ pub struct Opens {
     pub access_log_file: bool,
     /// A `log` line: one socket to the syslog server (UDP, TCP or Unix).
     pub syslog: bool,
+    /// Some backend is written with a host name: the resolver thread's
+    /// lookups, and a reload's at the same time.
+    pub lookups: bool,
     /// The admin listener, with the most connections it takes at once.
     pub admin_connections: Option<u64>,
     /// Some frontend may splice (`splice auto` or `on`, the epoll mode):
@@ -161,6 +164,12 @@ fn optional_items(opens: &Opens, listeners: u64) -> Vec<(u64, String)> {
     }
     if opens.syslog {
         items.push((1, "the syslog socket (log)".to_string()));
+    }
+    if opens.lookups {
+        // getaddrinfo holds /etc/hosts and a socket to a DNS server a moment.
+        let what =
+            "host-name lookups: a file and a socket each, the resolver thread's and a reload's";
+        items.push((4, what.to_string()));
     }
     if let Some(connections) = opens.admin_connections {
         // One more connection for a moment: a newcomer is accepted
@@ -392,14 +401,15 @@ mod tests {
             checks: 5,
             access_log_file: true,
             syslog: true,
+            lookups: true,
             admin_connections: Some(64),
             splice: false,
             upgrade: false,
         };
-        // 3 + 3 + 8 + 2×12 + 12 + 2×(2+5) + 2 + 1 + (3+64+1) + 16.
+        // 3 + 3 + 8 + 2×12 + 12 + 2×(2+5) + 2 + 1 + 4 + (3+64+1) + 16.
         assert_eq!(
             Reserve::of(&big).total(),
-            3 + 3 + 8 + 24 + 12 + 14 + 2 + 1 + 68 + 16
+            3 + 3 + 8 + 24 + 12 + 14 + 2 + 1 + 4 + 68 + 16
         );
         // An upgrade socket: its file, a handover's connection, a copy of
         // each of the 12 listeners and two of the admin's.

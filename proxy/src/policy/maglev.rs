@@ -11,7 +11,8 @@
 //! number of servers (65,537 here):
 //!
 //! 1. Each server gets its own order in which it would like to take the
-//!    slots, a *permutation* of `0..M`, from two hashes of its address:
+//!    slots, a *permutation* of `0..M`, from two hashes of its identity
+//!    (its [`Key`]: its address, or its host name for one written so):
 //!    `offset = h1 % M`, `skip = h2 % (M - 1) + 1`, and its j-th favourite
 //!    slot is `(offset + j * skip) % M`. Because M is prime and `0 < skip <
 //!    M`, this visits every slot exactly once.
@@ -72,15 +73,12 @@ pub struct Table {
 
 impl Table {
     /// A table of `size` slots (a prime, at least the number of servers)
-    /// shared out among `servers`: each an index, an address and a weight.
+    /// shared out among `servers`: each an index, a key and a weight.
     /// Empty when there are no servers.
-    pub fn build(
-        servers: impl IntoIterator<Item = (usize, SocketAddr, u32)>,
-        size: usize,
-    ) -> Table {
+    pub fn build(servers: impl IntoIterator<Item = (usize, Key, u32)>, size: usize) -> Table {
         let members = servers
             .into_iter()
-            .map(|(index, addr, weight)| Member::new(index, addr, weight, size))
+            .map(|(index, key, weight)| Member::new(index, key, weight, size))
             .collect();
         Table {
             slots: fill(members, size),
@@ -104,6 +102,42 @@ impl Table {
     }
 }
 
+/// What a server's preference list is drawn from: two different hashes of
+/// its identity (the same bytes with a different last byte), taken once.
+/// The identity, not the index, so that the table does not depend on the
+/// order of the configuration; and not where the server is now, for one
+/// written as a host name, so that a new answer of the resolver moves no
+/// client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    offset: u64,
+    skip: u64,
+}
+
+impl Key {
+    /// The key of a server known by its address: its IP's bytes, then its
+    /// port's.
+    pub fn of_addr(addr: SocketAddr) -> Key {
+        let mut bytes = ip_bytes(addr.ip());
+        bytes.extend_from_slice(&addr.port().to_be_bytes());
+        Key::of_bytes(&bytes)
+    }
+
+    /// The key of a server known by other bytes (a host name and its port,
+    /// as written).
+    pub fn of_bytes(bytes: &[u8]) -> Key {
+        let salted = |salt: u8| {
+            let mut bytes = bytes.to_vec();
+            bytes.push(salt);
+            hash(&bytes)
+        };
+        Key {
+            offset: salted(0),
+            skip: salted(1),
+        }
+    }
+}
+
 /// A server taking part in a Maglev table, and where it is in its own
 /// preference list.
 #[derive(Debug)]
@@ -117,23 +151,14 @@ struct Member {
 }
 
 impl Member {
-    fn new(index: usize, addr: SocketAddr, weight: u32, size: usize) -> Member {
+    fn new(index: usize, key: Key, weight: u32, size: usize) -> Member {
         let size = size as u64;
-        // Two different hashes of the address: the same bytes with a
-        // different last byte. The address, not the index, so that the
-        // table does not depend on the order of the configuration.
-        let key = |salt: u8| {
-            let mut bytes = ip_bytes(addr.ip());
-            bytes.extend_from_slice(&addr.port().to_be_bytes());
-            bytes.push(salt);
-            hash(&bytes)
-        };
         Member {
             index: index as u32, // fits: the balancer checks its server count
             weight,
-            offset: key(0) % size,
+            offset: key.offset % size,
             // In 1..size: never 0, which would stay on one slot forever.
-            skip: key(1) % (size - 1) + 1,
+            skip: key.skip % (size - 1) + 1,
             tried: 0,
         }
     }
@@ -236,7 +261,7 @@ mod tests {
 
     #[test]
     fn the_example_of_the_docs_fills_every_slot_evenly() {
-        let table = Table::build((0..3).map(|i| (i, addr(i as u8 + 1), 1)), 7);
+        let table = Table::build((0..3).map(|i| (i, Key::of_addr(addr(i as u8 + 1)), 1)), 7);
         let mut counts = [0; 3];
         for &slot in &table.slots {
             counts[slot as usize] += 1;
@@ -247,7 +272,7 @@ mod tests {
 
     #[test]
     fn a_preference_list_visits_every_slot_once() {
-        let mut member = Member::new(0, addr(1), 1, 13);
+        let mut member = Member::new(0, Key::of_addr(addr(1)), 1, 13);
         let mut slots: Vec<usize> = (0..13).map(|_| member.next_preference(13)).collect();
         slots.sort_unstable();
         assert!(slots.into_iter().eq(0..13));

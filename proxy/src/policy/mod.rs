@@ -2,10 +2,11 @@
 //!
 //! Decisions, and only decisions: no sockets, no threads, no waiting. The
 //! event loops ask, tell what happened (a connection opened or closed, a
-//! check failed), and act on the answer; each file can be tested with plain
-//! values, the time among them where time matters (`now`). Only the health
-//! board reads the clock itself, to stamp when a server came back up (its
-//! `slowstart`).
+//! check failed, a host name resolved), and act on the answer; each file
+//! can be tested with plain values, the time among them where time matters
+//! (`now`). Only the health board and the address book read the clock
+//! themselves, to stamp when a server came back up (its `slowstart`) or
+//! when its name stopped resolving.
 //!
 //! | file | the question it answers |
 //! |---|---|
@@ -20,6 +21,7 @@
 //! | [`check`] | what does an active check say and expect (`option redis-check`...)? |
 //! | [`agent_state`] | what has a server's agent said: out of rotation, draining, which weight? |
 //! | [`balance`] | which backend gets this connection (the `balance` algorithms)? |
+//! | [`address`] | where is this backend now (its host name's last good answer)? |
 //! | [`maglev`] | which backend owns this client's slot (`balance source`)? |
 //! | [`route`] | which group of backends does this TLS server name go to (`use-group`)? |
 //!
@@ -28,6 +30,7 @@
 //! says `balance leastconn` with [`balance::Algorithm`]), never the reverse.
 
 pub mod acl;
+pub mod address;
 pub mod agent_state;
 pub mod balance;
 pub mod check;

@@ -2,18 +2,22 @@
 //! line saying it is good, and the exit status to match (0 ok, 2 errors),
 //! like `haproxy -c` and `nginx -t`.
 //!
-//! Beyond what the file says, one check needs the machine: the global
+//! Beyond what the file says, two checks need the machine: the global
 //! `maxconn` must fit the descriptor limit ([`global_maxconn`],
-//! `policy/descriptors.rs`). The check judges with the limit of the process
-//! running it, as the proxy would run with it (its soft limit raised to
-//! the hard one, the descriptors it inherited counted); the proxy checks
-//! again at startup and on each reload.
+//! `policy/descriptors.rs`), and every backend written with a host name
+//! must resolve, unless its line says to start without it (`init-addr`;
+//! `resolve.rs`), with this machine's resolver, as the proxy would look it
+//! up. The check judges with the limit of the process running it, as the
+//! proxy would run with it (its soft limit raised to the hard one, the
+//! descriptors it inherited counted); the proxy checks both again at
+//! startup and on each reload, and says where each name points.
 
 use std::io;
 use std::path::Path;
 
 use super::config::{AccessLogTarget, Config, ConfigError, Frontend};
 use super::file;
+use super::resolve::{self, Answers};
 use crate::conn::splice::Splice;
 use crate::ops::admin::AdminOptions;
 use crate::policy::descriptors::{Budget, Maxconn, Opens};
@@ -34,14 +38,18 @@ pub fn check_config(path: &Path) -> i32 {
         let maxconn = budget
             .maxconn(config.global.maxconn)
             .map_err(|e| vec![whole_file(path, e.0)])?;
-        Ok((config, budget.describe(maxconn)))
+        let answers = resolve::at_start(&path.display().to_string(), &config)?;
+        Ok((config, budget.describe(maxconn), answers))
     });
     match checked {
-        Ok((config, budget)) => {
+        Ok((config, budget, answers)) => {
             let n = config.frontends.len();
             println!("{}: ok ({n} frontend{})", path.display(), plural(n));
             for frontend in &config.frontends {
                 println!("{}", summary(frontend));
+            }
+            for line in whereabouts(&config, &answers) {
+                println!("{line}");
             }
             println!("{budget}");
             0
@@ -96,6 +104,43 @@ pub fn summary(frontend: &Frontend) -> String {
         ));
     }
     line
+}
+
+/// Where each backend written with a host name would start, one line
+/// each (a group's once, however many frontends route to it):
+///
+/// ```text
+/// backend pg/db1 (db.internal:5432): resolves to 10.0.0.7:5432
+/// backend pg/db2 (db2.internal:5432): does not resolve (name or service not known): starts out of rotation until it does (init-addr none)
+/// ```
+pub fn whereabouts(config: &Config, answers: &Answers) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut said = std::collections::HashSet::new();
+    for frontend in &config.frontends {
+        for (index, b) in frontend.backends.iter().enumerate() {
+            let Some(host) = b.addr.host() else {
+                continue;
+            };
+            let group = frontend.group_name_of(index);
+            let head = format!("backend {group}/{}", b.label());
+            if !said.insert(head.clone()) {
+                continue;
+            }
+            let start = answers.start_of(b);
+            lines.push(match (answers.get(host, b.addr.port()), start) {
+                (Some(Ok(_)), Some(at)) => format!("{head}: resolves to {at}"),
+                (Some(Err(why)), Some(at)) => {
+                    format!("{head}: does not resolve ({why}): starts at {at} (init-addr)")
+                }
+                (Some(Err(why)), None) => format!(
+                    "{head}: does not resolve ({why}): starts out of rotation until it does \
+                     (init-addr none)"
+                ),
+                _ => format!("{head}: not looked up"),
+            });
+        }
+    }
+    lines
 }
 
 /// An error about the file as a whole (no line).
@@ -183,6 +228,10 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         checks: checks as u64,
         access_log_file,
         syslog,
+        lookups: frontends
+            .iter()
+            .flat_map(|f| &f.backends)
+            .any(|b| b.addr.host().is_some()),
         admin_connections: admin.then(|| u64::from(AdminOptions::default().max_connections)),
         splice: frontends.iter().any(|f| f.splice != Splice::Off),
         upgrade,
@@ -222,7 +271,7 @@ mod tests {
     #[test]
     fn the_budget_counts_frontends_checks_the_admin_and_a_log_file() {
         let mut config = Settings {
-            backends: vec![SocketAddr::from(([127, 0, 0, 1], 9001))],
+            backends: vec![SocketAddr::from(([127, 0, 0, 1], 9001)).into()],
             ..Settings::default()
         }
         .to_config();

@@ -26,7 +26,7 @@ use crate::ops::access_log::record::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::settings::config::{
-    self, AccessLogTarget, BackendServer, Config, DEFAULT_RETRIES, Frontend, Global,
+    self, AccessLogTarget, Address, BackendServer, Config, DEFAULT_RETRIES, Frontend, Global,
 };
 
 /// Which of the seed's milestones runs.
@@ -106,8 +106,9 @@ impl PickerKind {
 pub struct Settings {
     /// Where clients connect.
     pub listen: SocketAddr,
-    /// Where connections go, in round-robin order.
-    pub backends: Vec<SocketAddr>,
+    /// Where connections go, in round-robin order: IP addresses, or host
+    /// names the modes look up (`settings/resolve.rs`).
+    pub backends: Vec<Address>,
     /// Which milestone runs.
     pub mode: Mode,
     /// Pool mode: worker threads.
@@ -197,7 +198,7 @@ impl Settings {
         let backends = self
             .backends
             .iter()
-            .map(|&addr| BackendServer::new(addr))
+            .map(|addr| BackendServer::new(addr.clone()))
             .collect();
         let timeouts = self.timeouts;
         Config {
@@ -230,6 +231,7 @@ impl Settings {
                 splice: self.splice,
                 dontlognull: false,
             }],
+            hosts: Vec::new(),
         }
     }
 }
@@ -323,10 +325,11 @@ const FLAGS: &[Flag<Args>] = &[
     Flag {
         name: "--backend",
         arg: "ADDR",
-        needs: "an address like 127.0.0.1:9001",
-        help: "a backend (repeat for more); at least one",
+        needs: "an address like 127.0.0.1:9001 or db.example:9001",
+        help: "a backend (repeat for more); at least one; a host name is\n\
+               \x20                            looked up at start (epoll: and every 10s)",
         set: |a, v| {
-            a.settings.backends.push(parse_addr(v)?);
+            a.settings.backends.push(Address::parse(v)?);
             Ok(())
         },
     },
@@ -853,7 +856,11 @@ mod tests {
     fn mistakes_say_what_was_wrong_and_what_to_do() {
         let error = |s: &str| parse(&args(s)).unwrap_err().message;
         assert!(error("").contains("no backend"));
-        assert!(error("--backend localhost:80").contains("not an IP address"));
+        assert!(error("--backend localhost").contains("'localhost' is not an address with a port"));
+        assert!(matches!(
+            settings("--backend localhost:80").backends[..],
+            [Address::Host { ref name, port: 80 }] if name == "localhost"
+        ));
         assert!(
             error("--backend 127.0.0.1:1 --mode fast")
                 .contains("use single, pool, epoll or states")

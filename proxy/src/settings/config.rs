@@ -21,6 +21,8 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+
+pub use super::address::{Address, InitAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -32,6 +34,7 @@ use crate::ops::access_log::custom::FormatError;
 use crate::ops::access_log::record::Format;
 use crate::ops::privileges::RunAs;
 use crate::policy::acl::AccessList;
+use crate::policy::address::Family;
 use crate::policy::balance::Algorithm;
 use crate::policy::check::Probe;
 use crate::policy::check::agent::AgentCheck;
@@ -46,6 +49,24 @@ pub struct Config {
     pub global: Global,
     /// One per `frontend` section, in file order.
     pub frontends: Vec<Frontend>,
+    /// Each `backend` line written with a host name, where it is: a name
+    /// that does not resolve is reported there (`resolve.rs`). Apart from
+    /// the servers, so that a line that only moved leaves its frontend
+    /// unchanged for a reload.
+    pub hosts: Vec<HostLine>,
+}
+
+/// Where a `backend` line with a host name is in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLine {
+    /// Its line.
+    pub line: usize,
+    /// The column of its address.
+    pub column: usize,
+    /// Its server's name (its address for a line without one).
+    pub name: String,
+    /// Its address, as written.
+    pub address: Address,
 }
 
 /// The `global` section.
@@ -89,6 +110,27 @@ pub struct Global {
     /// `user ID [GROUP]`: who the proxy runs as once its listeners are
     /// bound (empty: who it was started as).
     pub run_as: RunAs,
+    /// `resolve-interval DURATION|off`: how often the backends written
+    /// with a host name are looked up again (`None`: the default,
+    /// [`DEFAULT_RESOLVE_INTERVAL`]; `Some(None)`: off, at start and at a
+    /// reload only).
+    pub resolve_interval: Option<Option<Duration>>,
+}
+
+/// How often host names are looked up again without `resolve-interval`:
+/// HAProxy's `hold valid` default. A name is written instead of an address
+/// because the address may change (a container moved, a database failed
+/// over), so looking again is the default; one lookup per name per 10s
+/// costs the resolver thread next to nothing, and never a worker.
+pub const DEFAULT_RESOLVE_INTERVAL: Duration = Duration::from_secs(10);
+
+impl Global {
+    /// How often names are looked up again (`None`: never, after the start
+    /// and a reload).
+    pub fn resolve_every(&self) -> Option<Duration> {
+        self.resolve_interval
+            .unwrap_or(Some(DEFAULT_RESOLVE_INTERVAL))
+    }
 }
 
 /// Where the access log goes.
@@ -291,12 +333,21 @@ impl Frontend {
 pub struct BackendServer {
     /// `backend NAME ADDR`: what the access log, the metrics, the state dump
     /// and the health lines call it, unique in its group. A line without a
-    /// name is named by its address (`127.0.0.1:9001`, `[::1]:9001`): its
-    /// log lines and metric labels read as they did before names existed,
-    /// and no written name can clash with it, since a name has no `:`.
+    /// name is named by its address (`127.0.0.1:9001`, `[::1]:9001`,
+    /// `db.internal:5432`): its log lines and metric labels read as they
+    /// did before names existed, and no written name can clash with it,
+    /// since a name has no `:`.
     pub name: String,
-    /// Where connections go.
-    pub addr: SocketAddr,
+    /// Where connections go, as written: an IP address, or a host name
+    /// looked up at start, at a reload and every `resolve-interval`
+    /// (`policy/address.rs` holds where it is now).
+    pub addr: Address,
+    /// `init-addr`: where it starts when its host name does not resolve at
+    /// start (a line with a host name only).
+    pub init_addr: InitAddr,
+    /// `resolve-prefer ipv4|ipv6`: that family among its name's answers,
+    /// if there is one (`None`: the resolver's order).
+    pub resolve_prefer: Option<Family>,
     /// `weight N`, 0 to 256 (default 1; 0 drains the backend).
     pub weight: u32,
     /// `backup`: used only when every normal backend is down.
@@ -331,10 +382,13 @@ pub struct BackendServer {
 impl BackendServer {
     /// A backend at `addr` with every parameter at its default: named by
     /// its address, weight 1, no limit, no check, no PROXY header, no agent.
-    pub fn new(addr: SocketAddr) -> BackendServer {
+    pub fn new(addr: impl Into<Address>) -> BackendServer {
+        let addr = addr.into();
         BackendServer {
             name: addr.to_string(),
             addr,
+            init_addr: InitAddr::default(),
+            resolve_prefer: None,
             weight: 1,
             backup: false,
             maxconn: None,
@@ -355,7 +409,9 @@ impl BackendServer {
     }
 
     /// How the daemon's log shows it: `db1 (127.0.0.1:9001)`, or the
-    /// address alone for a server named by it.
+    /// address alone for a server named by it; an address as written
+    /// (`db1 (db.internal:5432)`): where a name is now is said beside it
+    /// where it matters.
     pub fn label(&self) -> String {
         if self.is_named() {
             format!("{} ({})", self.name, self.addr)

@@ -316,6 +316,10 @@ impl File<'_> {
         }
         self.global.finish(&mut self.r);
         self.check_groups();
+        let pools = self.groups.values_mut().map(|g| &mut g.pool);
+        let pools = pools.chain(self.frontends.iter_mut().map(|f| &mut f.pool));
+        let mut hosts: Vec<_> = pools.flat_map(|p| std::mem::take(&mut p.hosts)).collect();
+        hosts.sort_by_key(|h| (h.line, h.column));
         for mut draft in std::mem::take(&mut self.frontends) {
             self.forget_skipped(&mut draft);
             if let Some(frontend) = self.complete(draft, &mut listening) {
@@ -334,7 +338,11 @@ impl File<'_> {
         r.errors.sort_by_key(|e| (e.line, e.column));
         if r.errors.is_empty() {
             let global = self.global.global;
-            Ok(Config { global, frontends })
+            Ok(Config {
+                global,
+                frontends,
+                hosts,
+            })
         } else {
             Err(self.r.errors)
         }
@@ -591,6 +599,7 @@ mod tests {
                 log_tag: Some("proxy".into()),
                 log_send_hostname: Some(Some("lb1".into())),
                 run_as: RunAs::default(),
+                resolve_interval: None,
             }
         );
         assert_eq!(c.frontends.len(), 3);
@@ -625,7 +634,7 @@ mod tests {
             vec![
                 BackendServer {
                     name: "app1".to_string(),
-                    addr: addr("127.0.0.1:9001"),
+                    addr: addr("127.0.0.1:9001").into(),
                     weight: 5,
                     backup: false,
                     maxconn: Some(100),
@@ -653,7 +662,7 @@ mod tests {
                 },
                 BackendServer {
                     name: "app2".to_string(),
-                    addr: addr("127.0.0.1:9002"),
+                    addr: addr("127.0.0.1:9002").into(),
                     weight: 1,
                     backup: true,
                     maxconn: None,
@@ -674,7 +683,7 @@ mod tests {
             (db.name.as_str(), &db.listen[..]),
             ("db", &[addr("[::1]:5433"), addr("127.0.0.1:5433")][..])
         );
-        assert_eq!(db.backends[0].addr, addr("[::1]:5432"));
+        assert_eq!(db.backends[0].addr, addr("[::1]:5432").into());
         let pgsql = PgsqlCheck {
             user: "haproxy".into(),
         };
@@ -700,7 +709,7 @@ mod tests {
             (api.name, api.balance, api.backends),
             ("api", Algorithm::LeastConn, 1..3)
         );
-        assert_eq!(tls.backends[0].addr, addr("127.0.0.1:9201"));
+        assert_eq!(tls.backends[0].addr, addr("127.0.0.1:9201").into());
         let Probe::Script(script) = &tls.backends[1].probe else {
             panic!("the api group's check: {:?}", tls.backends[1].probe);
         };
@@ -786,8 +795,8 @@ mod tests {
         let f = &c.frontends[0];
         let b = &f.backends;
         assert_eq!(
-            (b[0].name.as_str(), b[0].addr),
-            ("db1", addr("10.0.0.1:5432"))
+            (b[0].name.as_str(), &b[0].addr),
+            ("db1", &addr("10.0.0.1:5432").into())
         );
         assert!(b[0].is_named() && b[0].check.is_some());
         assert_eq!(b[0].label(), "db1 (10.0.0.1:5432)");
@@ -1106,12 +1115,14 @@ backend redis
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
                  which takes maxconn, workers, grace, shutdown-delay, admin, access-log, \
-                 log-format, log, log-tag, log-send-hostname, timeout, upgrade-socket and user",
+                 log-format, log, log-tag, log-send-hostname, timeout, upgrade-socket, user and \
+                 resolve-interval",
             ),
             (
-                &fe("  backend localhost:80\n"),
-                "lb.conf:4:11: backend: 'localhost:80' is not an IP address with a port, like \
-                 127.0.0.1:8080 or [::1]:8080 (host names are not resolved)",
+                &fe("  backend db::1:80\n"),
+                "lb.conf:4:11: backend: 'db::1:80' is not an address with a port, like \
+                 127.0.0.1:8080, [::1]:8080 or db.example:8080 (an IPv6 address goes in \
+                 brackets, with its port after)",
             ),
             (
                 &fe("  timeout connect 5x\n"),
@@ -1259,9 +1270,38 @@ backend redis
                  'backend db1 ADDR ...'",
             ),
             (
-                &fe("  backend db1 localhost:5432\n"),
-                "lb.conf:4:15: backend: 'localhost:5432' is not an IP address with a port, like \
-                 127.0.0.1:8080 or [::1]:8080 (host names are not resolved)",
+                &fe("  backend db1 localhost:http\n"),
+                "lb.conf:4:15: backend: 'localhost:http' is not an address with a port, like \
+                 127.0.0.1:8080, [::1]:8080 or db.example:8080: bad port 'http' (1 to 65535)",
+            ),
+            (
+                &fe("  backend db1 db.example:5432 init-addr maybe\n"),
+                "lb.conf:4:41: init-addr: unknown method 'maybe'; use libc (the default: the \
+                 start fails), none (start out of rotation until the name resolves), an IP \
+                 address to start with, or HAProxy's list like 'last,libc,none'",
+            ),
+            (
+                &fe("  backend db1 10.0.0.1:5432 init-addr none\n"),
+                "lb.conf:4:29: 'init-addr' is for a backend written with a host name, and \
+                 10.0.0.1:5432 is an IP address: remove it",
+            ),
+            (
+                &fe("  backend db.example:5432 resolve-prefer ipv5\n"),
+                "lb.conf:4:42: resolve-prefer: 'ipv5' (did you mean 'ipv4'?); use ipv4 or ipv6",
+            ),
+            (
+                &fe("  backend db.example:1\n  backend db.example:1\n"),
+                "lb.conf:5:11: backend db.example:1 is already in this section (line 4); list it \
+                 once and use 'weight' to send it more",
+            ),
+            (
+                "global\n  resolve-interval 0s\n",
+                "lb.conf:2:20: resolve-interval: 0 would look names up without a pause; write \
+                 'off' to look them up at start and at a reload only, or a duration like 10s",
+            ),
+            (
+                "global\n  resolve-interval soon\n",
+                "lb.conf:2:20: resolve-interval: 'soon' is not a duration like 500ms, 2s, 1m or 1h; or off",
             ),
             (
                 &fe("  backend db/1 10.0.0.1:1\n"),
@@ -1269,8 +1309,8 @@ backend redis
             ),
             (
                 &fe("  backend\n"),
-                "lb.conf:4:3: 'backend' needs an address like 127.0.0.1:9001, or a name and an \
-                 address: 'backend db1 127.0.0.1:9001'",
+                "lb.conf:4:3: 'backend' needs an address like 127.0.0.1:9001 or \
+                 db.example:9001, or a name and an address: 'backend db1 127.0.0.1:9001'",
             ),
             // The options TCP configurations use, and what they need.
             (
@@ -1371,7 +1411,7 @@ frontend web
 frontend web
 frontend api
     listen 127.0.0.1:8080
-    backend localhost:9
+    backend localhost:99999
 ";
         let all = errors(text);
         assert_eq!(
@@ -1386,8 +1426,8 @@ frontend api
                  frontend its own name",
                 "lb.conf:10:12: frontend 'api' listens on 127.0.0.1:8080, as frontend 'web' \
                  does; give each frontend its own address",
-                "lb.conf:11:13: backend: 'localhost:9' is not an IP address with a port, like \
-                 127.0.0.1:8080 or [::1]:8080 (host names are not resolved)",
+                "lb.conf:11:13: backend: 'localhost:99999' is not an address with a port, like \
+                 127.0.0.1:8080, [::1]:8080 or db.example:8080: bad port '99999' (1 to 65535)",
             ]
         );
     }
@@ -1679,6 +1719,60 @@ frontend api
             ),
         ];
         assert_eq!(errors, expected);
+    }
+
+    #[test]
+    fn backends_written_with_a_host_name_are_read_with_where_they_are() {
+        use crate::policy::address::Family;
+        use crate::settings::config::{Address, InitAddr};
+        let c = ok(
+            "global\n  resolve-interval 2s\ngroup ro\n  backend ro1 ro.db.test:5432\n\
+                    frontend pg\n  listen 127.0.0.1:5432\n  backend db1 db.test:5432 init-addr \
+                    last,libc,none resolve-prefer ipv6\n  backend db.test:5433 init-addr 10.0.0.9\n  \
+                    backend 10.0.0.2:5432\n  use-group ro sni ro.example\n",
+        );
+        assert_eq!(c.global.resolve_every(), Some(Duration::from_secs(2)));
+        let b = &c.frontends[0].backends;
+        let host = |name: &str, port| Address::Host {
+            name: name.to_string(),
+            port,
+        };
+        assert_eq!(
+            (b[0].name.as_str(), &b[0].addr),
+            ("db1", &host("db.test", 5432))
+        );
+        assert_eq!(
+            (b[0].init_addr, b[0].resolve_prefer),
+            (InitAddr::Down, Some(Family::V6))
+        );
+        assert_eq!(b[0].label(), "db1 (db.test:5432)");
+        assert_eq!(
+            (b[1].name.as_str(), b[1].label()),
+            ("db.test:5433", "db.test:5433".into())
+        );
+        assert_eq!(b[1].init_addr, InitAddr::At("10.0.0.9".parse().unwrap()));
+        assert_eq!(
+            (b[2].init_addr, b[3].addr.host()),
+            (InitAddr::Fail, Some("ro.db.test"))
+        );
+        // Every line with a name, once (a group's too), where its address is.
+        let at: Vec<(usize, usize, &str)> = c
+            .hosts
+            .iter()
+            .map(|h| (h.line, h.column, h.name.as_str()))
+            .collect();
+        assert_eq!(
+            at,
+            [(4, 15, "ro1"), (7, 15, "db1"), (8, 11, "db.test:5433")]
+        );
+        let defaults = ok(&fe(""));
+        assert_eq!(
+            defaults.global.resolve_every(),
+            Some(Duration::from_secs(10))
+        );
+        let off =
+            ok("global\n  resolve-interval off\nfrontend f\n  listen 127.0.0.1:1\n  backend b:1\n");
+        assert_eq!(off.global.resolve_every(), None);
     }
 
     #[test]

@@ -30,8 +30,10 @@ const HTTP: &str = "not supported: an HTTP feature, and this proxy relays TCP wi
 const TLS: &str = "not supported: the proxy neither terminates nor originates TLS (a client's \
                    TLS passes through, and 'use-group' reads its ClientHello only)";
 
-/// Why host-name words have no equivalent.
-const NAMES: &str = "not supported: backends are IP addresses; host names are not resolved";
+/// Why HAProxy's resolver words are not needed here.
+const NAMES: &str = "not needed: a backend's host name is looked up by the system's resolver \
+                     (getaddrinfo: /etc/hosts, then DNS as /etc/resolv.conf says) at start, at a \
+                     reload and every 'resolve-interval' (global; HAProxy's 'hold valid')";
 
 /// HAProxy's section headers other than `backend NAME` and `listen NAME`
 /// (which need their name: [`section`]), and what each is here.
@@ -193,7 +195,8 @@ const PROXY: &[(&str, &str)] = &[
     ),
     (
         "server-template",
-        "not supported: it names servers found by DNS, and host names are not resolved here",
+        "not supported: it makes servers of a DNS answer's records; write a backend line for each \
+         server, with its host name if it has one",
     ),
     (
         "stick-table",
@@ -364,7 +367,6 @@ const SERVER: &[(&str, &str)] = &[
     ("alpn", TLS),
     ("check-ssl", TLS),
     ("resolvers", NAMES),
-    ("init-addr", NAMES),
     ("track", "not supported: each backend has checks of its own"),
     (
         "observe",
@@ -452,7 +454,7 @@ mod tests {
             ),
             (
                 "resolvers\n",
-                "lb.conf:1:1: HAProxy's 'resolvers' section: not supported: backends are IP addresses; host names are not resolved; its lines are skipped",
+                "lb.conf:1:1: HAProxy's 'resolvers' section: not needed: a backend's host name is looked up by the system's resolver (getaddrinfo: /etc/hosts, then DNS as /etc/resolv.conf says) at start, at a reload and every 'resolve-interval' (global; HAProxy's 'hold valid'); its lines are skipped",
             ),
             (
                 "mailers\n",
@@ -572,7 +574,7 @@ mod tests {
             ),
             (
                 "frontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001\n    server-template X\n",
-                "lb.conf:4:5: HAProxy's 'server-template': not supported: it names servers found by DNS, and host names are not resolved here",
+                "lb.conf:4:5: HAProxy's 'server-template': not supported: it makes servers of a DNS answer's records; write a backend line for each server, with its host name if it has one",
             ),
             (
                 "frontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001\n    stick-table X\n",
@@ -772,11 +774,7 @@ mod tests {
             ),
             (
                 "frontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001 resolvers X\n",
-                "lb.conf:3:28: HAProxy's 'resolvers': not supported: backends are IP addresses; host names are not resolved",
-            ),
-            (
-                "frontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001 init-addr X\n",
-                "lb.conf:3:28: HAProxy's 'init-addr': not supported: backends are IP addresses; host names are not resolved",
+                "lb.conf:3:28: HAProxy's 'resolvers': not needed: a backend's host name is looked up by the system's resolver (getaddrinfo: /etc/hosts, then DNS as /etc/resolv.conf says) at start, at a reload and every 'resolve-interval' (global; HAProxy's 'hold valid')",
             ),
             (
                 "frontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001 track X\n",

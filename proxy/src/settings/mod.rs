@@ -10,6 +10,8 @@
 //! | [`cli`] | the proxy's flags, one table, and the rules that tie them together |
 //! | [`flags`] | reading a command line against a table of flags (the tools use it too) |
 //! | [`config`] | the configuration, as types: frontends, backends, timeouts, `global` |
+//! | [`address`] | a backend's address as written: an IP address or a host name, and `init-addr` |
+//! | [`resolve`] | host names to addresses, by the system's resolver, at start and at a reload |
 //! | [`file`](mod@file) | reading a file: sections, then the checks of a complete frontend |
 //! | [`sections`] | every option of every section, one table each |
 //! | [`logging`] | the logging options' values: `log` (syslog), `log-tag`, `log-format`, `dontlognull` |
@@ -23,8 +25,12 @@
 //! May import: [`crate::log`], [`crate::policy`], [`crate::conn`] and
 //! [`crate::ops`], whose types a configuration names (an algorithm, a PROXY
 //! version, a log format). The modes above read the settings; nothing here
-//! starts a thread or opens a socket.
+//! starts a thread or opens a socket of its own. Besides reading files, a
+//! configuration asks the system's databases for the names it holds: users
+//! (`user`), and host names ([`resolve`], which the modes also call, off
+//! their event loops).
 
+pub mod address;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -34,6 +40,7 @@ pub mod haproxy;
 pub mod logging;
 pub mod probes;
 pub mod reader;
+pub mod resolve;
 pub mod routing;
 pub mod sections;
 pub mod words;

@@ -20,9 +20,8 @@
 //! under two names).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 
-use super::config::{BackendServer, Group};
+use super::config::{Address, BackendServer, Group};
 use super::reader::Reader;
 use super::sections::{FrontendDraft, GroupDraft};
 use super::words::did_you_mean;
@@ -54,10 +53,10 @@ pub fn resolve(
     let mut ok = true;
     let mut resolved = default_group(r, draft, groups, &mut ok)?;
     // Where each address is, by group name: one look-up each.
-    let mut at: HashMap<SocketAddr, String> = HashMap::new();
+    let mut at: HashMap<Address, String> = HashMap::new();
     let first = resolved.default_group.clone().unwrap_or(draft.name.clone());
     for b in &resolved.backends {
-        at.insert(b.addr, first.clone());
+        at.insert(b.addr.clone(), first.clone());
     }
     let mut routes = Routes::default();
     for rule in std::mem::take(&mut draft.rules) {
@@ -159,14 +158,14 @@ fn group_index(
     groups: &HashMap<String, GroupDraft>,
     name: &str,
     column: usize,
-    at: &mut HashMap<SocketAddr, String>,
+    at: &mut HashMap<Address, String>,
 ) -> Option<usize> {
     if let Some(i) = resolved.groups.iter().position(|g| g.name == name) {
         return Some(i + 1);
     }
     let group = known(r, groups, name, column)?;
     for b in &group.pool.backends {
-        if let Some(other) = at.insert(b.addr, name.to_string()) {
+        if let Some(other) = at.insert(b.addr.clone(), name.to_string()) {
             let message = format!(
                 "backend {} is in group '{name}' and in '{other}', both routed to by this \
                  frontend; a backend belongs to one of a frontend's groups",

@@ -4,13 +4,15 @@
 //!
 //! ```text
 //!   global      GLOBAL        maxconn workers grace shutdown-delay admin access-log log-format
-//!                             log log-tag log-send-hostname timeout upgrade-socket
+//!                             log log-tag log-send-hostname timeout upgrade-socket user
+//!                             resolve-interval
 //!     timeout   GLOBAL_TIMEOUTS  admin-request
 //!   frontend    FRONTEND      listen balance maxconn timeout retries backend allow deny splice ...
 //!                             use-group default-group not-tls dontlognull option tcp-check http-check
 //!     timeout   TIMEOUTS      connect client server client-fin server-fin tunnel queue client-hs
 //!     backend   PARAMS        weight backup maxconn check send-proxy send-proxy-v2
-//!                             agent-check agent-port agent-inter agent-send
+//!                             agent-check agent-port agent-inter agent-send slowstart
+//!                             maxqueue on-marked-down on-marked-up init-addr resolve-prefer
 //!       check   CHECK_PARAMS  inter fall rise timeout
 //!   group       GROUP         balance backend (the same PARAMS) option tcp-check http-check
 //!
@@ -31,13 +33,17 @@ use crate::conn::splice::Splice;
 use crate::conn::timeouts::Timeouts;
 use crate::ops::privileges::{FoundUser, find_group, find_user, group_name};
 use crate::policy::acl::AccessList;
+use crate::policy::address::Family;
 use crate::policy::balance::Algorithm;
 use crate::policy::check::agent::AgentCheck;
 use crate::policy::cidr::Cidr;
 use crate::policy::health::Check;
 use crate::policy::route::{NotTls, Pattern};
 
-use super::config::{AccessLogTarget, BackendServer, DEFAULT_RETRIES, Global, MAX_WEIGHT};
+use super::config::{
+    AccessLogTarget, Address, BackendServer, DEFAULT_RETRIES, Global, HostLine, InitAddr,
+    MAX_WEIGHT,
+};
 use super::haproxy;
 use super::logging;
 use super::probes::{self, ProbeDraft};
@@ -103,7 +109,9 @@ pub struct PoolDraft {
     /// The address of each good `backend` line, with its line: a second
     /// line for an address is found in one look-up, not by comparing it with
     /// every backend before it (a frontend may have 100,000).
-    pub backend_at: HashMap<SocketAddr, usize>,
+    pub backend_at: HashMap<Address, usize>,
+    /// The good `backend` lines written with a host name, where they are.
+    pub hosts: Vec<HostLine>,
     /// The name of each good `backend` line (its address for an unnamed
     /// one), with its line: names are unique in a section.
     pub name_at: HashMap<String, usize>,
@@ -341,7 +349,33 @@ pub const GLOBAL: &[Opt<GlobalDraft>] = &[
         name: "user",
         setter: Setter::Line(set_user),
     },
+    Opt {
+        name: "resolve-interval",
+        setter: Setter::Value {
+            hint: "a duration, like 10s, or off",
+            set: set_resolve_interval,
+        },
+    },
 ];
+
+/// `resolve-interval DURATION|off`: how often the backends written with a
+/// host name are looked up again (HAProxy's `hold valid`, nginx's
+/// `resolver ... valid=`); `off`: at start and at a reload only.
+fn set_resolve_interval(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
+    if v.text == "off" {
+        g.global.resolve_interval = Some(None);
+        return;
+    }
+    match parse_duration(v.text) {
+        Ok(every) if !every.is_zero() => g.global.resolve_interval = Some(Some(every)),
+        Ok(_) => r.error(
+            v.column,
+            "resolve-interval: 0 would look names up without a pause; write 'off' to look them \
+             up at start and at a reload only, or a duration like 10s",
+        ),
+        Err(why) => r.error(v.column, format!("resolve-interval: {why}; or off")),
+    }
+}
 
 /// `user ID [GROUP]`: who to run as once the listeners are bound (nginx's
 /// `user USER [GROUP]`; HAProxy's `user` and `group`, the latter a section
@@ -978,7 +1012,9 @@ fn add_backend(r: &mut Reader<'_>, f: &mut PoolDraft, words: &[Word<'_>]) {
         return;
     };
     let params = if name.is_some() { 3 } else { 2 };
-    let addr = r.addr("backend", v);
+    let addr = Address::parse(v.text)
+        .map_err(|e| r.error(v.column, format!("backend: {e}")))
+        .ok();
     let Some(mut server) = backend_params(r, words.get(params..).unwrap_or_default(), addr) else {
         return;
     };
@@ -1007,7 +1043,15 @@ fn add_backend(r: &mut Reader<'_>, f: &mut PoolDraft, words: &[Word<'_>]) {
             if let Entry::Vacant(slot) = slot {
                 slot.insert(r.line);
             }
-            f.backend_at.insert(server.addr, r.line);
+            f.backend_at.insert(server.addr.clone(), r.line);
+            if server.addr.host().is_some() {
+                f.hosts.push(HostLine {
+                    line: r.line,
+                    column: v.column,
+                    name: server.name.clone(),
+                    address: server.addr.clone(),
+                });
+            }
             f.backends.push(server);
         }
     }
@@ -1020,14 +1064,12 @@ fn name_and_address<'w>(
     r: &mut Reader<'_>,
     words: &[Word<'w>],
 ) -> Option<(Option<Word<'w>>, Word<'w>)> {
-    let hint = "an address like 127.0.0.1:9001, or a name and an address: 'backend db1 \
-                127.0.0.1:9001'";
+    let hint = "an address like 127.0.0.1:9001 or db.example:9001, or a name and an address: \
+                'backend db1 127.0.0.1:9001'";
     let first = r.value(words, 0, hint)?;
-    let second_is_addr = words
-        .get(2)
-        .is_some_and(|w| w.text.parse::<SocketAddr>().is_ok());
+    let second_is_addr = words.get(2).is_some_and(|w| Address::parse(w.text).is_ok());
     let named =
-        first.text.parse::<SocketAddr>().is_err() && (second_is_addr || is_server_name(first.text));
+        Address::parse(first.text).is_err() && (second_is_addr || is_server_name(first.text));
     if !named {
         return Some((None, first));
     }
@@ -1202,7 +1244,41 @@ const PARAMS: &[Param] = &[
             Some(())
         }),
     },
+    Param {
+        name: "init-addr",
+        key: "init-addr",
+        kind: ParamKind::Value(|r, d, v| match InitAddr::parse(v.text) {
+            Ok(rule) => {
+                d.server.init_addr = rule;
+                Some(())
+            }
+            Err(e) => {
+                r.error(v.column, e);
+                None
+            }
+        }),
+    },
+    Param {
+        name: "resolve-prefer",
+        key: "resolve-prefer",
+        kind: ParamKind::Value(|r, d, v| {
+            d.server.resolve_prefer = Some(family(r, v)?);
+            Some(())
+        }),
+    },
 ];
+
+/// `resolve-prefer`'s value.
+fn family(r: &mut Reader<'_>, v: Word<'_>) -> Option<Family> {
+    let families = [Family::V4, Family::V6];
+    if let Some(&found) = families.iter().find(|f| f.name() == v.text) {
+        return Some(found);
+    }
+    let names = families.map(Family::name);
+    let message = format!("resolve-prefer: {}", not_one_of(v.text, &names));
+    r.error(v.column, message);
+    None
+}
 
 /// The one action HAProxy's `on-marked-down` / `on-marked-up` take that
 /// this proxy does: `true` if `v` is it.
@@ -1264,6 +1340,7 @@ fn consistent(r: &mut Reader<'_>, d: &ServerDraft) -> bool {
                 .to_string(),
         ));
     }
+    problems.extend(nothing_to_resolve(d));
     if s.shutdown_backups_on_up && s.backup {
         problems.push((
             at("on-marked-up"),
@@ -1277,6 +1354,29 @@ fn consistent(r: &mut Reader<'_>, d: &ServerDraft) -> bool {
         r.error(column, message);
     }
     ok
+}
+
+/// The parameters of a host name's lookups on a backend written with an IP
+/// address, each with its column and what to do.
+fn nothing_to_resolve(d: &ServerDraft) -> Vec<(usize, String)> {
+    let Some(ip) = d.server.addr.ip() else {
+        return Vec::new();
+    };
+    let given = ["init-addr", "resolve-prefer"]
+        .into_iter()
+        .filter_map(|name| {
+            let &(_, column) = d.columns.iter().find(|(n, _)| *n == name)?;
+            Some((name, column))
+        });
+    given
+        .map(|(name, column)| {
+            let message = format!(
+                "'{name}' is for a backend written with a host name, and {ip} is an IP address: \
+                 remove it"
+            );
+            (column, message)
+        })
+        .collect()
 }
 
 /// The health check's parameters, read only after `check`.
@@ -1327,15 +1427,15 @@ fn check_of(d: &mut ServerDraft) -> &mut Check {
 fn backend_params(
     r: &mut Reader<'_>,
     words: &[Word<'_>],
-    addr: Option<SocketAddr>,
+    addr: Option<Address>,
 ) -> Option<BackendServer> {
+    let mut ok = addr.is_some();
     let mut d = ServerDraft {
-        server: BackendServer::new(addr.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))),
+        server: BackendServer::new(addr.unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)).into())),
         check_timeout: None,
         agent: AgentDraft::default(),
         columns: Vec::new(),
     };
-    let mut ok = addr.is_some();
     let mut seen = Seen::default();
     let mut i = 0;
     while let Some(&w) = words.get(i) {

@@ -46,6 +46,7 @@ use crate::conn::timeouts::Timeouts;
 use crate::ops::shutdown::{self, say};
 use crate::policy::balance::{Algorithm, Balancer, Server};
 use crate::settings::cli::Settings;
+use crate::settings::resolve;
 
 /// The listener's report token (connections use `slot << 1 | side`).
 const LISTENER: u64 = u64::MAX;
@@ -153,7 +154,9 @@ impl EventLoop {
         let flags = SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC;
         let signals = SignalFd::with_flags(&shutdown::handled_set(), flags)?;
         epoll.add(&signals, EpollEvent::new(EpollFlags::EPOLLIN, SIGNALS))?;
-        let servers = settings.backends.iter().map(|&a| Server::new(a)).collect();
+        // Host names looked up once, here: this mode never looks again.
+        let backends = resolve::once(&settings.backends)?;
+        let servers = backends.iter().map(|&a| Server::new(a)).collect();
         crate::info!(
             "listening on {} (states: one thread, level-triggered epoll, {} backends round-robin)",
             listener.local_addr()?,
@@ -166,7 +169,7 @@ impl EventLoop {
             connections: Slots::default(),
             deadlines: Deadlines::new(),
             balancer: Balancer::new(servers, Algorithm::RoundRobin),
-            backends: settings.backends.clone(),
+            backends,
             timeouts: settings.timeouts,
             grace: settings.grace.unwrap_or(shutdown::DEFAULT_GRACE),
             accept_errors: AcceptErrors::new(),

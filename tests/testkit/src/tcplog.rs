@@ -227,7 +227,7 @@ mod tests {
             server_name: None,
             backend: Some(ServerRef {
                 name: "127.0.0.1:9001",
-                addr: v4([127, 0, 0, 1], 9001),
+                addr: Some(v4([127, 0, 0, 1], 9001)),
             }),
             wait: Some(Duration::ZERO),
             connect: Some(Duration::from_millis(1)),
@@ -319,7 +319,7 @@ mod tests {
             client: v6(Ipv6Addr::LOCALHOST, 51234),
             backend: Some(ServerRef {
                 name: "[::1]:9001",
-                addr: v6(Ipv6Addr::LOCALHOST, 9001),
+                addr: Some(v6(Ipv6Addr::LOCALHOST, 9001)),
             }),
             ..record()
         };
@@ -377,7 +377,7 @@ mod tests {
                 client: v6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7), 65535),
                 backend: Some(ServerRef {
                     name: "[fd00::1]:1",
-                    addr: v6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1), 1),
+                    addr: Some(v6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1), 1)),
                 }),
                 wait: Some(Duration::from_millis(1500)),
                 connect: Some(Duration::from_millis(30)),
@@ -519,7 +519,7 @@ mod tests {
             client: v6(Ipv6Addr::LOCALHOST, 5),
             backend: Some(ServerRef {
                 name: "[::1]:9001",
-                addr: v6(Ipv6Addr::LOCALHOST, 9001),
+                addr: Some(v6(Ipv6Addr::LOCALHOST, 9001)),
             }),
             termination: Termination::CLIENT_SILENT_AFTER_SERVER_FIN,
             retries: 1,

@@ -400,8 +400,8 @@ fn write_var(var: Var, flags: Flags, r: &Record<'_>, out: &mut String) {
         Var::Frontend => text(Some(r.frontend), flags, out),
         Var::Group => text(Some(r.group), flags, out),
         Var::Server => text(Some(r.server().unwrap_or("<NOSRV>")), flags, out),
-        Var::ServerIp => ip(r.backend.map(|s| s.addr.ip()), flags, out),
-        Var::ServerPort => port(r.backend.map(|s| s.addr), flags, out),
+        Var::ServerIp => ip(r.backend.and_then(|s| s.addr).map(|a| a.ip()), flags, out),
+        Var::ServerPort => port(r.backend.and_then(|s| s.addr), flags, out),
         Var::SourceIp => ip(r.backend_source.map(|a| a.ip()), flags, out),
         Var::SourcePort => port(r.backend_source, flags, out),
         Var::Wait => shown(Millis(r.wait), out),
@@ -561,7 +561,7 @@ mod tests {
             client: SocketAddr::from((Ipv6Addr::LOCALHOST, 4000)),
             backend: Some(ServerRef {
                 name: "[::1]:9001",
-                addr: SocketAddr::from((Ipv6Addr::LOCALHOST, 9001)),
+                addr: Some(SocketAddr::from((Ipv6Addr::LOCALHOST, 9001))),
             }),
             frontend: "a b#c",
             ..record()

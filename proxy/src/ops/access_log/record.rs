@@ -15,8 +15,9 @@
 //! ```
 //!
 //! (on one line). `server` is the server's name (its address for a
-//! `backend` line without one) and `server_addr` its address; both are
-//! `null` where tcplog says `<NOSRV>`; times
+//! `backend` line without one) and `server_addr` its address (for a server
+//! written with a host name, the name's answer when the connection went
+//! there); both are `null` where tcplog says `<NOSRV>`; times
 //! that tcplog prints as `-1` are `-1` here too. `server_name` is the TLS
 //! server name read by a frontend with `use-group` rules (`null` without
 //! one), which tcplog prints in braces at the end of the line on those
@@ -144,8 +145,10 @@ pub struct Record<'a> {
 pub struct ServerRef<'a> {
     /// Its name (`backend NAME ADDR`; the address for a line without one).
     pub name: &'a str,
-    /// Its address.
-    pub addr: SocketAddr,
+    /// Where it was when this connection went there: its address, or its
+    /// host name's answer then (`None`: it had none, and was not
+    /// connected).
+    pub addr: Option<SocketAddr>,
 }
 
 /// A time in milliseconds, or `-1` for none.
@@ -243,7 +246,10 @@ impl Record<'_> {
         match self.backend {
             Some(server) => {
                 json::push_string(out, server.name);
-                let _ = write!(out, ",\"server_addr\":\"{}\"", server.addr);
+                match server.addr {
+                    Some(addr) => _ = write!(out, ",\"server_addr\":\"{addr}\""),
+                    None => out.push_str(",\"server_addr\":null"),
+                }
             }
             None => out.push_str("null,\"server_addr\":null"),
         }
@@ -356,7 +362,7 @@ pub(crate) mod tests {
             server_name: None,
             backend: Some(ServerRef {
                 name: "127.0.0.1:9001",
-                addr: v4([127, 0, 0, 1], 9001),
+                addr: Some(v4([127, 0, 0, 1], 9001)),
             }),
             wait: Some(Duration::ZERO),
             connect: Some(Duration::from_millis(1)),
@@ -427,7 +433,7 @@ pub(crate) mod tests {
         let r = Record {
             backend: Some(ServerRef {
                 name: "10.0.0.3:5432",
-                addr: v4([10, 0, 0, 3], 5432),
+                addr: Some(v4([10, 0, 0, 3], 5432)),
             }),
             wait: Some(Duration::from_millis(7)),
             connect: None,
@@ -506,7 +512,7 @@ pub(crate) mod tests {
             client: v6(Ipv6Addr::LOCALHOST, 51234),
             backend: Some(ServerRef {
                 name: "[::1]:9001",
-                addr: v6(Ipv6Addr::LOCALHOST, 9001),
+                addr: Some(v6(Ipv6Addr::LOCALHOST, 9001)),
             }),
             ..record()
         };
@@ -607,7 +613,7 @@ pub(crate) mod tests {
             group: "pg",
             backend: Some(ServerRef {
                 name: "db1",
-                addr: v4([10, 0, 0, 3], 5432),
+                addr: Some(v4([10, 0, 0, 3], 5432)),
             }),
             ..record()
         };

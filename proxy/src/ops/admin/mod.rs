@@ -448,6 +448,7 @@ mod tests {
                 .to_vec(),
             weights: vec![1, 0],
             board: board.clone(),
+            addresses: None,
             counters: Vec::new(),
             routes: Vec::new(),
         };

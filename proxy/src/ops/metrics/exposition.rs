@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::policy::address::AddressBook;
 use crate::policy::check::Status;
 use crate::policy::health::HealthBoard;
 
@@ -38,6 +39,8 @@ pub struct FrontendParts {
     pub weights: Vec<u32>,
     /// Its health board.
     pub board: Arc<HealthBoard>,
+    /// Where its backends are now (`None`: every one at its address).
+    pub addresses: Option<Arc<AddressBook>>,
     /// One set of counters per worker.
     pub counters: Vec<Arc<FrontendCounters>>,
     /// The labels of its routing counters ([`FrontendCounters::routes`]:
@@ -45,14 +48,16 @@ pub struct FrontendParts {
     pub routes: Vec<(String, String)>,
 }
 
-/// What a backend's samples are labelled with: `backend` (its address,
-/// the label it always had), `group` (its group: the frontend's name for
-/// the frontend's own lines) and `server` (its name; its address for a
-/// line without one). `frontend` comes first on every sample.
+/// What a backend's samples are labelled with: `backend` (its address as
+/// written, the label it always had: a host name stays the label whatever
+/// it resolves to, so that no series changes with an answer), `group` (its
+/// group: the frontend's name for the frontend's own lines) and `server`
+/// (its name; its address for a line without one). `frontend` comes first
+/// on every sample.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerLabels {
-    /// Its address.
-    pub addr: SocketAddr,
+    /// Its address as written (`127.0.0.1:9001`, `db.internal:5432`).
+    pub addr: String,
     /// Its group's name.
     pub group: String,
     /// Its name.
@@ -63,7 +68,7 @@ impl ServerLabels {
     /// A backend of the frontend `frontend`'s own lines, named by its address.
     pub fn unnamed(frontend: &str, addr: SocketAddr) -> ServerLabels {
         ServerLabels {
-            addr,
+            addr: addr.to_string(),
             group: frontend.to_string(),
             name: addr.to_string(),
         }
@@ -171,6 +176,7 @@ struct FrontendInfo {
     /// Each backend's weight, by index.
     weights: Vec<u32>,
     board: Arc<HealthBoard>,
+    addresses: Option<Arc<AddressBook>>,
     /// The labels (rule, group) of its routing counters, by index.
     routes: Vec<(String, String)>,
 }
@@ -201,6 +207,7 @@ impl Registry {
                     .collect(),
                 weights: vec![1; backends.len()],
                 board: board.clone(),
+                addresses: None,
                 routes: Vec::new(),
             })
             .collect();
@@ -240,6 +247,7 @@ impl Registry {
                 backends: parts.backends,
                 weights: parts.weights,
                 board: parts.board,
+                addresses: parts.addresses,
                 routes: parts.routes,
             });
         }
@@ -258,13 +266,21 @@ impl Registry {
     }
 
     /// Whether frontend `name` can serve a new client now: how many of its
-    /// servers are usable (up, and with a weight above 0, HAProxy's
-    /// `nbsrv`), out of how many. `None` if no frontend has that name.
+    /// servers are usable (up, with a weight above 0, HAProxy's `nbsrv`,
+    /// and with an address), out of how many. `None` if no frontend has
+    /// that name.
     pub fn frontend_health(&self, name: &str) -> Option<FrontendHealth> {
         let frontend = self.frontends.iter().find(|f| f.name == name)?;
         let servers = frontend.backends.len();
+        let located = |i: usize| {
+            frontend
+                .addresses
+                .as_ref()
+                .is_none_or(|a| a.get(i).is_some())
+        };
         let usable = (0..servers.min(frontend.board.len()))
             .filter(|&i| frontend.board.is_up(i) && frontend.weights.get(i) != Some(&0))
+            .filter(|&i| located(i))
             .count();
         Some(FrontendHealth { usable, servers })
     }
@@ -368,7 +384,7 @@ impl Registry {
             for (b, server) in frontend.backends.iter().enumerate() {
                 let labels = [
                     ("frontend", frontend.name.clone()),
-                    ("backend", server.addr.to_string()),
+                    ("backend", server.addr.clone()),
                     ("group", server.group.clone()),
                     ("server", server.name.clone()),
                 ];
@@ -396,6 +412,49 @@ impl Registry {
             }
         }
         self.render_last_checks(out, &backends);
+        self.render_addresses(out, &backends);
+    }
+
+    /// The backends written with a host name: where each connects now, and
+    /// how its lookups go. The address is a label of its own family, one
+    /// series per backend at a time: a new answer ends a series and starts
+    /// another (as often as the name's records change), and every other
+    /// family keeps its labels.
+    fn render_addresses(&self, out: &mut Exposition, backends: &[(usize, usize, Labels)]) {
+        let named: Vec<_> = backends
+            .iter()
+            .filter_map(|(f, b, labels)| {
+                let book = self.frontends[*f].addresses.as_ref()?;
+                book.lookup(*b)?;
+                Some((book, *b, borrowed(labels)))
+            })
+            .collect();
+        if named.is_empty() {
+            return;
+        }
+        let name = "proxy_backend_address";
+        let help = "Where a backend written with a host name connects now: 1, with its name's \
+                    answer as the address label; 0 with address=\"\" before its first answer.";
+        out.family(name, Kind::Gauge, help);
+        for (book, b, labels) in &named {
+            let at = book.get(*b).map_or(String::new(), |a| a.to_string());
+            let [frontend, backend, group, server] = *labels;
+            let labels = [frontend, backend, group, server, ("address", at.as_str())];
+            out.sample(name, &labels, u8::from(!at.is_empty()));
+        }
+        let name = "proxy_backend_resolve_failures_total";
+        let help = "Lookups of a backend's host name that failed (it keeps its last good address).";
+        out.family(name, Kind::Counter, help);
+        for (book, b, labels) in &named {
+            out.sample(name, labels, book.failures(*b));
+        }
+        let name = "proxy_backend_resolve_failing";
+        let help = "1 while the lookups of a backend's host name fail (since the last one that \
+                    answered), else 0.";
+        out.family(name, Kind::Gauge, help);
+        for (book, b, labels) in &named {
+            out.sample(name, labels, u8::from(book.failing(*b).is_some()));
+        }
     }
 
     /// The last check of each checked backend that had one: its status,
@@ -841,6 +900,77 @@ mod tests {
         ] {
             assert!(text.contains(line), "no {line:?} in\n{text}");
         }
+    }
+
+    // A backend written with a host name keeps its labels; where it is now
+    // is a family of its own, with how its lookups go.
+    #[test]
+    fn a_host_name_keeps_its_labels_and_its_address_has_a_family_of_its_own() {
+        use crate::policy::address::{Lookup, Place};
+        let named = |host: &str| Place {
+            label: format!("{host}:5432"),
+            start: None,
+            lookup: Some(Lookup {
+                host: host.to_string(),
+                port: 5432,
+                prefer: None,
+            }),
+        };
+        let fixed = Place {
+            label: "127.0.0.1:9001".to_string(),
+            start: Some(addr(9001)),
+            lookup: None,
+        };
+        let book = Arc::new(AddressBook::new(
+            "db",
+            [named("db.test"), named("gone.test"), fixed],
+        ));
+        book.answer(0, Ok(&[addr(5432)]));
+        book.answer(0, Err("temporary failure in name resolution"));
+        book.answer(1, Err("name or service not known"));
+        let labels = |address: &str| ServerLabels {
+            addr: address.to_string(),
+            group: "db".to_string(),
+            name: address.to_string(),
+        };
+        let board = Arc::new(HealthBoard::new("db", &[(addr(1), None); 3]));
+        let registry = Registry::from_counters(vec![FrontendParts {
+            name: "db".to_string(),
+            backends: vec![
+                labels("db.test:5432"),
+                labels("gone.test:5432"),
+                labels("127.0.0.1:9001"),
+            ],
+            weights: vec![1; 3],
+            board,
+            addresses: Some(book),
+            counters: Vec::new(),
+            routes: Vec::new(),
+        }]);
+        let text = registry.render();
+        let db = "frontend=\"db\",backend=\"db.test:5432\",group=\"db\",server=\"db.test:5432\"";
+        let gone =
+            "frontend=\"db\",backend=\"gone.test:5432\",group=\"db\",server=\"gone.test:5432\"";
+        for line in [
+            format!("proxy_backend_up{{{db}}} 1\n"),
+            format!("proxy_backend_address{{{db},address=\"127.0.0.1:5432\"}} 1\n"),
+            format!("proxy_backend_address{{{gone},address=\"\"}} 0\n"),
+            format!("proxy_backend_resolve_failures_total{{{db}}} 1\n"),
+            format!("proxy_backend_resolve_failing{{{db}}} 1\n"),
+            format!("proxy_backend_resolve_failures_total{{{gone}}} 1\n"),
+        ] {
+            assert!(text.contains(&line), "no {line:?} in\n{text}");
+        }
+        assert!(
+            !text.contains("address=\"127.0.0.1:9001\""),
+            "an IP backend has none"
+        );
+        let health = registry.frontend_health("db").expect("the frontend");
+        assert_eq!(
+            (health.usable, health.servers),
+            (2, 3),
+            "no address: not usable"
+        );
     }
 
     #[test]

@@ -32,10 +32,12 @@ pub struct Parcel {
     pub frontend: String,
     /// The group its backend was chosen from.
     pub group: String,
-    /// The backend it is connected to.
+    /// The address of the backend it is connected to (for one written
+    /// with a host name, where its name pointed when it connected).
     pub server: SocketAddr,
-    /// That backend's name (its address for a line without one): with the
-    /// address, what finds it again among servers that share an address.
+    /// That backend's name (its address as written for a line without
+    /// one): with the address, what finds it again among servers that share
+    /// an address.
     pub name: String,
     /// The client (the one its PROXY header named, if it sent one).
     pub client: SocketAddr,

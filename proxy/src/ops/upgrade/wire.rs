@@ -55,8 +55,9 @@ pub const PARCEL_VERSION: u32 = 1;
 pub struct Totals {
     /// The frontend.
     pub frontend: String,
-    /// The backend of that frontend, for a backend's totals.
-    pub backend: Option<SocketAddr>,
+    /// The backend of that frontend, for a backend's totals: its address
+    /// as written (`127.0.0.1:9001`, `db.internal:5432`).
+    pub backend: Option<String>,
     /// Each counter's name and value.
     pub values: Vec<(String, u64)>,
 }
@@ -92,8 +93,10 @@ pub enum Tag {
 pub struct BackendStanding {
     /// The frontend it belongs to.
     pub frontend: String,
-    /// The backend's address.
-    pub backend: SocketAddr,
+    /// The backend's address as written (`127.0.0.1:9001`,
+    /// `db.internal:5432`): with its frontend, what the new process finds
+    /// it by, wherever its host name points now.
+    pub backend: String,
     /// Up or down, and the streak.
     pub standing: Standing,
 }
@@ -318,7 +321,7 @@ fn lines(head: &str, items: impl Iterator<Item = String>) -> String {
 }
 
 fn totals_line(t: &Totals) -> String {
-    let mut line = match t.backend {
+    let mut line = match &t.backend {
         None => format!("frontend {}", t.frontend),
         Some(backend) => format!("backend {} {backend}", t.frontend),
     };
@@ -409,7 +412,7 @@ impl Line<'_> {
     fn totals(&self) -> Result<Totals, WireError> {
         let (frontend, backend, pairs) = match self.words.as_slice() {
             ["frontend", name, pairs @ ..] => (name, None, pairs),
-            ["backend", name, addr, pairs @ ..] => (name, Some(self.addr(addr)?), pairs),
+            ["backend", name, addr, pairs @ ..] => (name, Some(addr.to_string()), pairs),
             _ => {
                 return Err(
                     self.error("not totals (frontend NAME ..., backend NAME ADDR ...)".into())
@@ -466,7 +469,7 @@ impl Line<'_> {
         };
         Ok(BackendStanding {
             frontend: frontend.to_string(),
-            backend: self.addr(backend)?,
+            backend: backend.to_string(),
             standing: Standing {
                 up,
                 failures: self.number_at(failures, "a count of failures")?,
@@ -505,7 +508,7 @@ mod tests {
             ]),
             Message::Health(vec![BackendStanding {
                 frontend: "web".into(),
-                backend: addr("127.0.0.1:9001"),
+                backend: "db.internal:5432".into(),
                 standing: Standing {
                     up: false,
                     failures: 0,
@@ -524,7 +527,7 @@ mod tests {
                 },
                 Totals {
                     frontend: "web".into(),
-                    backend: Some(addr("127.0.0.1:9001")),
+                    backend: Some("127.0.0.1:9001".into()),
                     values: vec![("connect_errors".into(), 1)],
                 },
             ]),
