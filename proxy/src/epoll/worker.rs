@@ -22,6 +22,7 @@ use crate::ops::metrics::counters;
 use super::connection::{self, Local, Places};
 use super::frontend::{Listener, Shared};
 use super::moving;
+use super::orders::Order;
 use super::worker_context::WorkerContext;
 use crate::ops::upgrade::adopt::Arrival;
 use crate::ops::upgrade::hand::Outbound;
@@ -221,7 +222,7 @@ pub async fn worker(
             }
             Command::Move(outbound) => {
                 context.moving.outbound.replace(Some(outbound));
-                context.moving.park.fire();
+                context.orders.give(Order::Park);
             }
             Command::Adopt(arrival, until, fate) => {
                 let id = arrival.parcel.id;
@@ -238,7 +239,7 @@ pub async fn worker(
                 let _ = done.send(());
             }
             Command::Cut(done) => {
-                context.kill.fire();
+                context.orders.give(Order::Kill);
                 // The connections woken by the switch run before this task
                 // comes back from its yields (a yield goes to the back of
                 // the queue): by then each has reset its sockets and
