@@ -61,8 +61,9 @@ impl Now {
 #[derive(Debug, Default)]
 struct Carrier {
     buffer: Option<Box<[u8]>>,
-    /// The pipe, while bytes are in flight through it.
-    pipe: Option<Held>,
+    /// The pipe, while bytes are in flight through it (boxed: most
+    /// connections never splice, and an idle one keeps its carriers).
+    pipe: Option<Box<Held>>,
     /// Moving by splice, not by copy.
     splicing: bool,
     /// Switch to splice before the next read (`auto` saw a full read; `on`).
@@ -126,7 +127,7 @@ impl Carrier {
     ) -> Option<Poll<Event>> {
         if self.pipe.is_none() {
             // It gave its own back while it waited.
-            self.pipe = Some(sp.take_pipe()?);
+            self.pipe = Some(Box::new(sp.take_pipe()?));
         }
         let held = self.pipe.as_mut()?;
         match source.poll_splice_to(cx, &mut held.pipe) {
@@ -214,7 +215,7 @@ impl Carrier {
             if let Some(buffer) = self.buffer.take() {
                 buffers::give(buffer);
             }
-            self.pipe = Some(held);
+            self.pipe = Some(Box::new(held));
             self.splicing = true;
         }
     }
@@ -238,7 +239,7 @@ impl Carrier {
                 _ => break,
             }
         }
-        splice::give(held);
+        splice::give(*held);
         self.buffer = (at == buffer.len()).then_some(buffer);
     }
 
@@ -283,7 +284,7 @@ impl Carrier {
             buffers::give(buffer);
         }
         if let Some(held) = self.pipe.take() {
-            splice::give(held);
+            splice::give(*held);
         }
     }
 }

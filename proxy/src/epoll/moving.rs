@@ -198,7 +198,7 @@ pub(super) fn adopt(local: &Rc<Local>, arrival: Arrival) -> Fate {
         held,
         spliced: parcel.spliced,
     });
-    runtime::spawn(adopted(
+    runtime::spawn_detached(adopted(
         local.clone(),
         (client, backend),
         (parked, global),

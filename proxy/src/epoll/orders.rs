@@ -121,7 +121,11 @@ mod tests {
             let _ = waiter.await;
             (after_park, kill_only.get())
         });
-        assert_eq!(heard, (false, true), "park did not end a kill-only wait; kill did");
+        assert_eq!(
+            heard,
+            (false, true),
+            "park did not end a kill-only wait; kill did"
+        );
         assert!(orders.given(Order::Park) && orders.given(Order::Kill));
     }
 }

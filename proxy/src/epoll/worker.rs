@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use runtime::net::{TcpListener, TcpStream};
-use runtime::{JoinHandle, mpsc, oneshot, spawn, time};
+use runtime::{JoinHandle, mpsc, oneshot, spawn, spawn_detached, time};
 
 use crate::conn::accept::AcceptErrors;
 use crate::ops::metrics::counters;
@@ -396,7 +396,7 @@ async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<Local>>>) {
                 // Taken here, before the next look for room, so that one
                 // freed place lets in one client, not the whole queue.
                 let (local, places) = admit(&slot).await;
-                spawn(connection::serve(waiting.admitted(), peer, local, places));
+                spawn_detached(connection::serve(waiting.admitted(), peer, local, places));
             }
             // Out of descriptors, say: the connection waits in the kernel's
             // queue, and accepting again at once would spin. The pause is a
@@ -454,7 +454,7 @@ impl Drop for Waiting<'_> {
                 // maxconn (by one client per loop, once), and the drain waits
                 // for it like any other.
                 let places = local.admit_over();
-                spawn(connection::serve(client, self.peer, local, places));
+                spawn_detached(connection::serve(client, self.peer, local, places));
                 return;
             }
             connection::cut_while_waiting(client, self.peer, self.accepted, self.started, &local);

@@ -16,9 +16,9 @@ use crate::ops::metrics::counters::MoveCounters;
 use crate::ops::upgrade::hand::Outbound;
 use crate::policy::limit::Limit;
 
-use super::orders::Orders;
 #[cfg(doc)]
 use super::orders::Order;
+use super::orders::Orders;
 
 /// What every frontend on one worker shares: the process-wide counts, and
 /// the worker's buffer of access-log lines.

@@ -253,15 +253,7 @@ impl Message {
                 version: head.number_at(version, "a version")?,
                 pid: head.number_at(pid, "a pid")?,
             },
-            ["listeners", count] => {
-                let count: usize = head.number_at(count, "a count")?;
-                if count != rest.len() {
-                    return Err(
-                        head.error(format!("says {count} listeners, {} follow", rest.len()))
-                    );
-                }
-                Message::Listeners(rest.iter().map(Line::tag).collect::<Result<_, _>>()?)
-            }
+            ["listeners", count] => Message::Listeners(head.counted(count, &rest, Line::tag)?),
             ["health"] => {
                 Message::Health(rest.iter().map(Line::standing).collect::<Result<_, _>>()?)
             }
@@ -386,7 +378,8 @@ impl Line<'_> {
     ) -> Result<Vec<T>, WireError> {
         let count: usize = self.number_at(count, "a count")?;
         if count != rest.len() {
-            return Err(self.error(format!("says {count}, {} follow", rest.len())));
+            let what = self.words.first().copied().unwrap_or("lines");
+            return Err(self.error(format!("says {count} {what}, {} follow", rest.len())));
         }
         rest.iter().map(read).collect()
     }
