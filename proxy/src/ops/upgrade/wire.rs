@@ -562,7 +562,7 @@ mod tests {
                 2,
                 "not a connection's fate (ID ok, or ID refused WHY)",
             ),
-            ("connections 2\n", 1, "says 2, 0 follow"),
+            ("connections 2\n", 1, "says 2 connections, 0 follow"),
         ];
         for (text, line, what) in cases {
             let e = Message::decode(text.as_bytes()).expect_err(text);
