@@ -17,9 +17,12 @@
 //!     }
 //! ```
 //!
-//! A task lives in a slab on this thread (`Rc`, not `Arc`: it never moves
-//! to another thread, so its future need not be `Send`). Its `Header` is the
-//! thread-safe part that wakers hold (`task.rs`, `waker.rs`).
+//! A task lives in a slab on this thread, in one allocation with its waker
+//! and its future (a `Box`, not an `Arc`: it never moves to another thread,
+//! so its future need not be `Send`); while it runs, it is taken out of
+//! its slot, so that the slab is free for the tasks it spawns. Its `Header`
+//! is the thread-safe part that wakers hold (`task.rs`, `waker.rs`), the one
+//! other allocation a task needs.
 //!
 //! While `block_on` runs, this runtime fills the thread's context
 //! (`context.rs`: driver, executor, local run queue, budget, deferred
@@ -53,17 +56,43 @@ use crate::task::{self, Header, JoinHandle, Run, waker_for};
 /// (tokio's default is 61).
 pub const EVENT_INTERVAL: u32 = 61;
 
-/// A spawned task as the executor stores it.
-struct Task {
-    header: Arc<Header>,
-    waker: Waker,
-    future: RefCell<Pin<Box<dyn Future<Output = ()>>>>,
+pin_project_lite::pin_project! {
+    /// A spawned task as the executor stores it: its header's handle, the
+    /// waker made from it once, and its future, in one allocation.
+    struct Task<F> {
+        header: Arc<Header>,
+        waker: Waker,
+        #[pin]
+        future: F,
+    }
 }
+
+/// What the executor asks of a task, whatever its future's type.
+trait Runnable {
+    fn header(&self) -> &Arc<Header>;
+    /// Polls the future once, with the task's own waker.
+    fn run(self: Pin<&mut Self>) -> Poll<()>;
+}
+
+impl<F: Future<Output = ()>> Runnable for Task<F> {
+    fn header(&self) -> &Arc<Header> {
+        &self.header
+    }
+
+    fn run(self: Pin<&mut Self>) -> Poll<()> {
+        let this = self.project();
+        this.future.poll(&mut Context::from_waker(this.waker))
+    }
+}
+
+/// A task in its slot: `None` while it runs (taken out, so that the slab is
+/// free for what it spawns).
+type Slot = Option<Pin<Box<dyn Runnable>>>;
 
 /// The executor's state, reachable from `spawn` through the thread's context
 /// while `block_on` runs.
 struct Core {
-    tasks: RefCell<Slab<Rc<Task>>>,
+    tasks: RefCell<Slab<Slot>>,
     shared: Arc<Shared>,
     event_interval: u32,
     task_budget: u32,
@@ -275,55 +304,72 @@ impl Core {
         F: Future + 'static,
         F::Output: 'static,
     {
-        let mut handle = None;
-        let id = self.tasks.borrow_mut().insert_with(|id| {
-            let header = Arc::new(Header::new(TaskId(id), self.shared.clone()));
-            let (spawned, join) = task::spawned(future, header.clone());
-            handle = Some((join, header.clone()));
-            Rc::new(Task {
-                waker: waker_for(&header),
-                header,
-                future: RefCell::new(Box::pin(spawned)),
-            })
+        let mut join = None;
+        self.insert(|header| {
+            let (spawned, handle) = task::spawned(future, header.clone());
+            join = Some(handle);
+            spawned
         });
-        let _ = id;
-        let (join, header) = handle.expect("insert_with always calls its closure");
-        header.schedule();
-        join
+        join.expect("insert always calls its closure")
+    }
+
+    /// A task of `make`'s future, given the task's header, queued to run.
+    fn insert<F: Future<Output = ()> + 'static>(&self, make: impl FnOnce(&Arc<Header>) -> F) {
+        let mut header = None;
+        self.tasks.borrow_mut().insert_with(|id| {
+            let h = Arc::new(Header::new(TaskId(id), self.shared.clone()));
+            let future = make(&h);
+            header = Some(h.clone());
+            let task = Task {
+                waker: waker_for(&h),
+                header: h,
+                future,
+            };
+            Some(Box::pin(task) as Pin<Box<dyn Runnable>>)
+        });
+        if let Some(header) = header {
+            header.schedule();
+        }
     }
 
     /// Polls one task once, or cancels it if an abort is pending.
     fn run_task(&self, id: TaskId) {
-        // A clone of the Rc, so the slab is free while the task runs (it may spawn).
-        let Some(task) = self.tasks.borrow().get(id.0).cloned() else {
+        // Taken out of its slot while it runs, so the slab is free (it may
+        // spawn); put back if it is not done.
+        let taken = self.tasks.borrow_mut().get_mut(id.0).and_then(Option::take);
+        let Some(mut task) = taken else {
             return; // already finished: a stale id
         };
-        match task.header.start_run() {
-            Run::Skip => return,
-            Run::Cancel => return self.finish(&task),
+        match task.header().start_run() {
+            Run::Skip => return self.put_back(id, task),
+            Run::Cancel => return self.finish(id, task),
             Run::Poll => {}
         }
-        let mut cx = Context::from_waker(&task.waker);
-        let poll = coop::with_budget(self.task_budget, || {
-            task.future.borrow_mut().as_mut().poll(&mut cx)
-        });
-        match poll {
-            Poll::Ready(()) => self.finish(&task),
+        match coop::with_budget(self.task_budget, || task.as_mut().run()) {
+            Poll::Ready(()) => self.finish(id, task),
             Poll::Pending => {
-                if task.header.end_run_pending() {
+                let again = task.header().end_run_pending();
+                self.put_back(id, task);
+                if again {
                     context::schedule(&self.shared, id);
                 }
             }
         }
     }
 
+    fn put_back(&self, id: TaskId, task: Pin<Box<dyn Runnable>>) {
+        if let Some(slot) = self.tasks.borrow_mut().get_mut(id.0) {
+            *slot = Some(task);
+        }
+    }
+
     /// Marks the task complete and drops it (its future with it).
-    fn finish(&self, task: &Task) {
-        task.header.complete();
-        // The removed Rc is dropped after the slab's borrow ends, so a
-        // destructor that spawns or aborts finds the slab free.
-        let removed = self.tasks.borrow_mut().remove(task.header.id.0);
-        drop(removed);
+    fn finish(&self, id: TaskId, task: Pin<Box<dyn Runnable>>) {
+        task.header().complete();
+        self.tasks.borrow_mut().remove(id.0);
+        // Dropped after the slab's borrow ended, so that a destructor that
+        // spawns or aborts finds the slab free.
+        drop(task);
     }
 }
 
@@ -338,12 +384,33 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
+    current("spawn").spawn(future)
+}
+
+/// Spawns a task whose end nobody awaits: no [`JoinHandle`], and no room
+/// kept for one (a `JoinHandle` dropped at once detaches its task too, but
+/// its output's slot lives as long as the task). For tasks spawned by the
+/// thousand that each end on their own, such as a proxy's connections. A
+/// panic in it ends it alone, said by the panic hook.
+///
+/// # Panics
+///
+/// Outside `Runtime::block_on`, as [`spawn`].
+pub fn spawn_detached<F>(future: F)
+where
+    F: Future<Output = ()> + 'static,
+{
+    current("spawn_detached").insert(|_| task::detached(future));
+}
+
+/// The executor of the runtime running on this thread.
+fn current(what: &str) -> Rc<Core> {
     // Only `Runtime::enter` puts an executor in the context, and it is a Core.
     let core = context::executor().and_then(|e| e.downcast::<Core>().ok());
     match core {
-        Some(core) => core.spawn(future),
+        Some(core) => core,
         None => {
-            panic!("runtime::spawn called outside Runtime::block_on; use Runtime::spawn instead")
+            panic!("runtime::{what} called outside Runtime::block_on; use Runtime::spawn instead")
         }
     }
 }
@@ -364,8 +431,8 @@ impl Drop for Runtime {
             if tasks.is_empty() {
                 break;
             }
-            for task in &tasks {
-                task.header.complete();
+            for task in tasks.iter().flatten() {
+                task.header().complete();
             }
             drop(tasks);
         }
@@ -412,6 +479,29 @@ mod tests {
     /// A task that yielded just before the main future finished is not
     /// lost with the context: the guard wakes it into the remote queue, and
     /// it runs first at the next block_on.
+    /// A detached task runs to its end like any other, and one that panics
+    /// ends alone: the others, and the runtime, go on.
+    #[test]
+    fn detached_tasks_run_and_a_panic_ends_only_its_own() {
+        let rt = Runtime::new().unwrap();
+        let ran = Rc::new(Cell::new(0));
+        rt.block_on(async {
+            for i in 0..3 {
+                let ran = ran.clone();
+                spawn_detached(async move {
+                    time::sleep(Duration::from_millis(1)).await;
+                    assert!(i != 1, "deliberate panic from a detached task (test)");
+                    ran.set(ran.get() + 1);
+                });
+            }
+            while ran.get() < 2 {
+                time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        assert_eq!(ran.get(), 2);
+        assert_eq!(rt.live_tasks(), 0);
+    }
+
     #[test]
     fn a_task_deferred_when_block_on_returns_runs_at_the_next_one() {
         let rt = Runtime::new().unwrap();

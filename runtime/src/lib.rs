@@ -116,5 +116,5 @@ pub mod executor;
 pub mod threads;
 
 pub use coop::yield_now;
-pub use executor::{Builder, Runtime, spawn};
+pub use executor::{Builder, Runtime, spawn, spawn_detached};
 pub use task::{JoinError, JoinHandle};

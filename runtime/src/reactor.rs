@@ -147,11 +147,30 @@ mod bits {
 /// What the reactor knows about one registered descriptor: the readiness it
 /// has seen and not yet been told is gone, and at most one waiting task per
 /// direction (one reader, one writer, the way a relay uses a socket).
-#[derive(Debug, Default)]
+///
+/// The wakers sit in `Cell`s, taken out and put back around each change:
+/// a registered descriptor keeps this for its whole life, and a `RefCell`
+/// would add a borrow flag to each slot (an idle connection holds two).
+#[derive(Default)]
 pub(crate) struct ScheduledIo {
     readiness: Cell<u8>,
-    reader: RefCell<Option<Waker>>,
-    writer: RefCell<Option<Waker>>,
+    reader: Cell<Option<Waker>>,
+    writer: Cell<Option<Waker>>,
+}
+
+impl std::fmt::Debug for ScheduledIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScheduledIo")
+            .field("readiness", &self.readiness.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Makes `waker` the one `slot` holds, as [`waker::store`] does.
+fn store_in(slot: &Cell<Option<Waker>>, waker: &Waker) {
+    let mut stored = slot.take();
+    waker::store(&mut stored, waker);
+    slot.set(stored);
 }
 
 impl ScheduledIo {
@@ -164,7 +183,7 @@ impl ScheduledIo {
         }
     }
 
-    fn slot(&self, direction: Direction) -> &RefCell<Option<Waker>> {
+    fn slot(&self, direction: Direction) -> &Cell<Option<Waker>> {
         match direction {
             Direction::Read => &self.reader,
             Direction::Write => &self.writer,
@@ -188,7 +207,7 @@ impl ScheduledIo {
         }
         // A new waker replaces the old one silently: one waiter per
         // direction, so waking the old one would only cost a spurious poll.
-        waker::store(&mut self.slot(direction).borrow_mut(), cx.waker());
+        store_in(self.slot(direction), cx.waker());
         if self.is_ready(direction) {
             Poll::Ready(())
         } else {
@@ -248,7 +267,7 @@ impl ScheduledIo {
         if self.has_failed() {
             return Poll::Ready(());
         }
-        waker::store(&mut self.reader.borrow_mut(), cx.waker());
+        store_in(&self.reader, cx.waker());
         if self.has_failed() {
             Poll::Ready(())
         } else {
@@ -284,7 +303,7 @@ impl ScheduledIo {
         self.readiness.set(self.readiness.get() | add);
         for direction in [Direction::Read, Direction::Write] {
             if add & Self::ready_mask(direction) != 0 {
-                wakers.extend(self.slot(direction).borrow_mut().take());
+                wakers.extend(self.slot(direction).take());
             }
         }
     }

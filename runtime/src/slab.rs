@@ -86,6 +86,16 @@ impl<T> Slab<T> {
         }
     }
 
+    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut T> {
+        let (generation, index) = unpack(key);
+        let slot = self.slots.get_mut(index)?;
+        if slot.generation == generation {
+            slot.value.as_mut()
+        } else {
+            None
+        }
+    }
+
     /// Removes and returns the entry, and bumps the slot's generation so the
     /// old key can never reach whatever is stored there next.
     pub(crate) fn remove(&mut self, key: Key) -> Option<T> {

@@ -262,13 +262,14 @@ impl<T> Drop for Completion<T> {
 
 pin_project_lite::pin_project! {
     /// The future the executor actually stores: the user's future, plus
-    /// delivery of its output (or its panic) to the `JoinHandle`.
+    /// delivery of its output (or its panic) to the `JoinHandle`, if the
+    /// task has one (a detached task has none, and no room kept for it).
     pub(crate) struct Spawned<F: Future> {
         #[pin]
         future: F,
         // Declared after `future`, so dropped after it: when the handle
         // learns of a cancellation, the future's destructor has already run.
-        completion: Completion<F::Output>,
+        completion: Option<Completion<F::Output>>,
     }
 }
 
@@ -279,17 +280,17 @@ impl<F: Future> Future for Spawned<F> {
         let this = self.project();
         // A panicking task must not unwind through the executor and take
         // every other task down with it: catch it and report it to the handle.
-        match catch_unwind(AssertUnwindSafe(|| this.future.poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(value)) => {
-                this.completion.0.finish(Ok(value));
-                Poll::Ready(())
-            }
-            Err(payload) => {
-                this.completion.0.finish(Err(JoinError::Panicked(payload)));
-                Poll::Ready(())
-            }
+        // (A detached task's panic was said by the panic hook; nobody
+        // awaits its payload.)
+        let output = match catch_unwind(AssertUnwindSafe(|| this.future.poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(value)) => Ok(value),
+            Err(payload) => Err(JoinError::Panicked(payload)),
+        };
+        if let Some(completion) = this.completion {
+            completion.0.finish(output);
         }
+        Poll::Ready(())
     }
 }
 
@@ -305,9 +306,17 @@ pub(crate) fn spawned<F: Future>(
     });
     let task = Spawned {
         future,
-        completion: Completion(slot.clone()),
+        completion: Some(Completion(slot.clone())),
     };
     (task, JoinHandle { header, slot })
+}
+
+/// Wraps `future` for the executor, with no handle to await it.
+pub(crate) fn detached<F: Future>(future: F) -> Spawned<F> {
+    Spawned {
+        future,
+        completion: None,
+    }
 }
 
 /// Awaits a spawned task's output. Dropping it *detaches* the task: the task

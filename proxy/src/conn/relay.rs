@@ -31,7 +31,7 @@
 //! machine a pipe is a buffer: the bytes spliced in are read, the bytes
 //! spliced out are written, and its FIN waits until the pipe is empty.
 
-use std::future::{Future, poll_fn};
+use std::future::Future;
 use std::net::Shutdown;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -61,8 +61,9 @@ impl Now {
 #[derive(Debug, Default)]
 struct Carrier {
     buffer: Option<Box<[u8]>>,
-    /// The pipe, while bytes are in flight through it.
-    pipe: Option<Held>,
+    /// The pipe, while bytes are in flight through it (boxed: most
+    /// connections never splice, and an idle one keeps its carriers).
+    pipe: Option<Box<Held>>,
     /// Moving by splice, not by copy.
     splicing: bool,
     /// Switch to splice before the next read (`auto` saw a full read; `on`).
@@ -126,7 +127,7 @@ impl Carrier {
     ) -> Option<Poll<Event>> {
         if self.pipe.is_none() {
             // It gave its own back while it waited.
-            self.pipe = Some(sp.take_pipe()?);
+            self.pipe = Some(Box::new(sp.take_pipe()?));
         }
         let held = self.pipe.as_mut()?;
         match source.poll_splice_to(cx, &mut held.pipe) {
@@ -214,7 +215,7 @@ impl Carrier {
             if let Some(buffer) = self.buffer.take() {
                 buffers::give(buffer);
             }
-            self.pipe = Some(held);
+            self.pipe = Some(Box::new(held));
             self.splicing = true;
         }
     }
@@ -238,7 +239,7 @@ impl Carrier {
                 _ => break,
             }
         }
-        splice::give(held);
+        splice::give(*held);
         self.buffer = (at == buffer.len()).then_some(buffer);
     }
 
@@ -283,7 +284,7 @@ impl Carrier {
             buffers::give(buffer);
         }
         if let Some(held) = self.pipe.take() {
-            splice::give(held);
+            splice::give(*held);
         }
     }
 }
@@ -325,8 +326,19 @@ pub struct Parked {
 pub enum Start {
     /// Afresh, its backend just connected.
     Fresh,
-    /// Where a parked relay stopped.
-    Resume(Parked),
+    /// Where a parked relay stopped (boxed: a relay starts afresh all but
+    /// once in its life, and a `Start` is kept for the relay's whole life
+    /// by the futures that pass it on).
+    Resume(Box<Parked>),
+}
+
+/// What may interrupt a relay from outside, between two of its polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interrupt {
+    /// End now, both sides reset (`Ending::Stopped`).
+    Stop,
+    /// Park: give the whole state back, for another process.
+    Park,
 }
 
 /// How a relay stopped.
@@ -335,7 +347,7 @@ pub enum Stopped {
     /// It ended: both directions done, a side broke, a timeout, a stop.
     Over(Outcome),
     /// It was asked to park, and did.
-    Parked(Parked),
+    Parked(Box<Parked>),
 }
 
 /// Relays between `client` and `backend` until both directions are done,
@@ -362,76 +374,157 @@ pub async fn relay_until(
     splicing: Splicing<'_>,
     stop: impl Future<Output = ()>,
 ) -> Outcome {
+    let stop = std::pin::pin!(async {
+        stop.await;
+        Interrupt::Stop
+    });
     let sockets = [client, backend];
-    let never = std::future::pending();
-    match relay_or_park(sockets, timeouts, splicing, Start::Fresh, stop, never).await {
+    match relay_or_park(sockets, timeouts, splicing, Start::Fresh, stop).await {
         Stopped::Over(outcome) => outcome,
-        // `never` never completes, so this relay never parks.
+        // `stop` never says park, so this relay never parks.
         Stopped::Parked(parked) => parked.machine.outcome(),
     }
 }
 
-/// [`relay_until`] from `start`, which also stops, between two polls, when
-/// `park` completes while the connection is open: it then gives its whole
-/// state back ([`Parked`]), having made no call that another process
-/// could not take on from. `sockets` are the client's, then the backend's.
-pub async fn relay_or_park(
-    sockets: [&TcpStream; 2],
-    timeouts: &Timeouts,
-    splicing: Splicing<'_>,
+/// [`relay_until`] from `start`, interrupted by what `interrupt` says when
+/// it completes: [`Interrupt::Stop`] ends it as a stop does;
+/// [`Interrupt::Park`], while the connection is open, makes it stop between
+/// two polls and give its whole state back ([`Parked`]), having made no
+/// call that another process could not take on from. `sockets` are the
+/// client's, then the backend's. `interrupt` is polled in place: pin it
+/// first (`pin!`), so that it is stored once, by the caller.
+pub fn relay_or_park<'a, I>(
+    sockets: [&'a TcpStream; 2],
+    timeouts: &'a Timeouts,
+    splicing: Splicing<'a>,
     start: Start,
-    stop: impl Future<Output = ()>,
-    park: impl Future<Output = ()>,
-) -> Stopped {
-    let (mut stop, mut park) = (std::pin::pin!(stop), std::pin::pin!(park));
-    let (mut machine, mut carriers, spliced_before) = start.open(splicing.mode);
-    let mut sp = SpliceState::new(splicing);
-    let mut timer = Timer::default();
-    let parked = poll_fn(|cx| {
+    interrupt: I,
+) -> RelayOrPark<'a, I>
+where
+    I: Future<Output = Interrupt> + Unpin,
+{
+    let (machine, carriers, spliced_before) = start.open(splicing.mode);
+    RelayOrPark {
+        sockets,
+        timeouts,
+        machine,
+        carriers,
+        spliced_before,
+        sp: SpliceState::new(splicing),
+        timer: Timer::default(),
+        interrupt: Some(interrupt),
+    }
+}
+
+/// The future of [`relay_or_park`], written by hand rather than as an
+/// `async fn`: this is the state an open connection keeps while it waits,
+/// and a hand-written future stores each piece of it once (an `async fn`
+/// keeps its arguments for its whole life beside the locals it moves them
+/// into, and its `poll_fn` closure a reference to each local).
+pub struct RelayOrPark<'a, I> {
+    sockets: [&'a TcpStream; 2],
+    timeouts: &'a Timeouts,
+    machine: Machine,
+    carriers: [Carrier; 2],
+    spliced_before: u64,
+    sp: SpliceState<'a>,
+    timer: Timer,
+    /// `None` once it completed: a finished future is not polled again.
+    interrupt: Option<I>,
+}
+
+impl<I> std::fmt::Debug for RelayOrPark<'_, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayOrPark")
+            .field("machine", &self.machine)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<I> Future for RelayOrPark<'_, I>
+where
+    I: Future<Output = Interrupt> + Unpin,
+{
+    type Output = Stopped;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Stopped> {
+        let relay = self.get_mut();
+        match relay.step(cx) {
+            Poll::Ready(parked) => Poll::Ready(relay.finish(parked)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<I> RelayOrPark<'_, I>
+where
+    I: Future<Output = Interrupt> + Unpin,
+{
+    /// One wake-up: the interrupt, both directions, the hang-ups, the
+    /// timer. Ready once the connection is over (`false`) or asked to park
+    /// (`true`).
+    fn step(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
         let mut now = Now(None);
-        if stop.as_mut().poll(cx).is_ready() {
-            machine.on(Event::Stop, now.get());
-        } else if !machine.is_closed() && park.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(true);
+        let machine = &mut self.machine;
+        let heard = match &mut self.interrupt {
+            Some(interrupt) => Pin::new(interrupt).poll(cx),
+            None => Poll::Pending,
+        };
+        if let Poll::Ready(interrupt) = heard {
+            self.interrupt = None;
+            match interrupt {
+                Interrupt::Stop => machine.on(Event::Stop, now.get()),
+                Interrupt::Park if !machine.is_closed() => return Poll::Ready(true),
+                // Closed already: it ends below, with nothing to park.
+                Interrupt::Park => {}
+            }
         }
         for from in Side::BOTH {
-            let carrier = &mut carriers[from.index()];
-            let pair = (sockets[from.index()], sockets[from.other().index()]);
-            drive(&mut machine, from, carrier, pair, &mut sp, cx, &mut now);
+            let carrier = &mut self.carriers[from.index()];
+            let pair = (
+                self.sockets[from.index()],
+                self.sockets[from.other().index()],
+            );
+            drive(machine, from, carrier, pair, &mut self.sp, cx, &mut now);
         }
-        watch_hang_ups(&mut machine, sockets, cx, &mut now);
+        watch_hang_ups(machine, self.sockets, cx, &mut now);
         if machine.is_closed() {
             return Poll::Ready(false);
         }
-        timer.poll(&mut machine, timeouts, cx).map(|()| false)
-    })
-    .await;
-    let spliced = spliced_before + carriers.iter().map(|c| c.spliced).sum::<u64>();
-    if parked {
-        match park_carriers(&machine, &mut carriers) {
-            Some(held) => {
-                return Stopped::Parked(Parked {
-                    machine,
-                    held,
-                    spliced,
-                });
+        self.timer.poll(machine, self.timeouts, cx).map(|()| false)
+    }
+
+    /// The relay's end: parked whole (`parked`, if its pipes could be read
+    /// out), or over, both sockets set to reset unless it ended cleanly.
+    fn finish(&mut self, parked: bool) -> Stopped {
+        let spliced = self.spliced_before + self.carriers.iter().map(|c| c.spliced).sum::<u64>();
+        if parked {
+            match park_carriers(&self.machine, &mut self.carriers) {
+                Some(held) => {
+                    let machine = self.machine;
+                    return Stopped::Parked(Box::new(Parked {
+                        machine,
+                        held,
+                        spliced,
+                    }));
+                }
+                // A pipe that could not be read out: its bytes cannot go on
+                // whole, so the connection ends, cut.
+                None => self.machine.on(Event::Stop, Instant::now()),
             }
-            // A pipe that could not be read out: its bytes cannot go on
-            // whole, so the connection ends, cut.
-            None => machine.on(Event::Stop, Instant::now()),
         }
-    }
-    let mut outcome = machine.outcome();
-    if !outcome.ending.is_clean() {
-        // If SO_LINGER cannot be set the socket closes with a FIN instead;
-        // the connection is over either way.
-        for socket in sockets {
-            let _ = socket.set_reset_on_close();
+        let mut outcome = self.machine.outcome();
+        if !outcome.ending.is_clean() {
+            // If SO_LINGER cannot be set the socket closes with a FIN
+            // instead; the connection is over either way.
+            for socket in self.sockets {
+                let _ = socket.set_reset_on_close();
+            }
         }
+        outcome.spliced = spliced;
+        outcome.splice_fallback = self.sp.fallback();
+        Stopped::Over(outcome)
     }
-    outcome.spliced = spliced;
-    outcome.splice_fallback = sp.fallback();
-    Stopped::Over(outcome)
 }
 
 impl Start {
@@ -549,6 +642,7 @@ impl Timer {
 
 #[cfg(test)]
 mod tests {
+    use std::future::poll_fn;
     use std::io::{self, Read, Write};
     use std::net::{Ipv4Addr, TcpListener};
 
@@ -666,8 +760,10 @@ mod tests {
                 &t,
                 splicing,
                 Start::Fresh,
-                std::future::pending(),
-                park,
+                std::pin::pin!(async {
+                    park.await;
+                    Interrupt::Park
+                }),
             )
             .await;
             let Stopped::Parked(parked) = stopped else {
@@ -696,8 +792,7 @@ mod tests {
                     &t,
                     splicing,
                     Start::Resume(parked),
-                    std::future::pending(),
-                    std::future::pending(),
+                    std::future::pending::<Interrupt>(),
                 );
                 match resumed.await {
                     Stopped::Over(outcome) => outcome,
@@ -764,9 +859,8 @@ mod tests {
                 [&source, &destination],
                 &t,
                 splicing,
-                Start::Resume(parked),
-                std::future::pending(),
-                std::future::pending(),
+                Start::Resume(Box::new(parked)),
+                std::future::pending::<Interrupt>(),
             );
             run.await
         });

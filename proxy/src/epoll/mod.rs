@@ -54,7 +54,9 @@
 //!   signals read, reloads applied, the graceful stop;
 //! - [`worker`]: one event loop: the accept loops and the commands;
 //! - [`worker_context`]: what a worker's connections share (the global
-//!   limit, the access-log buffer, the kill switch);
+//!   limit, the access-log buffer, the orders);
+//! - [`orders`]: kill and park, given to every connection of a worker at
+//!   once, heard on one registration;
 //! - [`frontend`]: one frontend as every worker shares it, and its listeners;
 //! - [`connection`]: one connection's life, from accept to its access-log line;
 //! - [`route`]: which group a connection's TLS server name sends it to
@@ -82,6 +84,7 @@ pub mod dump;
 pub mod frontend;
 pub mod handover;
 pub mod moving;
+pub mod orders;
 pub mod plan;
 pub mod probe;
 pub mod resolver;

@@ -31,8 +31,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use runtime::net::TcpStream;
 use runtime::oneshot;
 
-use super::connection::{Local, Trace};
-use super::worker_context::Moving;
+use super::connection::{Extra, Local, Trace};
 use crate::conn::relay::{Parked, Start};
 use crate::conn::side::Side;
 use crate::conn::snapshot;
@@ -52,25 +51,16 @@ pub(super) enum Handed {
     /// The new process took it: nothing is left here.
     Adopted,
     /// It stays: its sockets registered again, and its relay where it stood.
-    Resumed(TcpStream, TcpStream, Parked),
+    Resumed(TcpStream, TcpStream, Box<Parked>),
     /// It stays, but could not be registered again: it ends, cut.
-    Lost(Parked),
-}
-
-/// Completes when this worker's connections are to park: the park switch
-/// fired, and there is somewhere to send them.
-pub(super) async fn asked(moving: &Moving) {
-    moving.park.fired().await;
-    if moving.outbound.borrow().is_none() {
-        std::future::pending::<()>().await;
-    }
+    Lost(Box<Parked>),
 }
 
 /// Hands a parked connection over, and waits for its fate.
 pub(super) async fn hand_over(
     local: &Local,
     (client, backend): (TcpStream, TcpStream),
-    parked: Parked,
+    parked: Box<Parked>,
     (index, early): (usize, u64),
     trace: &Trace,
 ) -> Handed {
@@ -88,7 +78,7 @@ pub(super) async fn hand_over(
         machine,
         held,
         spliced,
-    } = parked;
+    } = *parked;
     if let Err(refused) = outbound.send(Outbound::new(parcel, sockets, held, tx)) {
         // The upgrade thread is gone: no more parking here, and this one
         // comes back as refused (an unanswered Outbound gives its goods back).
@@ -108,20 +98,20 @@ pub(super) async fn hand_over(
                 held,
                 spliced,
             };
-            resume(sockets, parked)
+            resume(sockets, Box::new(parked))
         }
         // Cannot happen (an Outbound always answers), and its sockets went
         // with it.
-        Err(_) => Handed::Lost(Parked {
+        Err(_) => Handed::Lost(Box::new(Parked {
             machine,
             held: [Vec::new(), Vec::new()],
             spliced,
-        }),
+        })),
     }
 }
 
 /// Registers a refused connection's sockets again.
-fn resume([client, backend]: [OwnedFd; 2], parked: Parked) -> Handed {
+fn resume([client, backend]: [OwnedFd; 2], parked: Box<Parked>) -> Handed {
     let adopt = |fd: OwnedFd| TcpStream::from_std(std::net::TcpStream::from(fd));
     match (adopt(client), adopt(backend)) {
         (Ok(client), Ok(backend)) => Handed::Resumed(client, backend, parked),
@@ -161,10 +151,10 @@ fn parcel_of(local: &Local, trace: &Trace, parked: &Parked, index: usize, early:
         early,
         spliced: parked.spliced,
         client_sent: trace.client_sent || parked.machine.direction(Side::Client).bytes > 0,
-        destination: trace.destination,
-        backend_source: trace.backend_source,
+        destination: trace.extra().destination,
+        backend_source: trace.extra().backend_source,
         log_id: trace.id,
-        sni: trace.sni.clone(),
+        sni: trace.extra().sni.clone(),
         moves: trace.moves,
         machine: snapshot::write(&parked.machine, now),
         held: [parked.held[0].len(), parked.held[1].len()],
@@ -201,12 +191,12 @@ pub(super) fn adopt(local: &Rc<Local>, arrival: Arrival) -> Fate {
         backend.map_err(|e| e.to_string())?,
     );
     let trace = trace_of(local, &parcel, index, now);
-    let parked = Parked {
+    let parked = Box::new(Parked {
         machine,
         held,
         spliced: parcel.spliced,
-    };
-    runtime::spawn(adopted(
+    });
+    runtime::spawn_detached(adopted(
         local.clone(),
         (client, backend),
         (parked, global),
@@ -259,15 +249,19 @@ fn trace_of(local: &Local, parcel: &Parcel, index: usize, now: Instant) -> Trace
         false,
     );
     trace.group = local.shared.frontend.group_of(index);
-    trace.sni = parcel.sni.clone();
     trace.backend = Some(index);
     trace.server_addr = Some(parcel.server);
     trace.wait = parcel.wait;
     trace.connect = parcel.connect;
     trace.retries = parcel.retries;
     trace.client_sent = parcel.client_sent;
-    trace.destination = parcel.destination;
-    trace.backend_source = parcel.backend_source;
+    if parcel.sni.is_some() || parcel.destination.is_some() || parcel.backend_source.is_some() {
+        trace.extra = Some(Box::new(Extra {
+            sni: parcel.sni.clone(),
+            destination: parcel.destination,
+            backend_source: parcel.backend_source,
+        }));
+    }
     trace.id = parcel.log_id;
     trace.moves = parcel.moves + 1;
     trace
@@ -278,7 +272,7 @@ fn trace_of(local: &Local, parcel: &Parcel, index: usize, now: Instant) -> Trace
 async fn adopted(
     local: Rc<Local>,
     (client, backend): (TcpStream, TcpStream),
-    (parked, global): (Parked, Permit),
+    (parked, global): (Box<Parked>, Permit),
     (index, early): (usize, u64),
     mut trace: Trace,
 ) {
@@ -296,15 +290,8 @@ async fn adopted(
     let _active = Active::new(&counters.active);
     let _server_active = counters.backends.get(index).map(|c| Active::new(&c.active));
     counters::inc(&local.worker.moves.adopted);
-    let mut kill = local.worker.kill.fired();
     let start = Start::Resume(parked);
-    let relayed = local.relay_phase(
-        (client, backend),
-        (index, early),
-        start,
-        &mut kill,
-        &mut trace,
-    );
+    let relayed = local.relay_phase((client, backend), (index, early), start, &mut trace);
     if let Some(client) = relayed.await {
         local.log(&client, &trace);
     }

@@ -46,10 +46,12 @@ impl Local {
         let (group, slot) = match read {
             Ok(Some(hello)) => {
                 let matched = routes.route_hello(hello.sni.as_deref(), &hello.alpn);
-                trace.sni = hello.sni;
+                if hello.sni.is_some() {
+                    trace.extra_mut().sni = hello.sni;
+                }
                 match matched {
                     Some(rule) => (routes.rules().get(rule).map_or(0, |r| r.group), rule),
-                    None if trace.sni.is_some() => (0, routes.slot(Unmatched::NoMatch)),
+                    None if trace.extra().sni.is_some() => (0, routes.slot(Unmatched::NoMatch)),
                     None => (0, routes.slot(Unmatched::NoName)),
                 }
             }

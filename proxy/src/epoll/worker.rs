@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use runtime::net::{TcpListener, TcpStream};
-use runtime::{JoinHandle, mpsc, oneshot, spawn, time};
+use runtime::{JoinHandle, mpsc, oneshot, spawn, spawn_detached, time};
 
 use crate::conn::accept::AcceptErrors;
 use crate::ops::metrics::counters;
@@ -22,6 +22,7 @@ use crate::ops::metrics::counters;
 use super::connection::{self, Local, Places};
 use super::frontend::{Listener, Shared};
 use super::moving;
+use super::orders::Order;
 use super::worker_context::WorkerContext;
 use crate::ops::upgrade::adopt::Arrival;
 use crate::ops::upgrade::hand::Outbound;
@@ -221,7 +222,7 @@ pub async fn worker(
             }
             Command::Move(outbound) => {
                 context.moving.outbound.replace(Some(outbound));
-                context.moving.park.fire();
+                context.orders.give(Order::Park);
             }
             Command::Adopt(arrival, until, fate) => {
                 let id = arrival.parcel.id;
@@ -238,7 +239,7 @@ pub async fn worker(
                 let _ = done.send(());
             }
             Command::Cut(done) => {
-                context.kill.fire();
+                context.orders.give(Order::Kill);
                 // The connections woken by the switch run before this task
                 // comes back from its yields (a yield goes to the back of
                 // the queue): by then each has reset its sockets and
@@ -395,7 +396,7 @@ async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<Local>>>) {
                 // Taken here, before the next look for room, so that one
                 // freed place lets in one client, not the whole queue.
                 let (local, places) = admit(&slot).await;
-                spawn(connection::serve(waiting.admitted(), peer, local, places));
+                spawn_detached(connection::serve(waiting.admitted(), peer, local, places));
             }
             // Out of descriptors, say: the connection waits in the kernel's
             // queue, and accepting again at once would spin. The pause is a
@@ -453,7 +454,7 @@ impl Drop for Waiting<'_> {
                 // maxconn (by one client per loop, once), and the drain waits
                 // for it like any other.
                 let places = local.admit_over();
-                spawn(connection::serve(client, self.peer, local, places));
+                spawn_detached(connection::serve(client, self.peer, local, places));
                 return;
             }
             connection::cut_while_waiting(client, self.peer, self.accepted, self.started, &local);

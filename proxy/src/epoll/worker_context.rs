@@ -1,18 +1,13 @@
 //! What every frontend on one worker shares: the worker's index, the global
 //! `maxconn`, the pipe budget of the splice path, its access-log buffer, the
-//! switch that cuts its connections at the end of a graceful stop, and the
+//! orders it gives all its connections (`orders.rs`), and the
 //! lines of at most one a second that say how many clients were refused
 //! after they had gone, and how many connections could not splice.
 
 use std::cell::{Cell, RefCell};
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Instant;
-
-use runtime::notify::{Notified, Notify};
 
 use crate::conn::accept::Throttle;
 use crate::ops::access_log::custom::Needs;
@@ -20,6 +15,10 @@ use crate::ops::access_log::sink::Sink;
 use crate::ops::metrics::counters::MoveCounters;
 use crate::ops::upgrade::hand::Outbound;
 use crate::policy::limit::Limit;
+
+#[cfg(doc)]
+use super::orders::Order;
+use super::orders::Orders;
 
 /// What every frontend on one worker shares: the process-wide counts, and
 /// the worker's buffer of access-log lines.
@@ -36,8 +35,8 @@ pub struct WorkerContext {
     pub log_needs: Needs,
     /// The once-a-second line for access-log lines lost.
     pub lost_lines: RefCell<Throttle>,
-    /// Fired when a graceful stop's grace period is over.
-    pub kill: Switch,
+    /// Kill and park, each given to every connection at once.
+    pub orders: Orders,
     /// Moving this worker's relaying connections to a new process.
     pub moving: Moving,
     /// Connections moved by upgrades, counted for the whole process.
@@ -55,13 +54,11 @@ pub struct WorkerContext {
 }
 
 /// Moving established connections to a new process (`epoll/moving.rs`):
-/// the switch that parks every relay of this worker, and where the parked
-/// connections go (to the upgrade thread, ops/upgrade/hand.rs). Without a
-/// way out (none yet, or the handover ended), nothing parks.
+/// where the connections parked by [`Order::Park`] go (to the upgrade
+/// thread, ops/upgrade/hand.rs). Without a way out (none yet, or the
+/// handover ended), nothing parks.
 #[derive(Debug, Default)]
 pub struct Moving {
-    /// Fired when a new process asks for established connections.
-    pub park: Switch,
     /// Where parked connections go.
     pub outbound: RefCell<Option<std::sync::mpsc::Sender<Outbound>>>,
 }
@@ -84,7 +81,7 @@ pub struct GoneClients {
 
 impl WorkerContext {
     /// Worker `index`'s context: its place under the `global` maxconn and
-    /// its access-log buffer, with its kill switch not fired and no gone
+    /// its access-log buffer, with no order given and no gone
     /// client noted yet.
     pub fn new(index: usize, global: Arc<Limit>, sink: Option<Sink>) -> WorkerContext {
         WorkerContext {
@@ -95,7 +92,7 @@ impl WorkerContext {
                 .map_or_else(Needs::default, |s| s.log().format().needs()),
             lost_lines: RefCell::default(),
             sink: sink.map(RefCell::new),
-            kill: Switch::default(),
+            orders: Orders::default(),
             moving: Moving::default(),
             moves: Arc::default(),
             gone: RefCell::default(),
@@ -152,63 +149,6 @@ fn say_gone(gone: &mut GoneClients) {
              most one such line a second); the last: {}",
             gone.last
         );
-    }
-}
-
-/// A switch every connection of a worker waits on, fired once. Two of
-/// them: the kill switch, "cut every connection now", fired when a
-/// graceful stop runs out of time (a connection that sees it resets its
-/// sockets, since a cut stream must not look complete, and logs `KD`, or
-/// `KC`, `KQ`, `KR` if cut before its relay, instead of vanishing silently
-/// in the process exit); and the park switch of [`Moving`], "park your
-/// relay", fired when a new process adopts established connections.
-///
-/// A flag and a [`Notify`]: a connection takes its `Notified` before it
-/// looks at the flag, so a switch fired in between is not missed. Waiting
-/// costs a connection one registration for its whole life (a lock of this
-/// worker's own waiter list, which no other thread touches, when it first
-/// waits, and once more when it ends), and nothing on the polls between.
-#[derive(Debug, Default)]
-pub struct Switch {
-    fired: Cell<bool>,
-    notify: Notify,
-}
-
-impl Switch {
-    /// Fires the switch: every future from [`Switch::fired`] completes.
-    pub fn fire(&self) {
-        self.fired.set(true);
-        self.notify.notify_all();
-    }
-
-    /// A future that completes once the switch is fired. One per
-    /// connection, for its whole life: it registers with the switch once.
-    pub fn fired(&self) -> Fired<'_> {
-        Fired {
-            switch: self,
-            notified: self.notify.notified(),
-        }
-    }
-}
-
-/// The future of [`Switch::fired`]; `Unpin`, so a connection can poll
-/// it by `&mut` from each of its phases in turn.
-#[derive(Debug)]
-pub struct Fired<'a> {
-    switch: &'a Switch,
-    /// Made with the future, before the flag is first looked at: a switch
-    /// fired in between is seen by one or the other.
-    notified: Notified<'a>,
-}
-
-impl Future for Fired<'_> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.switch.fired.get() {
-            return Poll::Ready(());
-        }
-        Pin::new(&mut self.notified).poll(cx)
     }
 }
 

@@ -256,15 +256,7 @@ impl Message {
                 version: head.number_at(version, "a version")?,
                 pid: head.number_at(pid, "a pid")?,
             },
-            ["listeners", count] => {
-                let count: usize = head.number_at(count, "a count")?;
-                if count != rest.len() {
-                    return Err(
-                        head.error(format!("says {count} listeners, {} follow", rest.len()))
-                    );
-                }
-                Message::Listeners(rest.iter().map(Line::tag).collect::<Result<_, _>>()?)
-            }
+            ["listeners", count] => Message::Listeners(head.counted(count, &rest, Line::tag)?),
             ["health"] => {
                 Message::Health(rest.iter().map(Line::standing).collect::<Result<_, _>>()?)
             }
@@ -389,7 +381,8 @@ impl Line<'_> {
     ) -> Result<Vec<T>, WireError> {
         let count: usize = self.number_at(count, "a count")?;
         if count != rest.len() {
-            return Err(self.error(format!("says {count}, {} follow", rest.len())));
+            let what = self.words.first().copied().unwrap_or("lines");
+            return Err(self.error(format!("says {count} {what}, {} follow", rest.len())));
         }
         rest.iter().map(read).collect()
     }
@@ -572,7 +565,7 @@ mod tests {
                 2,
                 "not a connection's fate (ID ok, or ID refused WHY)",
             ),
-            ("connections 2\n", 1, "says 2, 0 follow"),
+            ("connections 2\n", 1, "says 2 connections, 0 follow"),
         ];
         for (text, line, what) in cases {
             let e = Message::decode(text.as_bytes()).expect_err(text);
