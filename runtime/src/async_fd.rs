@@ -47,6 +47,33 @@ use crate::reactor::{Direction, Reactor, ScheduledIo};
 use crate::slab::Key;
 
 /// A descriptor registered with the current runtime's reactor.
+///
+/// # Examples
+///
+/// Any non-blocking descriptor can wait on the reactor, here one end of a
+/// Unix socket pair. [`AsyncFd::io`] runs the read; while it says EAGAIN,
+/// the task sleeps until epoll reports the socket readable, which happens
+/// when the other thread writes.
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use std::os::unix::net::UnixStream;
+/// use runtime::{Runtime, async_fd::AsyncFd, reactor::Direction};
+///
+/// let (ours, mut theirs) = UnixStream::pair()?;
+/// ours.set_nonblocking(true)?; // a read must say EAGAIN, never block the thread
+/// let rt = Runtime::new()?;
+/// let got = rt.block_on(async {
+///     let fd = AsyncFd::new(ours)?;
+///     let writer = std::thread::spawn(move || theirs.write_all(b"ready"));
+///     let mut buf = [0u8; 16];
+///     let n = fd.io(Direction::Read, |mut socket| socket.read(&mut buf)).await?;
+///     writer.join().unwrap()?;
+///     Ok::<_, std::io::Error>(buf[..n].to_vec())
+/// })?;
+/// assert_eq!(got, b"ready");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct AsyncFd<T: AsRawFd> {
     inner: Option<T>,
     io: Rc<ScheduledIo>,

@@ -67,6 +67,30 @@ pub enum Either<A, B> {
 ///
 /// Biased: `a` is polled first every time, so it wins ties. Put the future
 /// that must not be starved (a shutdown signal, a timeout) first.
+///
+/// # Examples
+///
+/// A receive with a deadline: nothing is sent, so the timer wins, and the
+/// losing receiver is dropped with the `Select` (its sender sees it
+/// closed). When both sides are ready at once, the first one wins.
+///
+/// ```
+/// use std::time::Duration;
+/// use runtime::combinator::{Either, select};
+/// use runtime::{Runtime, oneshot, time};
+///
+/// let rt = Runtime::new()?;
+/// rt.block_on(async {
+///     let (tx, rx) = oneshot::channel::<&str>();
+///     let first = select(rx, time::sleep(Duration::from_millis(10))).await;
+///     assert_eq!(first, Either::Right(()));
+///     assert!(tx.is_closed(), "the loser was dropped");
+///
+///     let tie = select(async { "a" }, async { "b" }).await;
+///     assert_eq!(tie, Either::Left("a"));
+/// });
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[must_use = "a Select does nothing unless awaited"]
 pub fn select<A: Future, B: Future>(a: A, b: B) -> Select<A, B> {
     Select { a, b }
@@ -74,6 +98,25 @@ pub fn select<A: Future, B: Future>(a: A, b: B) -> Select<A, B> {
 
 /// Waits for both `a` and `b`, driving them concurrently, and returns both
 /// outputs.
+///
+/// # Examples
+///
+/// Concurrently, inside one task: the receiver waits for a value that only
+/// the second future sends. Awaited one after the other, the first await
+/// would wait forever; joined, both are polled in turn and both finish.
+///
+/// ```
+/// use runtime::{Runtime, combinator::join, oneshot};
+///
+/// let rt = Runtime::new()?;
+/// let (received, sent) = rt.block_on(async {
+///     let (tx, rx) = oneshot::channel();
+///     join(rx, async move { tx.send("hello") }).await
+/// });
+/// assert_eq!(received, Ok("hello"));
+/// assert_eq!(sent, Ok(()));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[must_use = "a Join does nothing unless awaited"]
 pub fn join<A: Future, B: Future>(a: A, b: B) -> Join<A, B> {
     Join {

@@ -107,6 +107,35 @@ pub fn refund() {
 
 /// Steps aside once: every other ready task runs, and the reactor is
 /// polled (without sleeping), before this task is polled again.
+///
+/// # Examples
+///
+/// Two tasks on one thread, each yielding after every step, take turns:
+/// the run queue is first in, first out, and a yielded task goes to its back.
+///
+/// ```
+/// use std::{cell::RefCell, rc::Rc};
+/// use runtime::{Runtime, spawn, yield_now};
+///
+/// let rt = Runtime::new()?;
+/// let log = Rc::new(RefCell::new(Vec::new()));
+/// rt.block_on(async {
+///     let tasks: Vec<_> = ["a", "b"].into_iter().map(|name| {
+///         let log = log.clone();
+///         spawn(async move {
+///             for step in 0..3 {
+///                 log.borrow_mut().push(format!("{name}{step}"));
+///                 yield_now().await;
+///             }
+///         })
+///     }).collect();
+///     for task in tasks {
+///         task.await.unwrap();
+///     }
+/// });
+/// assert_eq!(*log.borrow(), ["a0", "b0", "a1", "b1", "a2", "b2"]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn yield_now() -> YieldNow {
     YieldNow { yielded: false }
 }

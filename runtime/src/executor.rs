@@ -101,6 +101,24 @@ struct Core {
 }
 
 /// Settings for a [`Runtime`]; the defaults suit a proxy.
+///
+/// # Examples
+///
+/// The two knobs of fairness: how many polls run between two looks at
+/// epoll, and how many I/O operations a task may complete per poll. Here
+/// both are small, and [`Runtime::polls`] counts what the executor did: the
+/// main future twice (before and after its task ran) and the task once.
+///
+/// ```
+/// use runtime::Builder;
+///
+/// let rt = Builder::new().event_interval(8).task_budget(16).build()?;
+/// let answer = rt.block_on(async { runtime::spawn(async { 42 }).await });
+/// assert_eq!(answer.unwrap(), 42);
+/// assert_eq!(rt.polls(), 3);
+/// assert_eq!(rt.live_tasks(), 0, "the task finished and was freed");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Builder {
     event_interval: u32,
@@ -155,7 +173,32 @@ impl Builder {
 }
 
 /// A single-threaded runtime: one epoll set, one timer store, one run queue.
-/// For many cores, start one per thread (`threads.rs`).
+/// For many cores, start one per thread ([`crate::threads`]).
+///
+/// # Examples
+///
+/// The counters show what lives in a runtime: a pending sleep is one entry
+/// in its timer store, a socket one registration in its epoll set, and
+/// both are gone once dropped.
+///
+/// ```
+/// use std::time::Duration;
+/// use runtime::{Runtime, net::TcpListener, time};
+///
+/// let rt = Runtime::new()?;
+/// rt.block_on(async {
+///     let sleeper = runtime::spawn(time::sleep(Duration::from_secs(60)));
+///     let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap())?;
+///     runtime::yield_now().await; // the sleeper runs once and registers
+///     assert_eq!((rt.pending_timers(), rt.registered_fds()), (1, 1));
+///     sleeper.abort();
+///     drop(listener);
+///     runtime::yield_now().await; // the abort is carried out
+///     assert_eq!((rt.pending_timers(), rt.registered_fds()), (0, 0));
+///     Ok::<_, std::io::Error>(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct Runtime {
     driver: Rc<Driver>,
     core: Rc<Core>,
@@ -165,12 +208,46 @@ pub struct Runtime {
 
 impl Runtime {
     /// A runtime with the default settings.
+    ///
+    /// # Examples
+    ///
+    /// A runtime is a value on this thread: building it opens an epoll set
+    /// and an eventfd, and nothing runs until [`Runtime::block_on`]. It
+    /// outlives each `block_on`: a task spawned in one and not finished
+    /// when it returned runs in the next.
+    ///
+    /// ```
+    /// let rt = runtime::Runtime::new()?;
+    /// assert_eq!(rt.block_on(async { 6 * 7 }), 42);
+    /// let handle = rt.block_on(async { runtime::spawn(async { "later" }) });
+    /// assert!(!handle.is_finished(), "block_on returned before the task ran");
+    /// assert_eq!(rt.block_on(handle).unwrap(), "later");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new() -> io::Result<Runtime> {
         Builder::new().build()
     }
 
     /// Runs `future` to completion on this thread, running spawned tasks and
     /// waiting for I/O and timers while it is pending.
+    ///
+    /// # Examples
+    ///
+    /// The thread sleeps in `epoll_wait` while the future waits; here it
+    /// waits for a value sent from another thread, whose wake crosses over
+    /// through the runtime's eventfd.
+    ///
+    /// ```
+    /// use runtime::{Runtime, oneshot};
+    ///
+    /// let rt = Runtime::new()?;
+    /// let (tx, rx) = oneshot::channel();
+    /// let sender = std::thread::spawn(move || tx.send("from another thread"));
+    /// let got = rt.block_on(rx);
+    /// assert_eq!(got, Ok("from another thread"));
+    /// sender.join().unwrap().unwrap();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     ///
     /// # Panics
     ///
@@ -198,6 +275,26 @@ impl Runtime {
 
     /// Spawns a task on this runtime; it starts running at the next
     /// `block_on` (or right away, if called from inside one).
+    ///
+    /// # Examples
+    ///
+    /// Tasks queued before entering wait for the runtime to run; the main
+    /// future of `block_on` drives them by awaiting their handles.
+    ///
+    /// ```
+    /// let rt = runtime::Runtime::new()?;
+    /// let handles: Vec<_> = (1..=3).map(|i| rt.spawn(async move { i * 10 })).collect();
+    /// assert_eq!(rt.live_tasks(), 3, "queued, not run yet");
+    /// let sum = rt.block_on(async {
+    ///     let mut sum = 0;
+    ///     for handle in handles {
+    ///         sum += handle.await.unwrap();
+    ///     }
+    ///     sum
+    /// });
+    /// assert_eq!(sum, 60);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + 'static,
@@ -375,6 +472,40 @@ impl Core {
 
 /// Spawns a task on the runtime running on this thread.
 ///
+/// # Examples
+///
+/// Two tasks take turns on one thread: each `await` that cannot finish
+/// returns control to the executor, which runs the other. The pong task
+/// answers the ping task over two channels, and its `JoinHandle` brings
+/// back its output.
+///
+/// ```
+/// use runtime::{Runtime, mpsc, spawn};
+///
+/// let rt = Runtime::new()?;
+/// let total = rt.block_on(async {
+///     let (ping_tx, mut ping_rx) = mpsc::channel::<u32>();
+///     let (pong_tx, mut pong_rx) = mpsc::channel::<u32>();
+///     let pong = spawn(async move {
+///         let mut answered = 0;
+///         while let Some(n) = ping_rx.recv().await {
+///             pong_tx.send(n + 1).unwrap();
+///             answered += 1;
+///         }
+///         answered // ping_tx dropped: the loop ends
+///     });
+///     let mut n = 0;
+///     for _ in 0..3 {
+///         ping_tx.send(n).unwrap();
+///         n = pong_rx.recv().await.unwrap();
+///     }
+///     drop(ping_tx);
+///     (n, pong.await.unwrap())
+/// });
+/// assert_eq!(total, (3, 3));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
 /// # Panics
 ///
 /// Outside `Runtime::block_on`: there is no runtime to run it. Use
@@ -392,6 +523,36 @@ where
 /// its output's slot lives as long as the task). For tasks spawned by the
 /// thousand that each end on their own, such as a proxy's connections. A
 /// panic in it ends it alone, said by the panic hook.
+///
+/// # Examples
+///
+/// Fire and forget: a detached task reports through a channel, if at all.
+/// Here ten of them each send their number, and the receiver sees the end
+/// of the stream once the last task (and with it the last sender) is gone.
+///
+/// ```
+/// use runtime::{Runtime, mpsc, spawn_detached};
+///
+/// let rt = Runtime::new()?;
+/// let sum = rt.block_on(async {
+///     let (tx, mut rx) = mpsc::channel();
+///     for i in 0..10 {
+///         let tx = tx.clone();
+///         spawn_detached(async move {
+///             tx.send(i).unwrap();
+///         });
+///     }
+///     drop(tx);
+///     let mut sum = 0;
+///     while let Some(i) = rx.recv().await {
+///         sum += i;
+///     }
+///     sum
+/// });
+/// assert_eq!(sum, 45);
+/// assert_eq!(rt.live_tasks(), 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 ///
 /// # Panics
 ///

@@ -17,6 +17,19 @@ pub fn nofile_limits() -> io::Result<(u64, u64)> {
 }
 
 /// Raises the soft limit to the hard limit; returns the new soft limit.
+///
+/// # Examples
+///
+/// What a server does at startup: take all the descriptors it is allowed.
+///
+/// ```
+/// use runtime::fd_limit::{nofile_limits, raise_nofile_limit};
+///
+/// let (soft, hard) = nofile_limits()?;
+/// let raised = raise_nofile_limit()?;
+/// assert!(soft <= raised && raised == hard);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn raise_nofile_limit() -> io::Result<u64> {
     let (soft, hard) = sys::nofile_limits()?;
     if soft < hard {
@@ -27,6 +40,25 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
 
 /// Sets the soft limit (at most the hard one): a test that wants to run out
 /// of descriptors lowers it for itself, or for a child before it starts.
+///
+/// # Examples
+///
+/// Running out on purpose: under a limit of 64, opening files soon fails
+/// with EMFILE, the error an accept loop must back off from
+/// ([`crate::net::is_fd_exhaustion`]) rather than retry at once.
+///
+/// ```
+/// use runtime::{fd_limit, net::is_fd_exhaustion};
+///
+/// let (soft, _) = fd_limit::nofile_limits()?;
+/// fd_limit::set_nofile_soft_limit(64)?;
+/// let opened: Vec<_> = (0..=64).map(|_| std::fs::File::open("/dev/null")).collect();
+/// let error = opened.iter().find_map(|r| r.as_ref().err()).expect("the limit was hit");
+/// assert!(is_fd_exhaustion(error), "{error}");
+/// drop(opened);
+/// fd_limit::set_nofile_soft_limit(soft)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn set_nofile_soft_limit(soft: u64) -> io::Result<()> {
     sys::set_nofile_soft_limit(soft)
 }

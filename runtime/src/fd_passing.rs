@@ -30,6 +30,33 @@ pub const MAX_FDS: usize = sys::MAX_FDS_PER_MESSAGE;
 
 /// Sends `bytes` on the Unix socket `socket` with copies of `fds` (at most
 /// [`MAX_FDS`]) attached; returns how many bytes went. Ours stay open.
+///
+/// # Examples
+///
+/// A listening socket handed over a socket pair, as a server hands its
+/// listeners to the new binary in a hitless upgrade: the copy is the same
+/// socket, so a client that connected to the original is accepted
+/// through the copy, after the original is closed.
+///
+/// ```
+/// use std::os::{fd::AsFd, unix::net::UnixDatagram};
+/// use runtime::fd_passing;
+///
+/// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+/// let (old, new) = UnixDatagram::pair()?;
+/// fd_passing::send(old.as_fd(), b"listener", &[listener.as_fd()])?;
+///
+/// let mut buf = [0u8; 16];
+/// let message = fd_passing::recv(new.as_fd(), &mut buf)?;
+/// assert_eq!((&buf[..message.len], message.truncated), (&b"listener"[..], false));
+/// let copy = std::net::TcpListener::from(message.fds.into_iter().next().unwrap());
+///
+/// let client = std::net::TcpStream::connect(listener.local_addr()?)?;
+/// drop(listener);
+/// let (_conn, peer) = copy.accept()?;
+/// assert_eq!(peer, client.local_addr()?);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn send(socket: BorrowedFd<'_>, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {
     sys::send_with_fds(socket, bytes, fds)
 }

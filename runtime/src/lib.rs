@@ -54,26 +54,45 @@
 //!
 //! ## Hello world
 //!
-//! ```no_run
+//! An echo server: a task accepts, and each connection gets a task of its
+//! own that writes back what it reads. A real server accepts forever; this
+//! one serves the one client it starts (on an ordinary thread, with
+//! blocking std sockets), so that it ends.
+//!
+//! ```
+//! use std::io::{Read, Write};
 //! use runtime::{Runtime, net::TcpListener};
 //!
 //! fn main() -> std::io::Result<()> {
-//!     Runtime::new()?.block_on(async {
-//!         let listener = TcpListener::bind("127.0.0.1:7000".parse().unwrap())?;
-//!         loop {
-//!             let (conn, _peer) = listener.accept().await?;
-//!             runtime::spawn(async move {
-//!                 let mut buf = [0u8; 4096];
-//!                 while let Ok(n @ 1..) = conn.read(&mut buf).await {
-//!                     if conn.write_all(&buf[..n]).await.is_err() { break; }
-//!                 }
-//!             });
-//!         }
-//!     })
+//!     let echoed = Runtime::new()?.block_on(async {
+//!         let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap())?;
+//!         let addr = listener.local_addr()?;
+//!         let client = std::thread::spawn(move || -> std::io::Result<String> {
+//!             let mut conn = std::net::TcpStream::connect(addr)?;
+//!             conn.write_all(b"hello")?;
+//!             conn.shutdown(std::net::Shutdown::Write)?;
+//!             let mut reply = String::new();
+//!             conn.read_to_string(&mut reply)?;
+//!             Ok(reply)
+//!         });
+//!         let (conn, _peer) = listener.accept().await?;
+//!         let echo = runtime::spawn(async move {
+//!             let mut buf = [0u8; 4096];
+//!             while let Ok(n @ 1..) = conn.read(&mut buf).await {
+//!                 if conn.write_all(&buf[..n]).await.is_err() { break; }
+//!             }
+//!         });
+//!         echo.await.expect("the echo task ends when the client does");
+//!         Ok::<_, std::io::Error>(client)
+//!     })?;
+//!     assert_eq!(echoed.join().unwrap()?, "hello");
+//!     Ok(())
 //! }
 //! ```
 //!
-//! `runtime/examples/echo.rs` is the complete version.
+//! `runtime/examples/echo.rs` is the complete version, and most public
+//! items below have a short example of their own; `cargo test --doc -p
+//! runtime` runs them all.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]

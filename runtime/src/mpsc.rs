@@ -56,6 +56,37 @@ use crate::waker::store;
 
 /// Creates an unbounded channel and returns its first sender and its
 /// receiver. Clone the sender for more producers.
+///
+/// # Examples
+///
+/// Producers on ordinary threads, the consumer a task: each send from a
+/// thread wakes the task through the runtime's eventfd, and `recv` returns
+/// `None` once every sender is gone and the queue is drained.
+///
+/// ```
+/// use runtime::{Runtime, mpsc};
+///
+/// let (tx, mut rx) = mpsc::channel();
+/// let producers: Vec<_> = (0..3).map(|id| {
+///     let tx = tx.clone();
+///     std::thread::spawn(move || {
+///         for n in 0..10 {
+///             tx.send((id, n)).unwrap();
+///         }
+///     })
+/// }).collect();
+/// drop(tx); // only the producers' clones are left
+/// let received = Runtime::new()?.block_on(async {
+///     let mut received = Vec::new();
+///     while let Some(value) = rx.recv().await {
+///         received.push(value);
+///     }
+///     received
+/// });
+/// assert_eq!(received.len(), 30);
+/// producers.into_iter().for_each(|p| p.join().unwrap());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Mutex::new(State {
         queue: VecDeque::new(),
@@ -192,6 +223,23 @@ impl<T> Receiver<T> {
     /// Values already queued stay and can still be received; after them,
     /// `recv` returns `None`. This allows a clean shutdown: stop the
     /// producers, then drain what they already sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use runtime::{Runtime, mpsc};
+    ///
+    /// let (tx, mut rx) = mpsc::channel();
+    /// tx.send("queued before the close").unwrap();
+    /// rx.close();
+    /// assert!(tx.is_closed());
+    /// assert_eq!(tx.send("too late").unwrap_err().0, "too late");
+    /// Runtime::new()?.block_on(async {
+    ///     assert_eq!(rx.recv().await, Some("queued before the close"));
+    ///     assert_eq!(rx.recv().await, None, "although a sender still lives");
+    /// });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn close(&mut self) {
         lock(&self.shared).rx_alive = false;
     }

@@ -72,6 +72,29 @@ use crate::sys;
 pub const DEFAULT_BACKLOG: u32 = 4096;
 
 /// How to open a listening socket.
+///
+/// # Examples
+///
+/// `reuse_port` lets a second listener bind the very same port, as each
+/// thread of a server does (the kernel then spreads new connections across
+/// them); without it the bind fails.
+///
+/// ```
+/// use runtime::{Runtime, net::{ListenOptions, TcpListener}};
+///
+/// let rt = Runtime::new()?;
+/// rt.block_on(async {
+///     let options = ListenOptions { reuse_port: true, ..ListenOptions::default() };
+///     let first = TcpListener::bind_with("127.0.0.1:0".parse().unwrap(), &options)?;
+///     let addr = first.local_addr()?;
+///     let second = TcpListener::bind_with(addr, &options)?;
+///     assert_eq!(second.local_addr()?, addr);
+///     let refused = TcpListener::bind(addr).unwrap_err();
+///     assert_eq!(refused.kind(), std::io::ErrorKind::AddrInUse);
+///     Ok::<_, std::io::Error>(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ListenOptions {
     /// Length of the queue of connections not yet accepted.
@@ -142,6 +165,26 @@ pub fn is_dead_connection_error(err: &io::Error) -> bool {
 /// SO_REUSEPORT), close-on-exec and non-blocking, *not* registered with any
 /// runtime: for blocking code (call `set_nonblocking(false)`), or to hand to
 /// a runtime thread ([`TcpListener::from_std`]).
+///
+/// # Examples
+///
+/// The blocking trio, no runtime at all: a listener, a connect bounded in
+/// time, an accept. Both connected sockets come out non-blocking, ready for
+/// a `poll(2)` loop, so a read with nothing to read says `WouldBlock`.
+///
+/// ```
+/// use std::{io::{ErrorKind, Read}, time::Duration};
+/// use runtime::net::{ListenOptions, accept_std, bind_std, connect_std};
+///
+/// let listener = bind_std("127.0.0.1:0".parse().unwrap(), &ListenOptions::default())?;
+/// listener.set_nonblocking(false)?; // accept_std below waits for the client
+/// let client = connect_std(listener.local_addr()?, Duration::from_secs(1))?;
+/// let (server, peer) = accept_std(&listener)?;
+/// assert_eq!(peer, client.local_addr()?);
+/// let empty = (&server).read(&mut [0u8; 16]).unwrap_err();
+/// assert_eq!(empty.kind(), ErrorKind::WouldBlock);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn bind_std(addr: SocketAddr, options: &ListenOptions) -> io::Result<std::net::TcpListener> {
     let socket = sys::tcp_socket(&addr)?;
     sys::set_reuse_addr(socket.as_fd())?;
@@ -233,6 +276,49 @@ fn connect_std_inner(
 }
 
 /// A listening TCP socket.
+///
+/// # Examples
+///
+/// An echo server and two clients, all tasks on one thread. The accept
+/// loop spawns a task per connection and goes back to accepting; each
+/// client sends, half-closes (its FIN tells the server it is done), and
+/// reads the echo until the server closes in turn.
+///
+/// ```
+/// use std::net::Shutdown;
+/// use runtime::net::{TcpListener, TcpStream};
+/// use runtime::{Runtime, spawn};
+///
+/// let rt = Runtime::new()?;
+/// rt.block_on(async {
+///     let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap())?;
+///     let addr = listener.local_addr()?;
+///     let clients: Vec<_> = ["one", "two"].into_iter().map(|word| spawn(async move {
+///         let conn = TcpStream::connect(addr).await?;
+///         conn.write_all(word.as_bytes()).await?;
+///         conn.shutdown(Shutdown::Write)?;
+///         let (mut echo, mut buf) = (Vec::new(), [0u8; 64]);
+///         while let n @ 1.. = conn.read(&mut buf).await? {
+///             echo.extend_from_slice(&buf[..n]);
+///         }
+///         Ok::<_, std::io::Error>(echo == word.as_bytes())
+///     })).collect();
+///     for _ in 0..clients.len() {
+///         let (conn, _peer) = listener.accept().await?;
+///         spawn(async move {
+///             let mut buf = [0u8; 1024];
+///             while let Ok(n @ 1..) = conn.read(&mut buf).await {
+///                 if conn.write_all(&buf[..n]).await.is_err() { break; }
+///             }
+///         });
+///     }
+///     for client in clients {
+///         assert!(client.await.unwrap()?, "each client got its own bytes back");
+///     }
+///     Ok::<_, std::io::Error>(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct TcpListener {
     fd: AsyncFd<std::net::TcpListener>,
 }
@@ -251,6 +337,28 @@ impl TcpListener {
     /// Adopts a listening std socket (switched to non-blocking) and registers
     /// it with the current runtime. With [`bind_std`], this is how a socket
     /// opened on one thread becomes the listener of a runtime on another.
+    ///
+    /// # Examples
+    ///
+    /// The listener is opened here and served by a runtime on another
+    /// thread: a socket is a descriptor, and any thread may adopt it.
+    ///
+    /// ```
+    /// use runtime::net::{ListenOptions, TcpListener, bind_std};
+    ///
+    /// let opened = bind_std("127.0.0.1:0".parse().unwrap(), &ListenOptions::default())?;
+    /// let addr = opened.local_addr()?;
+    /// let server = std::thread::spawn(move || -> std::io::Result<_> {
+    ///     runtime::Runtime::new()?.block_on(async {
+    ///         let listener = TcpListener::from_std(opened)?;
+    ///         let (_conn, peer) = listener.accept().await?;
+    ///         Ok(peer)
+    ///     })
+    /// });
+    /// let client = std::net::TcpStream::connect(addr)?;
+    /// assert_eq!(server.join().unwrap()?, client.local_addr()?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
         listener.set_nonblocking(true)?;
         Ok(TcpListener {
@@ -307,6 +415,38 @@ pub struct TcpStream {
 
 impl TcpStream {
     /// Connects to `addr` without blocking the thread.
+    ///
+    /// # Examples
+    ///
+    /// A client task talking to a server on an ordinary thread with blocking
+    /// std sockets: write the request, then read until the server closes.
+    /// `read` may return fewer bytes than were sent, so it is read in a loop.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use runtime::{Runtime, net::TcpStream};
+    ///
+    /// let server = std::net::TcpListener::bind("127.0.0.1:0")?;
+    /// let addr = server.local_addr()?;
+    /// let thread = std::thread::spawn(move || -> std::io::Result<()> {
+    ///     let (mut conn, _) = server.accept()?;
+    ///     let mut request = [0u8; 4];
+    ///     conn.read_exact(&mut request)?;
+    ///     conn.write_all(if &request == b"ping" { b"pong" } else { b"what" })
+    /// });
+    /// let reply = Runtime::new()?.block_on(async {
+    ///     let conn = TcpStream::connect(addr).await?;
+    ///     conn.write_all(b"ping").await?;
+    ///     let (mut reply, mut buf) = (Vec::new(), [0u8; 64]);
+    ///     while let n @ 1.. = conn.read(&mut buf).await? {
+    ///         reply.extend_from_slice(&buf[..n]);
+    ///     }
+    ///     Ok::<_, std::io::Error>(reply)
+    /// })?;
+    /// assert_eq!(reply, b"pong");
+    /// thread.join().unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
         let mut connecting = TcpStream::start_connect(addr)?;
         connecting.handshake().await?;
@@ -320,6 +460,31 @@ impl TcpStream {
     /// ([`Connecting::stream`]), to decide how it closes if the caller
     /// gives up meanwhile (a reset, say: a handshake the kernel completed
     /// just before the caller gave up would otherwise end with a FIN).
+    ///
+    /// # Examples
+    ///
+    /// The socket exists before the handshake ends: here it is told to
+    /// close with a reset, and the handshake is bounded by a timeout (its
+    /// `Elapsed` becomes an `io::Error` through `?`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use runtime::net::{TcpListener, TcpStream};
+    /// use runtime::{Runtime, time};
+    ///
+    /// let rt = Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap())?;
+    ///     let mut connecting = TcpStream::start_connect(listener.local_addr()?)?;
+    ///     connecting.stream().set_reset_on_close()?;
+    ///     time::timeout(Duration::from_secs(5), connecting.handshake()).await??;
+    ///     let client = connecting.into_stream();
+    ///     let (_server, peer) = listener.accept().await?;
+    ///     assert_eq!(peer, client.local_addr()?);
+    ///     Ok::<_, std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn start_connect(addr: SocketAddr) -> io::Result<Connecting> {
         let socket = sys::tcp_socket(&addr)?;
         let in_progress = match sys::connect(socket.as_fd(), &addr) {
@@ -465,6 +630,30 @@ impl TcpStream {
 
     /// Shuts down one or both directions. `Shutdown::Write` sends a FIN: the
     /// peer reads end of file but may still send to us (a half-close).
+    ///
+    /// # Examples
+    ///
+    /// A half-close: the client says it is done sending, the server reads
+    /// end of file, and the connection still carries the server's answer.
+    ///
+    /// ```
+    /// use std::net::Shutdown;
+    /// use runtime::{Runtime, net::{TcpListener, TcpStream}};
+    ///
+    /// let rt = Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap())?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     let (server, _) = listener.accept().await?;
+    ///     client.shutdown(Shutdown::Write)?;
+    ///     let mut buf = [0u8; 16];
+    ///     assert_eq!(server.read(&mut buf).await?, 0, "end of file");
+    ///     server.write_all(b"bye").await?;
+    ///     assert_eq!(client.read(&mut buf).await?, 3);
+    ///     Ok::<_, std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.fd.get_ref().shutdown(how)
     }
@@ -481,6 +670,29 @@ impl TcpStream {
 
     /// Makes `close` send a reset (RST) instead of a FIN (SO_LINGER 0): how a
     /// proxy passes a reset on instead of making a cut stream look complete.
+    ///
+    /// # Examples
+    ///
+    /// The peer of a socket closed this way reads an error, not end of
+    /// file: it can tell a cut connection from a finished one.
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// use runtime::{Runtime, net::{TcpListener, TcpStream}};
+    ///
+    /// let rt = Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap())?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     let (server, _) = listener.accept().await?;
+    ///     client.set_reset_on_close()?;
+    ///     drop(client);
+    ///     let cut = server.read(&mut [0u8; 16]).await.unwrap_err();
+    ///     assert_eq!(cut.kind(), ErrorKind::ConnectionReset);
+    ///     Ok::<_, std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn set_reset_on_close(&self) -> io::Result<()> {
         sys::set_linger_zero(self.fd.get_ref().as_fd())
     }
@@ -550,6 +762,26 @@ impl Connecting {
     /// error otherwise (after which this `Connecting` is spent: drop it).
     /// `&mut self`, so that a caller that stops waiting
     /// (a timeout, a cancellation) still holds the socket.
+    ///
+    /// # Examples
+    ///
+    /// A port nobody listens on answers the handshake with a reset: the
+    /// event says "failed", and `SO_ERROR` says which error.
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// use runtime::{Runtime, net::TcpStream};
+    ///
+    /// // A port that was free a moment ago, closed again at once.
+    /// let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    /// let rt = Runtime::new()?;
+    /// let refused = rt.block_on(async {
+    ///     let mut connecting = TcpStream::start_connect(closed)?;
+    ///     connecting.handshake().await
+    /// });
+    /// assert_eq!(refused.unwrap_err().kind(), ErrorKind::ConnectionRefused);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub async fn handshake(&mut self) -> io::Result<()> {
         if self.in_progress {
             // Writable means the handshake ended; an error or hang-up seen

@@ -106,6 +106,38 @@ const BATCH: usize = 32;
 ///
 /// Share it between threads in an `Arc` (or a `static`: [`Notify::new`] is
 /// `const`).
+///
+/// # Examples
+///
+/// One "stop" for many tasks. Each `Notified` is created before the tasks
+/// run, and one `notify_all` completes all three, although none of them
+/// had been polled yet: a `Notified` waits for a call made after its
+/// creation, not after its first poll.
+///
+/// ```
+/// use runtime::{Runtime, notify::Notify, spawn};
+///
+/// static STOP: Notify = Notify::new();
+///
+/// let rt = Runtime::new()?;
+/// let stopped = rt.block_on(async {
+///     let workers: Vec<_> = (0..3).map(|i| {
+///         let stop = STOP.notified();
+///         spawn(async move {
+///             stop.await;
+///             i
+///         })
+///     }).collect();
+///     STOP.notify_all();
+///     let mut stopped = Vec::new();
+///     for worker in workers {
+///         stopped.push(worker.await.unwrap());
+///     }
+///     stopped
+/// });
+/// assert_eq!(stopped, [0, 1, 2]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct Notify {
     state: AtomicUsize,
     waiters: Mutex<Waiters>,
@@ -213,20 +245,36 @@ impl Notify {
 
     /// A future that completes once [`notify_all`](Notify::notify_all) is
     /// called after this point, whether or not the future was polled before
-    /// the call. Create it *before* checking the condition it waits for:
+    /// the call. Create it *before* checking the condition it waits for.
     ///
-    /// ```no_run
-    /// # use std::sync::atomic::{AtomicBool, Ordering};
-    /// # use runtime::notify::Notify;
-    /// # async fn wait(notify: &Notify, done: &AtomicBool) {
-    /// loop {
-    ///     let notified = notify.notified();
-    ///     if done.load(Ordering::Relaxed) {
-    ///         break;
+    /// # Examples
+    ///
+    /// Waiting for a condition another thread makes true: whichever comes
+    /// first, the check sees the flag or the wait sees the `notify_all`, so
+    /// the loop turns at most twice.
+    ///
+    /// ```
+    /// use std::sync::{Arc, atomic::{AtomicBool, Ordering}};
+    /// use runtime::{Runtime, notify::Notify};
+    ///
+    /// let notify = Arc::new(Notify::new());
+    /// let done = Arc::new(AtomicBool::new(false));
+    /// let (n, d) = (notify.clone(), done.clone());
+    /// let setter = std::thread::spawn(move || {
+    ///     d.store(true, Ordering::Relaxed);
+    ///     n.notify_all();
+    /// });
+    /// Runtime::new()?.block_on(async {
+    ///     loop {
+    ///         let notified = notify.notified();
+    ///         if done.load(Ordering::Relaxed) {
+    ///             break;
+    ///         }
+    ///         notified.await; // a notify_all after `notified()` wakes us
     ///     }
-    ///     notified.await; // a notify_all after `notified()` wakes us
-    /// }
-    /// # }
+    /// });
+    /// setter.join().unwrap();
+    /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn notified(&self) -> Notified<'_> {
         Notified {

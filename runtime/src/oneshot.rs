@@ -61,6 +61,28 @@ use crate::waker::store;
 /// Creates a one-shot channel and returns its two halves.
 ///
 /// The halves may live on different threads (if `T: Send`).
+///
+/// # Examples
+///
+/// One answer from another task; and the one thing that can go wrong: the
+/// sender is dropped without sending, and the receiver learns it at once
+/// instead of waiting forever.
+///
+/// ```
+/// use runtime::{Runtime, oneshot::{self, RecvError}, spawn};
+///
+/// let rt = Runtime::new()?;
+/// rt.block_on(async {
+///     let (reply, answer) = oneshot::channel();
+///     spawn(async move { reply.send(6 * 7).unwrap() });
+///     assert_eq!(answer.await, Ok(42));
+///
+///     let (reply, answer) = oneshot::channel::<u32>();
+///     spawn(async move { drop(reply) });
+///     assert_eq!(answer.await, Err(RecvError));
+/// });
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Mutex::new(State {
         value: None,

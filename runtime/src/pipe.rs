@@ -27,6 +27,35 @@ use std::os::fd::{AsFd, BorrowedFd};
 use crate::sys;
 
 /// A non-blocking pipe and how many bytes are in it.
+///
+/// # Examples
+///
+/// An echo that never copies the bytes into the program: they go from the
+/// server's socket into the pipe and from the pipe back into the same
+/// socket, as page references inside the kernel.
+///
+/// ```
+/// use std::future::poll_fn;
+/// use runtime::{Runtime, net::{TcpListener, TcpStream}, pipe::Pipe};
+///
+/// let rt = Runtime::new()?;
+/// rt.block_on(async {
+///     let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap())?;
+///     let client = TcpStream::connect(listener.local_addr()?).await?;
+///     let (server, _) = listener.accept().await?;
+///     client.write_all(b"zero copy").await?;
+///     let mut pipe = Pipe::new(64 * 1024)?;
+///     let spliced_in = poll_fn(|cx| server.poll_splice_to(cx, &mut pipe)).await?;
+///     assert_eq!((spliced_in, pipe.len()), (9, 9));
+///     poll_fn(|cx| server.poll_splice_from(cx, &mut pipe)).await?;
+///     assert!(pipe.is_empty());
+///     let mut buf = [0u8; 16];
+///     let n = client.read(&mut buf).await?;
+///     assert_eq!(&buf[..n], b"zero copy");
+///     Ok::<_, std::io::Error>(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct Pipe {
     /// The read end, as a file so that a fallback can `read` it.
     read: File,

@@ -90,6 +90,27 @@ impl Signal {
 }
 
 /// A stream of the signals it was created for.
+///
+/// # Examples
+///
+/// The thread sends itself SIGUSR1 (`nix`'s `raise`). Since [`Signals::new`]
+/// blocked it, its default action (ending the process) does not run: it
+/// waits in the kernel, the signalfd turns readable, and the task reads it
+/// as data.
+///
+/// ```
+/// use runtime::{Runtime, signal::{Signal, Signals}};
+///
+/// let rt = Runtime::new()?;
+/// let got = rt.block_on(async {
+///     let signals = Signals::new(&[Signal::User1])?;
+///     nix::sys::signal::raise(nix::sys::signal::Signal::SIGUSR1)?;
+///     signals.recv().await
+/// })?;
+/// assert_eq!(got, Signal::User1);
+/// assert_eq!(got.name(), "SIGUSR1");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct Signals {
     fd: AsyncFd<File>,
 }

@@ -158,6 +158,25 @@ pub(crate) fn waker_for(header: &Arc<Header>) -> Waker {
 }
 
 /// Why a task produced no output.
+///
+/// # Examples
+///
+/// A panic inside a task is caught at the task's edge: the other tasks and
+/// the runtime go on, and the handle brings the panic's message back.
+///
+/// ```
+/// let rt = runtime::Runtime::new()?;
+/// let (failed, fine) = rt.block_on(async {
+///     let failed = runtime::spawn(async { panic!("a bug in one task") });
+///     let fine = runtime::spawn(async { "the others go on" });
+///     (failed.await, fine.await)
+/// });
+/// let error = failed.unwrap_err();
+/// assert!(error.is_panic());
+/// assert_eq!(error.panic_message(), Some("a bug in one task"));
+/// assert_eq!(fine.unwrap(), "the others go on");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub enum JoinError {
     /// It was aborted, or its runtime was dropped, before it finished.
     Cancelled,
@@ -321,6 +340,26 @@ pub(crate) fn detached<F: Future>(future: F) -> Spawned<F> {
 
 /// Awaits a spawned task's output. Dropping it *detaches* the task: the task
 /// keeps running and its output is dropped. [`JoinHandle::abort`] cancels it.
+///
+/// # Examples
+///
+/// Awaiting the handle gives the task's output in a `Result`; dropping the
+/// handle instead lets the task run on, unobserved.
+///
+/// ```
+/// use runtime::{Runtime, oneshot, spawn};
+///
+/// let rt = Runtime::new()?;
+/// rt.block_on(async {
+///     let handle = spawn(async { 1 + 1 });
+///     assert_eq!(handle.await.unwrap(), 2);
+///
+///     let (tx, rx) = oneshot::channel();
+///     drop(spawn(async move { tx.send("still ran").unwrap() }));
+///     assert_eq!(rx.await, Ok("still ran"));
+/// });
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct JoinHandle<T> {
     pub(crate) header: Arc<Header>,
     slot: Rc<JoinSlot<T>>,
@@ -330,6 +369,34 @@ impl<T> JoinHandle<T> {
     /// Cancels the task: at its next turn the executor drops its future
     /// (running its destructors) and this handle yields `Err(Cancelled)`.
     /// Does nothing to a task that already finished.
+    ///
+    /// # Examples
+    ///
+    /// A task waiting forever is cancelled from outside: its future is
+    /// dropped without being polled again, so its destructors run (here a
+    /// guard that says so), and the handle reports the cancellation.
+    ///
+    /// ```
+    /// use std::{cell::Cell, rc::Rc};
+    ///
+    /// struct Guard(Rc<Cell<bool>>);
+    /// impl Drop for Guard {
+    ///     fn drop(&mut self) { self.0.set(true); }
+    /// }
+    ///
+    /// let rt = runtime::Runtime::new()?;
+    /// let dropped = Rc::new(Cell::new(false));
+    /// let guard = Guard(dropped.clone());
+    /// let handle = rt.spawn(async move {
+    ///     let _guard = guard;
+    ///     std::future::pending::<()>().await
+    /// });
+    /// handle.abort();
+    /// let outcome = rt.block_on(handle);
+    /// assert!(outcome.unwrap_err().is_cancelled());
+    /// assert!(dropped.get(), "the future was dropped, its guard with it");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn abort(&self) {
         self.header.abort();
     }

@@ -86,6 +86,29 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 ///
 /// Dropping the pool (or calling [`shutdown`](ThreadPool::shutdown)) runs every job already
 /// queued and joins every worker.
+///
+/// # Examples
+///
+/// Jobs for ordinary threads, no runtime involved: ten are queued, and `shutdown` returns only
+/// once every one of them has run and every worker has exited.
+///
+/// ```
+/// use std::sync::{Arc, atomic::{AtomicUsize, Ordering}};
+/// use runtime::thread_pool::ThreadPool;
+///
+/// let pool = ThreadPool::new(2)?;
+/// let done = Arc::new(AtomicUsize::new(0));
+/// for _ in 0..10 {
+///     let done = done.clone();
+///     pool.execute(move || {
+///         done.fetch_add(1, Ordering::Relaxed);
+///     })
+///     .expect("the pool is open");
+/// }
+/// pool.shutdown();
+/// assert_eq!(done.load(Ordering::Relaxed), 10);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct ThreadPool {
     shared: Arc<Shared>,
     workers: Vec<thread::JoinHandle<()>>,
@@ -168,6 +191,28 @@ impl ThreadPool {
     /// The future resolves to `Err(JoinError::Panicked)` if `f` panicked, and to
     /// `Err(JoinError::Cancelled)` if `f` never ran because the pool was closed. Dropping the
     /// future does not stop `f`; its result is then discarded.
+    ///
+    /// # Examples
+    ///
+    /// A job that blocks (here on a std channel) sits on a pool thread, and the event loop goes
+    /// on meanwhile: its timer still fires, and it is the event loop that then unblocks the job.
+    /// Had the job run on the runtime's thread, the timer would never have fired.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use runtime::{Runtime, thread_pool::ThreadPool, time};
+    ///
+    /// let pool = ThreadPool::new(1)?;
+    /// let (tx, rx) = std::sync::mpsc::channel::<u32>();
+    /// let answer = Runtime::new()?.block_on(async {
+    ///     let blocked = pool.run(move || rx.recv().map(|n| n * 2));
+    ///     time::sleep(Duration::from_millis(1)).await;
+    ///     tx.send(21).unwrap();
+    ///     blocked.await
+    /// });
+    /// assert_eq!(answer.unwrap(), Ok(42));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn run<F, T>(&self, f: F) -> Blocking<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -189,6 +234,26 @@ impl ThreadPool {
     ///
     /// Panics in [`run`](ThreadPool::run) closures are not counted: they reach their caller as
     /// `JoinError::Panicked` instead.
+    ///
+    /// # Examples
+    ///
+    /// A panicking job does not take its worker with it: the one worker of this pool runs the
+    /// next job, and by then the panic has been counted (the queue is first in, first out).
+    ///
+    /// ```
+    /// use runtime::{Runtime, thread_pool::ThreadPool};
+    ///
+    /// let pool = ThreadPool::new(1)?;
+    /// pool.execute(|| panic!("a bad job")).expect("the pool is open");
+    /// let after = Runtime::new()?.block_on(pool.run(|| "the worker is still there"));
+    /// assert_eq!(after.unwrap(), "the worker is still there");
+    /// assert_eq!(pool.panicked_jobs(), 1);
+    ///
+    /// let failed = Runtime::new()?.block_on(pool.run(|| -> u32 { panic!("bad input") }));
+    /// assert_eq!(failed.unwrap_err().panic_message(), Some("bad input"));
+    /// assert_eq!(pool.panicked_jobs(), 1, "a run's panic goes to its caller instead");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn panicked_jobs(&self) -> usize {
         // A statistic read on its own: it orders nothing, so Relaxed is enough.
         self.shared.panicked_jobs.load(Ordering::Relaxed)

@@ -34,6 +34,26 @@ pub struct RuntimeThreads<T> {
 
 /// Starts `count` threads named `{name}-{index}`, each building its own
 /// [`Runtime`] and running `make(index)` on it to completion.
+///
+/// # Examples
+///
+/// Three runtimes, one per thread, sharing nothing: inside each, `spawn`
+/// finds that thread's own runtime. `join` gives the outputs in index order.
+///
+/// ```
+/// use runtime::threads::spawn_runtimes;
+///
+/// let threads = spawn_runtimes(3, "worker", |index| async move {
+///     let doubled = runtime::spawn(async move { index * 2 }).await.unwrap();
+///     let thread = std::thread::current().name().unwrap_or("?").to_owned();
+///     (thread, doubled)
+/// })?;
+/// assert_eq!(threads.len(), 3);
+/// let outputs = threads.join()?;
+/// assert_eq!(outputs[0], ("worker-0".to_owned(), 0));
+/// assert_eq!(outputs[2], ("worker-2".to_owned(), 4));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn spawn_runtimes<F, Fut>(
     count: usize,
     name: &str,

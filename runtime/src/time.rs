@@ -33,6 +33,24 @@ use crate::timer::TimerKey;
 /// Waits until `duration` has passed. A duration too long for `Instant`
 /// (`Duration::MAX`, used as "no limit") waits about thirty years instead
 /// of overflowing.
+///
+/// # Examples
+///
+/// A sleeping task costs no CPU: the thread waits in `epoll_wait`, whose
+/// timeout is the nearest deadline, and the future is polled twice, once
+/// to register its deadline and once after it fired.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use runtime::{Runtime, time};
+///
+/// let rt = Runtime::new()?;
+/// let start = Instant::now();
+/// rt.block_on(time::sleep(Duration::from_millis(20)));
+/// assert!(start.elapsed() >= Duration::from_millis(20));
+/// assert_eq!(rt.polls(), 2, "not a busy loop");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn sleep(duration: Duration) -> Sleep {
     let now = Instant::now();
     let deadline = now
@@ -45,6 +63,40 @@ pub fn sleep(duration: Duration) -> Sleep {
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 /// Waits until `deadline`.
+///
+/// # Examples
+///
+/// The timer store keeps deadlines in order, so tasks wake in the order of
+/// their deadlines, not of their spawning: here the last one spawned has
+/// the nearest deadline and runs first. The deadlines are absolute, from
+/// one base far enough out that every task has registered before the
+/// first is due.
+///
+/// ```
+/// use std::{cell::RefCell, rc::Rc, time::{Duration, Instant}};
+/// use runtime::{Runtime, spawn, time};
+///
+/// let rt = Runtime::new()?;
+/// let woken = Rc::new(RefCell::new(Vec::new()));
+/// rt.block_on(async {
+///     let base = Instant::now() + Duration::from_millis(30);
+///     let tasks: Vec<_> = (0..3u32).map(|i| {
+///         let woken = woken.clone();
+///         let deadline = base + Duration::from_millis(1) * (3 - i);
+///         spawn(async move {
+///             time::sleep_until(deadline).await;
+///             woken.borrow_mut().push(i);
+///         })
+///     }).collect();
+///     runtime::yield_now().await; // each task has polled its sleep once
+///     assert_eq!(rt.pending_timers(), 3);
+///     for task in tasks {
+///         task.await.unwrap();
+///     }
+/// });
+/// assert_eq!(*woken.borrow(), [2, 1, 0]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
@@ -154,6 +206,32 @@ impl From<Elapsed> for std::io::Error {
 
 /// Runs `future`, giving up after `duration`: `Err(Elapsed)` then, and the
 /// future is dropped (cancelled) with the `Timeout`.
+///
+/// # Examples
+///
+/// Both outcomes: a future that finishes in time gives `Ok` with its
+/// output; one that never does gives `Err(Elapsed)` when the timer fires.
+/// `Elapsed` converts into an `io::Error` of kind `TimedOut`, for `?`.
+///
+/// ```
+/// use std::time::Duration;
+/// use runtime::{Runtime, time::{self, Elapsed}};
+///
+/// let rt = Runtime::new()?;
+/// rt.block_on(async {
+///     let in_time = async {
+///         time::sleep(Duration::from_millis(1)).await;
+///         "done"
+///     };
+///     assert_eq!(time::timeout(Duration::from_secs(5), in_time).await, Ok("done"));
+///
+///     let never = std::future::pending::<()>();
+///     assert_eq!(time::timeout(Duration::from_millis(10), never).await, Err(Elapsed));
+///     let error = std::io::Error::from(Elapsed);
+///     assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+/// });
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
     Timeout {
         future,
@@ -200,6 +278,31 @@ pub enum MissedTickBehavior {
 }
 
 /// Ticks every `period`, the first tick at once.
+///
+/// # Examples
+///
+/// Each tick is scheduled from the previous one, not from "now", so the
+/// schedule does not drift however late the task is polled; with
+/// [`MissedTickBehavior::Burst`] every tick of it is kept.
+///
+/// ```
+/// use std::time::Duration;
+/// use runtime::{Runtime, time::{self, MissedTickBehavior}};
+///
+/// let rt = Runtime::new()?;
+/// let ticks = rt.block_on(async {
+///     let mut interval = time::interval(Duration::from_millis(5));
+///     interval.set_missed_tick_behavior(MissedTickBehavior::Burst);
+///     let mut ticks = Vec::new();
+///     for _ in 0..3 {
+///         ticks.push(interval.tick().await);
+///     }
+///     ticks
+/// });
+/// assert_eq!(ticks[1] - ticks[0], Duration::from_millis(5));
+/// assert_eq!(ticks[2] - ticks[0], Duration::from_millis(10));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn interval(period: Duration) -> Interval {
     interval_at(Instant::now(), period)
 }

@@ -23,11 +23,29 @@
 //! five `unsafe` functions whose reference counting must balance by hand, and
 //! a waker that must be `Send + Sync` even though the compiler cannot check it.
 //!
-//! **2. `std::task::Wake` on an `Arc`** (what we do):
+//! **2. `std::task::Wake` on an `Arc`** (what we do: `task.rs` has `impl
+//! Wake for Header { fn wake(self: Arc<Self>) { self.schedule() } }`). Here
+//! it is with a waker that counts its wakes where ours queues a task:
 //!
-//! ```ignore
-//! impl Wake for Header { fn wake(self: Arc<Self>) { self.schedule() } }
-//! let waker = Waker::from(header); // header: Arc<Header>
+//! ```
+//! use std::sync::{Arc, atomic::{AtomicUsize, Ordering}};
+//! use std::task::{Wake, Waker};
+//!
+//! struct Counter(AtomicUsize);
+//! impl Wake for Counter {
+//!     fn wake(self: Arc<Self>) {
+//!         self.0.fetch_add(1, Ordering::Relaxed);
+//!     }
+//! }
+//!
+//! let counter = Arc::new(Counter(AtomicUsize::new(0)));
+//! let waker = Waker::from(counter.clone());
+//! let sent = waker.clone(); // Send: the compiler checked `Counter: Send + Sync`
+//! std::thread::spawn(move || sent.wake()).join().unwrap();
+//! waker.wake_by_ref();
+//! assert_eq!(counter.0.load(Ordering::Relaxed), 2);
+//! drop(waker);
+//! assert_eq!(Arc::strong_count(&counter), 1, "every clone gave its count back");
 //! ```
 //!
 //! The standard library writes the vtable for us, with the reference
