@@ -74,6 +74,11 @@
 //! - [`probe`]: one health check on the wire (connect, PROXY header, the
 //!   dialogue of its `option`, the timeout, the close);
 //! - [`dump`]: SIGQUIT's state of every frontend and backend, to the log.
+//!
+//! May import: every floor below the modes ([`crate::log`],
+//! [`crate::policy`], [`crate::conn`], [`crate::ops`], [`crate::settings`]);
+//! never [`crate::blocking`] or [`crate::states`]: the models share no code
+//! above the ground floors, so each reads on its own.
 
 pub mod backend_socket;
 pub mod checker;
