@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark of issues 4 and 10, in one command: our proxy in every mode,
+# The benchmark, in one command: our proxy in every mode,
 # and HAProxy and nginx where installed, in front of the same fixture
 # backends; keep-alive HTTP through wrk; the system calls each proxy makes
 # (strace); into docs/BENCHMARKS.md and its charts docs/bench/*.svg.

@@ -221,7 +221,7 @@ fn the_quick_benchmark_runs_and_its_numbers_add_up() {
         text.contains("| C: machine busy during bulk 1 stream, cores (of "),
         "no machine row:\n{text}"
     );
-    // Issue 11: the runtime's cost over the hand-written loop, from this run.
+    // The runtime's cost over the hand-written loop, from this run.
     assert!(
         text.contains("**Overhead ratio**, epoll 1 over states"),
         "no overhead ratio:\n{text}"
@@ -235,7 +235,7 @@ fn the_quick_benchmark_runs_and_its_numbers_add_up() {
     drop(scratch);
 }
 
-/// Issue 10's budget of system calls, as the quick census counted them for
+/// The budget of system calls, as the quick census counted them for
 /// our epoll mode: counts, not timings, so they hold on any machine. Where
 /// strace is missing or may not attach, the census says why and there is
 /// nothing to check.
@@ -304,7 +304,7 @@ fn census_is_at_the_minimum(results: &Results) {
     );
 }
 
-/// Issue 11's census of the states mode, level-triggered: interest follows
+/// The census of the states mode, level-triggered: interest follows
 /// the state, so each connection changes its registrations a fixed number
 /// of times (the backend's ADD and MOD when connected, the client's ADD and
 /// its MOD after its FIN); counts, not timings.

@@ -84,20 +84,20 @@ fn holds_2000_connections_at_once(mode: Mode) {
     assert!(status.success(), "the backend's exit status: {status}");
 }
 
-// Issue 3, epoll: 2,000 concurrent connections at once through --workers 1, each relayed both ways.
+// Epoll: 2,000 concurrent connections at once through --workers 1, each relayed both ways.
 #[test]
 fn epoll_one_worker_holds_2000_connections_at_once() {
     holds_2000_connections_at_once(Mode::Epoll1);
 }
 
-// Issue 12: the same through the splice path: every direction splices its
+// The same through the splice path: every direction splices its
 // first byte, and pipes are taken and given back as bytes come and go.
 #[test]
 fn epoll_one_worker_holds_2000_splicing_connections_at_once() {
     holds_2000_connections_at_once(Mode::EpollSplice1);
 }
 
-// Issue 11: the same through the hand-written level-triggered loop.
+// The same through the hand-written level-triggered loop.
 #[test]
 fn states_holds_2000_connections_at_once() {
     holds_2000_connections_at_once(Mode::States);
@@ -265,7 +265,7 @@ fn epoll_out_of_descriptors_backs_off_without_spinning_and_recovers() {
     out_of_descriptors(proxy, epoll_at_rest, 0);
 }
 
-// Issue 12: `pipe2` failing with EMFILE (the limit leaves the client's and
+// `pipe2` failing with EMFILE (the limit leaves the client's and
 // the backend's sockets, nothing for a pipe) puts the connection on the copy
 // path: a megabyte echoed whole, both FINs passed on, nothing spinning.
 #[test]

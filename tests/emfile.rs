@@ -1,6 +1,6 @@
-//! End to end, issues 5 and 13: descriptor exhaustion under a flood.
+//! End to end: descriptor exhaustion under a flood.
 //!
-//! Issue 13 first: descriptors as a budget. The epoll proxy started under
+//! First, descriptors as a budget. The epoll proxy started under
 //! `ulimit -n 256` derives its global `maxconn` from the limit
 //! (`policy/descriptors.rs`), so a flood of 1,000 concurrent clients waits
 //! in the kernel's listen queue instead of being accepted and then reset
@@ -8,8 +8,8 @@
 //! proxy never runs out of descriptors and never spins while stalled, and
 //! it serves a fresh client within a bounded wait once the flood is over.
 //!
-//! Then issue 5: "EMFILE/ENFILE on accept: never spin and never crash; back
-//! off, keep serving open connections, resume when descriptors free up."
+//! Then EMFILE/ENFILE on accept: never spin and never crash; back
+//! off, keep serving open connections, resume when descriptors free up.
 //! The budget makes that path rare in the epoll mode, but a limit lowered
 //! under a running proxy (prlimit) still reaches it: the epoll proxy
 //! (`--workers 1` and `2`) is started under `ulimit -n 1024` and its limit
@@ -44,17 +44,17 @@ use nix::unistd::{SysconfVar, sysconf};
 
 use common::*;
 
-/// Issue 13: the proxy's RLIMIT_NOFILE in the budget flood.
+/// The proxy's RLIMIT_NOFILE in the budget flood.
 const BUDGET_LIMIT: u64 = 256;
-/// Issue 13: concurrent clients in the budget flood, about nine times the
+/// Concurrent clients in the budget flood, about nine times the
 /// global maxconn the budget derives from [`BUDGET_LIMIT`].
 const BUDGET_FLOOD: usize = 1000;
-/// Issue 13: how long, at most, a fresh client may take to be served once
+/// How long, at most, a fresh client may take to be served once
 /// the flood is over (tries every 10 ms until then): a bound on "soon",
 /// not a measure of speed.
 const SERVED_AGAIN_WITHIN: Duration = Duration::from_secs(3);
 
-/// The proxy's RLIMIT_NOFILE in issue 5's flood.
+/// The proxy's RLIMIT_NOFILE in the accept flood.
 const LIMIT: u64 = 64;
 /// Flood connections: about four times what [`LIMIT`] could ever relay.
 const FLOOD: usize = 200;
@@ -101,7 +101,7 @@ fn start_limited_proxy(mode: Mode, backends: &[SocketAddr], limit: u64) -> Child
     proxy
 }
 
-/// Where issue 5's flood runs the proxy: under [`LIMIT`] from its start in
+/// Where the accept flood runs the proxy: under [`LIMIT`] from its start in
 /// the states mode; in the epoll mode, started under 1,024 (its budget
 /// derives a global maxconn of about 500 from that) and lowered to
 /// [`LIMIT`] once it runs, so that accepting does run out of descriptors.
@@ -396,7 +396,7 @@ fn flood_line(i: usize) -> String {
     format!("flood client {i}\n")
 }
 
-/// Issue 13's flood (module docs): [`BUDGET_FLOOD`] clients at once
+/// The budget flood (module docs): [`BUDGET_FLOOD`] clients at once
 /// against an epoll proxy started under `ulimit -n` [`BUDGET_LIMIT`].
 fn budget_flood(mode: Mode, workers: usize) {
     if runtime::fd_limit::nofile_limits().expect("RLIMIT_NOFILE").0
@@ -476,7 +476,7 @@ fn budget_flood(mode: Mode, workers: usize) {
 
     // It does not spin while stalled: the accept loops wait for a place
     // (not for the listener), and nothing else is due but a 200 ms flush
-    // timer. CPU over the window, as in issue 5's test below.
+    // timer. CPU over the window, as in the accept flood's test below.
     let ticks = clock_ticks_per_second();
     let started = Instant::now();
     let before = cpu_ticks(pid);
@@ -575,14 +575,14 @@ fn budget_flood(mode: Mode, workers: usize) {
     assert!(status.success(), "the backend's exit status: {status}");
 }
 
-// Issue 13: one epoll worker under ulimit -n 256, 1,000 clients at once:
+// One epoll worker under ulimit -n 256, 1,000 clients at once:
 // none reset, no spinning, served again at once.
 #[test]
 fn epoll_one_worker_serves_a_flood_of_1000_under_ulimit_256() {
     budget_flood(Mode::Epoll1, 1);
 }
 
-// Issue 13: two epoll workers (two listeners, two accept loops racing for
+// Two epoll workers (two listeners, two accept loops racing for
 // the last place), the same flood.
 #[test]
 fn epoll_two_workers_serve_a_flood_of_1000_under_ulimit_256() {
@@ -594,19 +594,19 @@ fn count(proxy: &ChildProcess, needle: &str) -> usize {
     proxy.log().iter().filter(|l| l.contains(needle)).count()
 }
 
-// Issue 5: one epoll worker, its limit lowered to 64 under it, flooded with 200 connections.
+// One epoll worker, its limit lowered to 64 under it, flooded with 200 connections.
 #[test]
 fn epoll_one_worker_survives_a_flood_under_ulimit_64() {
     emfile_flood(Mode::Epoll1, 1);
 }
 
-// Issue 5: two epoll workers (two listeners, SO_REUSEPORT), the same flood.
+// Two epoll workers (two listeners, SO_REUSEPORT), the same flood.
 #[test]
 fn epoll_two_workers_survive_a_flood_under_ulimit_64() {
     emfile_flood(Mode::Epoll2, 2);
 }
 
-// Issue 11: the states mode's one loop, the same flood: level-triggered, the
+// The states mode's one loop, the same flood: level-triggered, the
 // listener must leave the read set while accepting backs off.
 #[test]
 fn states_survives_a_flood_under_ulimit_64() {

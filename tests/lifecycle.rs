@@ -1,4 +1,4 @@
-//! End to end, the proxy's lifecycle (issue 6, "Lifecycle" and "Tests"):
+//! End to end, the proxy's lifecycle:
 //! graceful stop on SIGTERM / SIGINT (ops/shutdown.rs, in the epoll and
 //! pool modes; the states mode's own loop), with its lameduck phase
 //! (`shutdown-delay`) and the health a route announcer reads
@@ -965,7 +965,7 @@ fn sighup_without_config(mode: Mode) {
     };
     expect_log(&proxy, reopen);
     assert_running(&mut proxy, "after SIGUSR1");
-    // SIGQUIT (issue 13) is handled in every mode: no core dump, no exit.
+    // SIGQUIT is handled in every mode: no core dump, no exit.
     // The epoll mode dumps its state; the others say what they have.
     proxy.signal(Signal::SIGQUIT).expect("SIGQUIT");
     let quit = if mode.is_epoll() {
@@ -1132,7 +1132,7 @@ fn metrics_text(admin: SocketAddr) -> String {
     text
 }
 
-// Issue 13: SIGQUIT dumps the state of every frontend and backend to the
+// SIGQUIT dumps the state of every frontend and backend to the
 // log, as HAProxy's does: a line for the process, one per frontend with its
 // counters, one per backend with its health; the proxy keeps serving, and
 // SIGTERM then stops it with status 0.
@@ -1210,7 +1210,7 @@ fn sigquit_dumps_every_frontend_and_backend_and_keeps_serving() {
     stop_cleanly(proxy);
 }
 
-// Issue 13: a reload whose global maxconn the descriptor limit cannot
+// A reload whose global maxconn the descriptor limit cannot
 // honour is refused with the arithmetic, and the running configuration
 // (and its maxconn) stays.
 #[test]
@@ -1252,7 +1252,7 @@ fn a_reload_over_the_descriptor_budget_is_refused() {
     stop_cleanly(proxy);
 }
 
-// Issue 13: a global maxconn the descriptor limit cannot honour is an error
+// A global maxconn the descriptor limit cannot honour is an error
 // at --check-config time and at startup (nothing started), with the
 // arithmetic; under `ulimit -n 256` the largest that fits is said, and runs.
 #[test]
@@ -1329,7 +1329,7 @@ fn a_global_maxconn_over_the_descriptor_budget_is_refused_with_the_arithmetic() 
     assert_eq!(checked.status.code(), Some(2), "{checked:?}");
 }
 
-// Issue 13: clients refused after they had gone (here: closed before
+// Clients refused after they had gone (here: closed before
 // sending the PROXY header an `accept-proxy` frontend waits for) are
 // counted and said together, at most one line a second with the count,
 // not a warning each; each still has its access-log line.

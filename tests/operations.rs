@@ -1,6 +1,6 @@
-//! End to end, issue 6's operations features: the access log, the metrics
+//! End to end, the operations features: the access log, the metrics
 //! endpoint, the PROXY protocol out and in, access control and the
-//! per-source limit (issue 6, "Tests").
+//! per-source limit.
 //!
 //! Real processes and real sockets, loopback only (127.0.0.0/8 and ::1).
 //! Every wait has a deadline (a condition polled, never a sleep that
@@ -1167,7 +1167,7 @@ fn still_open(stream: &TcpStream) -> bool {
     open
 }
 
-// Issue 13: 64 connections holding junk on the admin listener (its limit) do
+// 64 connections holding junk on the admin listener (its limit) do
 // not hold a scrape. The request deadline is set to 10 minutes, so no
 // deadline can free a place during the test: the scrape being answered
 // while at least 63 of the 64 are still open shows that the listener made
@@ -1217,7 +1217,7 @@ fn sixty_four_junk_admin_connections_do_not_hold_a_scrape() {
     stop_daemon(daemon);
 }
 
-// Issue 12: the same bulk bytes through `splice on`, `auto` and `off`, and
+// The same bulk bytes through `splice on`, `auto` and `off`, and
 // `on` with no pipe left (a global maxconn of 3 leaves none: maxconn / 4):
 // each stream arrives whole, bytes in and out are counted the same way, and
 // the spliced bytes say which path moved them: all of them with `on`, all

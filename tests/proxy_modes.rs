@@ -12,8 +12,8 @@
 //! its own proxy on port 0 (the proxy says where in its `listening on`
 //! line), and stops the proxy with SIGTERM, expecting exit status 0.
 //!
-//! The clauses are those of issue 3 ("End-to-end tests", "The connection
-//! contract") and of docs/EPOLL.md section 5. The blocking relay
+//! The clauses are the connection contract of docs/RELAY.md and of
+//! docs/EPOLL.md section 5. The blocking relay
 //! (blocking/relay.rs) and the async relay (conn/relay.rs) keep the same
 //! contract, down to closing a timed-out connection with a reset.
 

@@ -1,4 +1,4 @@
-//! End to end, issue 15: TLS routed by the server name of its ClientHello,
+//! End to end: TLS routed by the server name of its ClientHello,
 //! without terminating it, with real TLS on both sides.
 //!
 //! The backends are `openssl s_server -www` processes, each with its own
@@ -264,7 +264,7 @@ impl World {
     }
 }
 
-// Issue 15, "Done when": two names on one port reach two groups with real
+// Two names on one port reach two groups with real
 // TLS clients, TLS 1.2 and 1.3; no SNI and unknown names reach the
 // default; the log and the metrics say which rule routed each.
 #[test]

@@ -1,4 +1,4 @@
-//! End to end, issue 5's traffic management: the real proxy binary run from
+//! End to end, traffic management: the real proxy binary run from
 //! configuration files (`proxy --config FILE`), real backends (the fixture
 //! as child processes, so one can be killed, or small std-thread servers
 //! that count and hold connections), real clients, loopback only.
@@ -300,10 +300,10 @@ fn restart_on(port: u16) -> ChildProcess {
     }
 }
 
-/// Issue 5: "A backend killed mid-run: with active and passive checks and
+/// A backend killed mid-run: with active and passive checks and
 /// retries, a stream of new client connections sees zero failures once
 /// retries are on, and the dead backend is marked down within fall x
-/// interval; it comes back after rise x interval once restarted."
+/// interval; it comes back after rise x interval once restarted.
 #[test]
 fn a_killed_backend_costs_no_request_and_comes_back_when_restarted() {
     const INTER: Duration = Duration::from_millis(200);
@@ -394,8 +394,8 @@ fn is_reset<T>(result: &io::Result<T>) -> bool {
     matches!(result, Err(e) if e.kind() == ErrorKind::ConnectionReset)
 }
 
-/// Issue 5: "A blackholed backend (a listener whose accept queue is full,
-/// so connects hang): connect timeout, then retry elsewhere."
+/// A blackholed backend (a listener whose accept queue is full,
+/// so connects hang): connect timeout, then retry elsewhere.
 #[test]
 fn a_blackholed_backend_costs_a_connect_timeout_then_another_backend_serves() {
     let (blackhole, _fillers) = unanswering_backend();
@@ -431,9 +431,9 @@ fn a_blackholed_backend_costs_a_connect_timeout_then_another_backend_serves() {
     stop_cleanly(proxy);
 }
 
-/// Issue 5: "Passive checks: consecutive failed connects from real traffic
+/// Passive checks: consecutive failed connects from real traffic
 /// also count toward `fall`, so a dead backend leaves the rotation before
-/// the next active check." The blackhole's checks are 5 s apart; two
+/// the next active check. The blackhole's checks are 5 s apart; two
 /// clients' timed-out connects take it down well before, and from then on
 /// no client tries it.
 #[test]
@@ -552,8 +552,8 @@ fn close_held(stream: TcpStream) {
     assert!(rest.is_empty(), "unexpected bytes {rest:?}");
 }
 
-/// Issue 5: "leastconn sends a new connection to the backend with fewer
-/// open connections". The sequence is one where round-robin answers
+/// Leastconn sends a new connection to the backend with fewer
+/// open connections. The sequence is one where round-robin answers
 /// differently.
 #[test]
 fn leastconn_sends_new_connections_to_the_backend_with_fewer_open_ones() {
@@ -594,8 +594,8 @@ fn leastconn_sends_new_connections_to_the_backend_with_fewer_open_ones() {
 // 4. Smooth weighted round-robin
 // ---------------------------------------------------------------------------
 
-/// Issue 5: "weighted round-robin gives exactly the weight ratio over a
-/// cycle, smoothly" (the table in balance.rs's docs: a a b a c a a).
+/// Weighted round-robin gives exactly the weight ratio over a
+/// cycle, smoothly (the table in balance.rs's docs: a a b a c a a).
 #[test]
 fn weighted_round_robin_gives_the_exact_ratio_in_the_smooth_order() {
     let fixture = reply_fixture(3);
@@ -628,7 +628,7 @@ fn weighted_round_robin_gives_the_exact_ratio_in_the_smooth_order() {
 // 5. Backup, 6. weight 0
 // ---------------------------------------------------------------------------
 
-/// Issue 5: "a `backup` backend used only when every normal one is down".
+/// A `backup` backend used only when every normal one is down.
 #[test]
 fn a_backup_serves_only_while_every_normal_backend_is_down() {
     const INTER: Duration = Duration::from_millis(100);
@@ -685,7 +685,7 @@ fn a_backup_serves_only_while_every_normal_backend_is_down() {
     stop_cleanly(proxy);
 }
 
-/// Issue 5: "`weight 0` drains a backend (no new connections)", under each
+/// `weight 0` drains a backend (no new connections), under each
 /// algorithm, one frontend each.
 #[test]
 fn weight_0_gets_no_new_connection_under_any_algorithm() {
@@ -813,8 +813,8 @@ fn concurrent_requests(proxy: SocketAddr, clients: usize) -> Vec<String> {
     })
 }
 
-/// Issue 5: "maxconn: with maxconn 10 and 50 clients, never more than 10
-/// backend connections at once, all 50 eventually served." `maxconn` is
+/// Maxconn: with maxconn 10 and 50 clients, never more than 10
+/// backend connections at once, all 50 eventually served. `maxconn` is
 /// given in `section` (`global` or the frontend).
 fn maxconn_ten_for_fifty_clients(global: bool, workers: usize) {
     let (backend, counter) = counting_backend(10, HOLD);
@@ -985,8 +985,8 @@ fn backend_maxconn_resets_clients_that_waited_the_queue_timeout() {
     stop_cleanly(proxy);
 }
 
-/// Issue 5: "at the limit, stop accepting (the kernel backlog holds new
-/// clients) and resume below it". Clients beyond a frontend's maxconn wait
+/// At the limit, stop accepting (the kernel backlog holds new
+/// clients) and resume below it. Clients beyond a frontend's maxconn wait
 /// as long as it takes: `timeout queue` is about a backend's maxconn, and
 /// must not reset them. With `maxconn 1`, every client but the first waits
 /// for its place through at least one whole hold of the backend, four
@@ -1065,8 +1065,8 @@ fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
     (ran.status.code(), ran.stderr.join("\n"))
 }
 
-/// Issue 5: "A bad file gets `lb.conf:12:5: ...`-style errors and exit
-/// status 2, never a panic", and nothing starts: not even the frontends
+/// A bad file gets `lb.conf:12:5: ...`-style errors and exit
+/// status 2, never a panic, and nothing starts: not even the frontends
 /// the file describes correctly.
 #[test]
 fn a_bad_config_exits_with_status_2_and_every_error_before_listening() {
@@ -1134,9 +1134,9 @@ fn which_backend_from(from: Ipv4Addr, proxy: SocketAddr) -> u16 {
         .unwrap_or_else(|e| panic!("client {from}: {e}"))
 }
 
-/// Issue 5: `source` "consistent hashing on the client address with a
+/// `source`: consistent hashing on the client address with a
 /// Maglev lookup table: when one of N backends leaves, only about 1/N of
-/// client addresses move". The table depends only on the set of backends,
+/// client addresses move. The table depends only on the set of backends,
 /// so both workers agree.
 #[test]
 fn source_keeps_each_client_on_its_backend_and_moves_only_the_clients_of_a_dead_one() {

@@ -1,4 +1,4 @@
-//! End to end, issue 14: the listeners handed over to a new process
+//! End to end: the listeners handed over to a new process
 //! (ops/upgrade/), under load.
 //!
 //! Every test here runs a proxy with an upgrade socket, puts load on it
@@ -368,7 +368,7 @@ fn three_upgrades(name: &str, workers: [usize; 4]) {
     assert!(!socket.exists(), "the last proxy removes its socket file");
 }
 
-// Issue 14: three upgrades in a row under load, one worker each: zero
+// Three upgrades in a row under load, one worker each: zero
 // refused, reset or corrupted connections, every held one byte-exact.
 #[test]
 fn three_upgrades_in_a_row_under_load_lose_nothing() {
@@ -382,7 +382,7 @@ fn three_upgrades_with_two_workers_lose_nothing() {
     three_upgrades("two-workers", [2, 2, 2, 2]);
 }
 
-// Issue 14, with a configuration change between upgrades: a backend
+// Upgrades with a configuration change between upgrades: a backend
 // added; a frontend added and one removed; and the worker count going
 // 2, 1, 3, 2 (one worker accepting on both handed sockets, then one socket
 // bound beside them). A backend known down stays down in the new process,
@@ -574,7 +574,7 @@ fn queued_client(addr: SocketAddr, seed: u64, connected: &AtomicUsize) -> Result
     }
 }
 
-// Issue 14's "no queued connection is lost", made certain: the old process
+// No queued connection is lost, made certain: the old process
 // is full (global maxconn, every place held), so clients wait in the
 // kernel's listen queues of both workers' sockets, unaccepted, while the
 // new process takes over. It must accept from every socket of the
@@ -621,7 +621,7 @@ fn clients_waiting_in_the_listen_queues_are_served_by_the_new_process() {
     stop_cleanly(new);
 }
 
-// Issue 14's SO_PEERCRED check with a real second user: a process of
+// The SO_PEERCRED check with a real second user: a process of
 // another uid that reaches the socket (its file opened to everyone here,
 // on purpose, the way a careless chmod would) is refused by the old
 // process, which logs it and serves on. (A new process refuses an old one

@@ -642,7 +642,7 @@ fn closing_without_epoll_ctl_del_leaves_no_live_registration() {
         );
         drop(a_copy);
 
-        // Issue 14: a listener handed to another process (SCM_RIGHTS) is
+        // A listener handed to another process (SCM_RIGHTS) is
         // such a copy. `TcpListener::from_std` adopts, so the old process's
         // set forgets the socket the new one goes on accepting on.
         let std_listener = runtime::net::bind_std(loopback(), &Default::default()).unwrap();

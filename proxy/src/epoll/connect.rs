@@ -400,7 +400,7 @@ mod tests {
         peer.read(&mut [0u8; 16])
     }
 
-    // Issue 13: a connection cut before its relay (a graceful stop, a
+    // A connection cut before its relay (a graceful stop, a
     // refusal after connecting) resets its backend socket, whether the
     // handshake was awaited or only done by the kernel; once the relay has
     // it, it closes the relay's way (here: a FIN).

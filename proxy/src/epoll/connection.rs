@@ -946,7 +946,7 @@ mod tests {
         assert!(bytes > 0 && bytes < 1024, "{bytes}");
     }
 
-    // Issue 13: a refused client whose connection is reset, or whose FIN
+    // A refused client whose connection is reset, or whose FIN
     // came with nothing before it, has gone; one that sent bytes, or sent
     // nothing yet, has not.
     #[test]

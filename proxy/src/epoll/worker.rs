@@ -472,7 +472,7 @@ mod tests {
     use crate::settings::cli::Settings;
     use std::io::{ErrorKind, Read};
 
-    // Issue 13: a client accepted in the race for the last place, still
+    // A client accepted in the race for the last place, still
     // waiting for it when its accept loop ends (a stop closes the
     // listeners), is reset and gets its access-log line, `KQ`.
     #[test]

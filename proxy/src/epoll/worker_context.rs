@@ -157,7 +157,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    // Issue 13: clients refused after they had gone are said at once, then
+    // Clients refused after they had gone are said at once, then
     // together once the second is over, however many came meanwhile.
     #[test]
     fn clients_gone_are_said_at_most_once_a_second_with_the_count() {

@@ -779,7 +779,7 @@ mod tests {
         assert!(b.is_up(1) && b.checked(1).is_none() && b.generation() == 0);
     }
 
-    // Issue 14: a server the old process knew to be down starts down in the
+    // A server the old process knew to be down starts down in the
     // new one, and needs `rise` checks to come back; its streaks carry over.
     #[test]
     fn a_seeded_standing_carries_over_down_until_rise_checks() {

@@ -947,7 +947,7 @@ mod tests {
         assert_eq!(run("--backend 127.0.0.1:1 --splice off"), Splice::Off);
         let e = error("--backend 127.0.0.1:1 --mode single --grace 1s");
         assert!(e.contains("exits at once on SIGTERM"), "{e}");
-        // Issue 14: only the epoll mode hands its listeners over.
+        // Only the epoll mode hands its listeners over.
         for mode in ["single", "pool", "states"] {
             for flag in ["--upgrade-socket /run/p.sock", "--upgrade-from /run/p.sock"] {
                 let e = error(&format!("--backend 127.0.0.1:1 --mode {mode} {flag}"));

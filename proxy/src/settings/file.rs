@@ -930,7 +930,7 @@ mod tests {
         assert_eq!(c.global.admin_request, Some(NO_TIMEOUT));
     }
 
-    // The configuration an HAProxy operator brings (issue 24's, less its
+    // The configuration an HAProxy operator brings (a typical PostgreSQL and Redis one, less its
     // syslog line), pasted as it is: one message for each line of
     // HAProxy's, each pointing to what to write, and nothing after (no
     // "has no listen", no "unknown group", no line of a skipped section).

@@ -334,7 +334,7 @@ mod tests {
         dir
     }
 
-    // Issue 14: the socket file is the proxy's user's alone, and a peer of
+    // The socket file is the proxy's user's alone, and a peer of
     // another uid is refused (the other uid as a unit: the tests run as one).
     #[test]
     fn the_socket_file_is_0600_and_a_peer_of_another_uid_is_refused() {
