@@ -43,7 +43,7 @@ use std::task::{Context, Poll, ready};
 
 use crate::context;
 use crate::coop;
-use crate::reactor::{Direction, Reactor, ScheduledIo};
+use crate::reactor::{Interest, Reactor, ScheduledIo};
 use crate::slab::Key;
 
 /// A descriptor registered with the current runtime's reactor.
@@ -58,7 +58,7 @@ use crate::slab::Key;
 /// ```
 /// use std::io::{Read, Write};
 /// use std::os::unix::net::UnixStream;
-/// use runtime::{Runtime, async_fd::AsyncFd, reactor::Direction};
+/// use runtime::{Runtime, async_fd::AsyncFd, reactor::Interest};
 ///
 /// let (ours, mut theirs) = UnixStream::pair()?;
 /// ours.set_nonblocking(true)?; // a read must say EAGAIN, never block the thread
@@ -67,7 +67,7 @@ use crate::slab::Key;
 ///     let fd = AsyncFd::new(ours)?;
 ///     let writer = std::thread::spawn(move || theirs.write_all(b"ready"));
 ///     let mut buf = [0u8; 16];
-///     let n = fd.io(Direction::Read, |mut socket| socket.read(&mut buf)).await?;
+///     let n = fd.io(Interest::Read, |mut socket| socket.read(&mut buf)).await?;
 ///     writer.join().unwrap()?;
 ///     Ok::<_, std::io::Error>(buf[..n].to_vec())
 /// })?;
@@ -134,18 +134,18 @@ impl<T: AsRawFd> AsyncFd<T> {
 
     /// Ready in `direction` (as far as the reactor knows), or remember the
     /// task and return Pending.
-    pub fn poll_ready(&self, direction: Direction, cx: &mut Context<'_>) -> Poll<()> {
+    pub fn poll_ready(&self, direction: Interest, cx: &mut Context<'_>) -> Poll<()> {
         self.io.poll_ready(direction, cx)
     }
 
     /// Waits until the reactor reports `direction` ready.
-    pub async fn ready(&self, direction: Direction) {
+    pub async fn ready(&self, direction: Interest) {
         poll_fn(|cx| self.poll_ready(direction, cx)).await
     }
 
     /// Forgets the readiness of `direction`: call this when an operation
     /// done outside [`AsyncFd::poll_io`] returned EAGAIN.
-    pub fn clear_ready(&self, direction: Direction) {
+    pub fn clear_ready(&self, direction: Interest) {
         self.io.clear_ready(direction)
     }
 
@@ -171,7 +171,7 @@ impl<T: AsRawFd> AsyncFd<T> {
     /// See the module docs for the loop.
     pub fn poll_io<R>(
         &self,
-        direction: Direction,
+        direction: Interest,
         cx: &mut Context<'_>,
         mut op: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
@@ -199,12 +199,12 @@ impl<T: AsRawFd> AsyncFd<T> {
     /// without a system call.
     pub fn poll_transfer(
         &self,
-        direction: Direction,
+        direction: Interest,
         cx: &mut Context<'_>,
         asked: usize,
         op: impl FnMut(&T) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
-        if direction == Direction::Read && asked > 0 && self.io.at_eof() {
+        if direction == Interest::Read && asked > 0 && self.io.at_eof() {
             return Poll::Ready(Ok(0));
         }
         let result = ready!(self.poll_io(direction, cx, op));
@@ -224,7 +224,7 @@ impl<T: AsRawFd> AsyncFd<T> {
     /// Async form of [`AsyncFd::poll_io`].
     pub async fn io<R>(
         &self,
-        direction: Direction,
+        direction: Interest,
         mut op: impl FnMut(&T) -> io::Result<R>,
     ) -> io::Result<R> {
         poll_fn(|cx| self.poll_io(direction, cx, &mut op)).await

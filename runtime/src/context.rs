@@ -42,11 +42,11 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use crate::driver::Driver;
-use crate::run_queue::{Shared, TaskId};
+use crate::run_queue::{Mailbox, TaskId};
 
 /// The per-thread state of the runtime running on this thread.
 pub(crate) struct ThreadContext {
-    /// `Shared::id` of the runtime entered here; 0 (no runtime has it) outside.
+    /// `Mailbox::id` of the runtime entered here; 0 (no runtime has it) outside.
     runtime: Cell<u64>,
     driver: RefCell<Option<Rc<Driver>>>,
     /// The executor's core. The executor sits above this file, so its type
@@ -115,7 +115,11 @@ impl ThreadContext {
 /// Makes the runtime of `shared`, `driver` and `executor` the one running on
 /// this thread, with an empty local queue, no budget and nothing deferred,
 /// until the guard is dropped.
-pub(crate) fn enter(shared: &Arc<Shared>, driver: Rc<Driver>, executor: Rc<dyn Any>) -> EnterGuard {
+pub(crate) fn enter(
+    shared: &Arc<Mailbox>,
+    driver: Rc<Driver>,
+    executor: Rc<dyn Any>,
+) -> EnterGuard {
     let fresh = Saved {
         runtime: shared.id(),
         driver: Some(driver),
@@ -137,7 +141,7 @@ pub(crate) fn enter(shared: &Arc<Shared>, driver: Rc<Driver>, executor: Rc<dyn A
 /// first (their ids join the local queue), then every id still queued moves
 /// to the runtime's remote queue, where its next `block_on` finds it.
 pub(crate) struct EnterGuard {
-    shared: Arc<Shared>,
+    shared: Arc<Mailbox>,
     previous: Saved,
 }
 
@@ -187,7 +191,7 @@ pub(crate) fn no_runtime() -> io::Error {
 /// when that runtime is the one entered on this thread (no lock, no system
 /// call), its remote queue otherwise.
 #[inline]
-pub(crate) fn schedule(shared: &Shared, id: TaskId) {
+pub(crate) fn schedule(shared: &Mailbox, id: TaskId) {
     let pushed = CONTEXT
         .try_with(|c| {
             // The queue is never borrowed across user code, so the borrow

@@ -48,7 +48,7 @@ use std::time::Duration;
 use crate::context;
 use crate::coop;
 use crate::driver::Driver;
-use crate::run_queue::{Shared, TaskId};
+use crate::run_queue::{Mailbox, TaskId};
 use crate::slab::Slab;
 use crate::task::{self, Header, JoinHandle, Run, waker_for};
 
@@ -93,7 +93,7 @@ type Slot = Option<Pin<Box<dyn Runnable>>>;
 /// while `block_on` runs.
 struct Core {
     tasks: RefCell<Slab<Slot>>,
-    shared: Arc<Shared>,
+    shared: Arc<Mailbox>,
     event_interval: u32,
     task_budget: u32,
     /// Reused buffer for ids taken from the remote queue.
@@ -155,7 +155,7 @@ impl Builder {
     /// Creates the epoll set, the eventfd and the queues.
     pub fn build(self) -> io::Result<Runtime> {
         let driver = Rc::new(Driver::new()?);
-        let shared = Arc::new(Shared::new()?);
+        let shared = Arc::new(Mailbox::new()?);
         driver.reactor.watch_eventfd(shared.eventfd.as_raw_fd())?;
         let core = Rc::new(Core {
             tasks: RefCell::new(Slab::new()),

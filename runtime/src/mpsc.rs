@@ -12,7 +12,7 @@
 //! All senders and the one receiver share one state behind a mutex:
 //!
 //! ```text
-//!   Sender ─┐           Arc<Mutex<State>>
+//!   Sender ─┐           Arc<Mutex<Channel>>
 //!   Sender ─┼─ send ─▶ ┌──────────────────────────────┐
 //!   Sender ─┘          │ queue:    VecDeque<T>  ──────┼──▶ Receiver
 //!                      │ rx_waker: Option<Waker>      │     poll_recv / recv
@@ -88,7 +88,7 @@ use crate::waker::store;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
-    let shared = Arc::new(Mutex::new(State {
+    let shared = Arc::new(Mutex::new(Channel {
         queue: VecDeque::new(),
         rx_waker: None,
         senders: 1,
@@ -102,17 +102,17 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 
 /// A sending half. Cheap to clone; each clone is one more producer.
 pub struct Sender<T> {
-    shared: Arc<Mutex<State<T>>>,
+    shared: Arc<Mutex<Channel<T>>>,
 }
 
 /// The receiving half. Yields values in the order each sender sent them, and
 /// `None` once every sender is gone and the queue is drained.
 pub struct Receiver<T> {
-    shared: Arc<Mutex<State<T>>>,
+    shared: Arc<Mutex<Channel<T>>>,
 }
 
 /// Everything the halves share, guarded by one mutex.
-struct State<T> {
+struct Channel<T> {
     /// Sent values not yet received, oldest first.
     queue: VecDeque<T>,
     /// The waker of the last poll that found the queue empty.

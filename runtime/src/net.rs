@@ -63,7 +63,7 @@ use std::time::{Duration, Instant};
 
 use crate::async_fd::{AsyncFd, Origin};
 use crate::pipe::Pipe;
-use crate::reactor::Direction;
+use crate::reactor::Interest;
 use crate::sys;
 
 /// The listen backlog used by [`TcpListener::bind`]. The kernel caps it at
@@ -375,7 +375,7 @@ impl TcpListener {
     pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
         let (socket, peer) = ready!(
             self.fd
-                .poll_io(Direction::Read, cx, |l| sys::accept(l.as_fd()))
+                .poll_io(Interest::Read, cx, |l| sys::accept(l.as_fd()))
         )?;
         Poll::Ready(TcpStream::from_owned(socket, Origin::CreatedConnected).map(|s| (s, peer)))
     }
@@ -535,7 +535,7 @@ impl TcpStream {
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let asked = buf.len();
         self.fd
-            .poll_transfer(Direction::Read, cx, asked, |mut s| s.read(buf))
+            .poll_transfer(Interest::Read, cx, asked, |mut s| s.read(buf))
     }
 
     /// Writes some of `buf`, returning how much was taken.
@@ -546,7 +546,7 @@ impl TcpStream {
     /// Poll form of [`TcpStream::write`].
     pub fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.fd
-            .poll_transfer(Direction::Write, cx, buf.len(), |mut s| s.write(buf))
+            .poll_transfer(Interest::Write, cx, buf.len(), |mut s| s.write(buf))
     }
 
     /// [`TcpStream::poll_write`] for the last bytes before a FIN ("The last
@@ -558,7 +558,7 @@ impl TcpStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.fd.poll_transfer(Direction::Write, cx, buf.len(), |s| {
+        self.fd.poll_transfer(Interest::Write, cx, buf.len(), |s| {
             sys::send_before_fin(s.as_fd(), buf)
         })
     }
@@ -586,7 +586,7 @@ impl TcpStream {
             return Poll::Ready(Ok(0));
         }
         let size = pipe.size();
-        let moved = ready!(self.fd.poll_io(Direction::Read, cx, |s| {
+        let moved = ready!(self.fd.poll_io(Interest::Read, cx, |s| {
             sys::splice(s.as_fd(), pipe.write_end(), size)
         }))?;
         pipe.filled(moved);
@@ -610,7 +610,7 @@ impl TcpStream {
         if held == 0 {
             return Poll::Ready(Ok(0));
         }
-        let moved = ready!(self.fd.poll_transfer(Direction::Write, cx, held, |s| {
+        let moved = ready!(self.fd.poll_transfer(Interest::Write, cx, held, |s| {
             sys::splice(pipe.read_end(), s.as_fd(), held)
         }))?;
         pipe.drained(moved);
@@ -786,7 +786,7 @@ impl Connecting {
         if self.in_progress {
             // Writable means the handshake ended; an error or hang-up seen
             // with it means it failed, and SO_ERROR says how.
-            self.stream.fd.ready(Direction::Write).await;
+            self.stream.fd.ready(Interest::Write).await;
             if self.stream.fd.has_failed() {
                 if let Some(err) = sys::take_socket_error(self.stream.fd.get_ref().as_fd())? {
                     return Err(err);

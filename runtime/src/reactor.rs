@@ -125,7 +125,7 @@ const EVENTS_PER_WAIT: usize = 1024;
 
 /// One direction of I/O a task can wait for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
+pub enum Interest {
     /// Waiting to read (or accept).
     Read,
     /// Waiting to write (or for a connect to finish).
@@ -174,24 +174,24 @@ fn store_in(slot: &Cell<Option<Waker>>, waker: &Waker) {
 }
 
 impl ScheduledIo {
-    fn ready_mask(direction: Direction) -> u8 {
+    fn ready_mask(direction: Interest) -> u8 {
         match direction {
             // A closed read side or an error is "ready" too: the read will
             // return 0 or the error instead of blocking.
-            Direction::Read => bits::READABLE | bits::READ_CLOSED | bits::ERROR,
-            Direction::Write => bits::WRITABLE | bits::WRITE_CLOSED | bits::ERROR,
+            Interest::Read => bits::READABLE | bits::READ_CLOSED | bits::ERROR,
+            Interest::Write => bits::WRITABLE | bits::WRITE_CLOSED | bits::ERROR,
         }
     }
 
-    fn slot(&self, direction: Direction) -> &Cell<Option<Waker>> {
+    fn slot(&self, direction: Interest) -> &Cell<Option<Waker>> {
         match direction {
-            Direction::Read => &self.reader,
-            Direction::Write => &self.writer,
+            Interest::Read => &self.reader,
+            Interest::Write => &self.writer,
         }
     }
 
     /// Is `direction` ready as far as we know?
-    pub(crate) fn is_ready(&self, direction: Direction) -> bool {
+    pub(crate) fn is_ready(&self, direction: Interest) -> bool {
         self.readiness.get() & Self::ready_mask(direction) != 0
     }
 
@@ -201,7 +201,7 @@ impl ScheduledIo {
     /// single-threaded reactor no event can land in between, but keeping the
     /// order makes the code correct by construction rather than by that
     /// argument, and it is the order every multi-threaded reactor needs.
-    pub(crate) fn poll_ready(&self, direction: Direction, cx: &mut Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_ready(&self, direction: Interest, cx: &mut Context<'_>) -> Poll<()> {
         if self.is_ready(direction) {
             return Poll::Ready(());
         }
@@ -217,10 +217,10 @@ impl ScheduledIo {
 
     /// An operation in `direction` returned EAGAIN: forget that it was ready.
     /// Closed and error bits stay: they never go away once seen.
-    pub(crate) fn clear_ready(&self, direction: Direction) {
+    pub(crate) fn clear_ready(&self, direction: Interest) {
         let bit = match direction {
-            Direction::Read => bits::READABLE,
-            Direction::Write => bits::WRITABLE,
+            Interest::Read => bits::READABLE,
+            Interest::Write => bits::WRITABLE,
         };
         self.readiness.set(self.readiness.get() & !bit);
     }
@@ -231,12 +231,12 @@ impl ScheduledIo {
     /// block; forget the readiness now instead of paying for the EAGAIN.
     /// A read of nothing (of something asked) is end of file: the read side
     /// is closed for good, whether or not its event has come yet.
-    pub(crate) fn after_transfer(&self, direction: Direction, asked: usize, moved: usize) {
+    pub(crate) fn after_transfer(&self, direction: Interest, asked: usize, moved: usize) {
         if moved >= asked {
             return;
         }
         self.clear_ready(direction);
-        if direction == Direction::Read && moved == 0 {
+        if direction == Interest::Read && moved == 0 {
             self.readiness.set(self.readiness.get() | bits::READ_CLOSED);
         }
     }
@@ -301,7 +301,7 @@ impl ScheduledIo {
             add |= bits::ERROR;
         }
         self.readiness.set(self.readiness.get() | add);
-        for direction in [Direction::Read, Direction::Write] {
+        for direction in [Interest::Read, Interest::Write] {
             if add & Self::ready_mask(direction) != 0 {
                 wakers.extend(self.slot(direction).take());
             }
@@ -463,18 +463,18 @@ mod tests {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
-        assert!(io.poll_ready(Direction::Read, &mut cx).is_pending());
+        assert!(io.poll_ready(Interest::Read, &mut cx).is_pending());
 
         // An event for the old registration, as if it had been queued before the close.
         let mut wakers = Vec::new();
         reactor.dispatch(old_key, sys::EPOLLIN, &mut wakers);
         assert!(wakers.is_empty(), "stale event woke the new source");
-        assert!(!io.is_ready(Direction::Read));
+        assert!(!io.is_ready(Interest::Read));
 
         reactor.dispatch(new_key, sys::EPOLLIN, &mut wakers);
         wakers.drain(..).for_each(Waker::wake);
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        assert!(io.is_ready(Direction::Read));
+        assert!(io.is_ready(Interest::Read));
         reactor.deregister(new_key, b.as_raw_fd()).unwrap();
     }
 
@@ -483,18 +483,18 @@ mod tests {
         let io = ScheduledIo::default();
         let mut wakers = Vec::new();
         io.record(sys::EPOLLRDHUP | sys::EPOLLIN, &mut wakers);
-        assert!(io.is_ready(Direction::Read));
+        assert!(io.is_ready(Interest::Read));
         assert!(
-            !io.is_ready(Direction::Write),
+            !io.is_ready(Interest::Write),
             "RDHUP is not HUP: the write side is still open"
         );
-        io.clear_ready(Direction::Read);
+        io.clear_ready(Interest::Read);
         assert!(
-            io.is_ready(Direction::Read),
+            io.is_ready(Interest::Read),
             "a closed read side stays ready (read returns 0)"
         );
         io.record(sys::EPOLLHUP, &mut wakers);
-        assert!(io.is_ready(Direction::Write), "HUP closes both sides");
+        assert!(io.is_ready(Interest::Write), "HUP closes both sides");
     }
 
     #[test]
@@ -506,11 +506,11 @@ mod tests {
         );
         let (rw, ww) = (Waker::from(r.clone()), Waker::from(w.clone()));
         assert!(
-            io.poll_ready(Direction::Read, &mut Context::from_waker(&rw))
+            io.poll_ready(Interest::Read, &mut Context::from_waker(&rw))
                 .is_pending()
         );
         assert!(
-            io.poll_ready(Direction::Write, &mut Context::from_waker(&ww))
+            io.poll_ready(Interest::Write, &mut Context::from_waker(&ww))
                 .is_pending()
         );
         let mut wakers = Vec::new();
@@ -556,26 +556,26 @@ mod tests {
         let io = ScheduledIo::default();
         let mut wakers = Vec::new();
         io.record(sys::EPOLLIN | sys::EPOLLOUT, &mut wakers);
-        io.after_transfer(Direction::Read, 64, 64);
+        io.after_transfer(Interest::Read, 64, 64);
         assert!(
-            io.is_ready(Direction::Read),
+            io.is_ready(Interest::Read),
             "a full read: more may be queued"
         );
-        io.after_transfer(Direction::Read, 64, 5);
+        io.after_transfer(Interest::Read, 64, 5);
         assert!(
-            !io.is_ready(Direction::Read),
+            !io.is_ready(Interest::Read),
             "a short read: the queue ran dry"
         );
         assert!(!io.at_eof(), "no FIN seen");
-        io.after_transfer(Direction::Write, 64, 10);
+        io.after_transfer(Interest::Write, 64, 10);
         assert!(
-            !io.is_ready(Direction::Write),
+            !io.is_ready(Interest::Write),
             "a short write: the buffer is full"
         );
 
         io.record(sys::EPOLLIN | sys::EPOLLRDHUP, &mut wakers);
         assert!(!io.at_eof(), "bytes may precede the FIN: they must be read");
-        io.after_transfer(Direction::Read, 64, 3);
+        io.after_transfer(Interest::Read, 64, 3);
         assert!(
             io.at_eof(),
             "a short read after the FIN took the last bytes"
@@ -589,13 +589,13 @@ mod tests {
         let io = ScheduledIo::default();
         let mut wakers = Vec::new();
         io.record(sys::EPOLLIN, &mut wakers);
-        io.after_transfer(Direction::Read, 64, 0);
+        io.after_transfer(Interest::Read, 64, 0);
         assert!(io.is_read_closed() && io.at_eof());
         // An empty read buffer proves nothing.
         let other = ScheduledIo::default();
         other.record(sys::EPOLLIN, &mut wakers);
-        other.after_transfer(Direction::Read, 0, 0);
-        assert!(!other.is_read_closed() && other.is_ready(Direction::Read));
+        other.after_transfer(Interest::Read, 0, 0);
+        assert!(!other.is_read_closed() && other.is_ready(Interest::Read));
     }
 
     #[test]

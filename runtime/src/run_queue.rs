@@ -10,7 +10,7 @@
 //!          │                                           │
 //!          v                                           v
 //!   local queue: VecDeque<TaskId>             remote queue: Mutex<Vec<TaskId>>
-//!   in the thread's context (context.rs):     (here, in `Shared`), then, if no
+//!   in the thread's context (context.rs):     (here, in `Mailbox`), then, if no
 //!   a thread-local, so it needs no lock,      notification is pending, write the
 //!   and no system call                        eventfd -> epoll_wait returns
 //!          │                                           │
@@ -62,7 +62,7 @@ impl TaskId {
 /// holds an `Arc` of it, which is why a waker can outlive its runtime and
 /// still be safe to call (it then does nothing).
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct Mailbox {
     runtime_id: u64,
     remote: Mutex<Vec<TaskId>>,
     notified: AtomicBool,
@@ -76,9 +76,9 @@ fn next_runtime_id() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-impl Shared {
-    pub(crate) fn new() -> io::Result<Shared> {
-        Ok(Shared {
+impl Mailbox {
+    pub(crate) fn new() -> io::Result<Mailbox> {
+        Ok(Mailbox {
             runtime_id: next_runtime_id(),
             remote: Mutex::new(Vec::new()),
             notified: AtomicBool::new(false),

@@ -27,7 +27,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use crate::async_fd::AsyncFd;
-use crate::reactor::Direction;
+use crate::reactor::Interest;
 use crate::sys;
 
 /// The signals a server reacts to.
@@ -139,7 +139,7 @@ impl Signals {
             let mut record = [0u8; sys::SIGNALFD_RECORD];
             let n = ready!(
                 self.fd
-                    .poll_io(Direction::Read, cx, |mut f| f.read(&mut record))
+                    .poll_io(Interest::Read, cx, |mut f| f.read(&mut record))
             )?;
             if n < 4 {
                 return Poll::Ready(Err(io::Error::new(

@@ -11,7 +11,7 @@
 //! `scripts/loom.sh`).
 //!
 //! `Arc` comes from here only where nothing turns it into a `Waker` (the
-//! pool, `oneshot`, `mpsc`). A task's header and the runtime's `Shared` are
+//! pool, `oneshot`, `mpsc`). A task's header and the runtime's `Mailbox` are
 //! in `std::sync::Arc`: `Waker::from` takes only `std`'s `Arc`, so loom
 //! cannot see their reference counts, only the atomics inside them.
 

@@ -26,7 +26,7 @@
 //! the executor, popping it, drops the future instead of polling it.
 //!
 //! The header is shared with other threads (every `Waker` holds an `Arc` of
-//! it), so it holds only atomics and the runtime's `Shared`: the future
+//! it), so it holds only atomics and the runtime's `Mailbox`: the future
 //! itself stays in the executor's slab on the runtime's thread, which is why
 //! spawned futures need not be `Send`.
 
@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::context;
-use crate::run_queue::{Shared, TaskId};
+use crate::run_queue::{Mailbox, TaskId};
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::waker;
 
@@ -55,7 +55,7 @@ const ABORTED: usize = 1 << 3;
 pub(crate) struct Header {
     pub(crate) id: TaskId,
     state: AtomicUsize,
-    shared: Arc<Shared>,
+    shared: Arc<Mailbox>,
 }
 
 /// What `Header::start_run` tells the executor to do with a popped task.
@@ -70,7 +70,7 @@ pub(crate) enum Run {
 }
 
 impl Header {
-    pub(crate) fn new(id: TaskId, shared: Arc<Shared>) -> Header {
+    pub(crate) fn new(id: TaskId, shared: Arc<Mailbox>) -> Header {
         Header {
             id,
             state: AtomicUsize::new(0),
@@ -442,7 +442,7 @@ mod loom_tests {
     use super::*;
     use crate::sync::thread;
 
-    fn remote_ids(shared: &Shared) -> Vec<TaskId> {
+    fn remote_ids(shared: &Mailbox) -> Vec<TaskId> {
         let mut ids = Vec::new();
         shared.take_remote(&mut ids);
         ids
@@ -451,7 +451,7 @@ mod loom_tests {
     #[test]
     fn loom_wake_during_poll_is_neither_lost_nor_doubled() {
         loom::model(|| {
-            let shared = Arc::new(Shared::new().expect("eventfd"));
+            let shared = Arc::new(Mailbox::new().expect("eventfd"));
             let header = Arc::new(Header::new(TaskId(7), shared.clone()));
             header.schedule();
             assert_eq!(remote_ids(&shared), vec![TaskId(7)], "spawn queues it once");
@@ -479,7 +479,7 @@ mod loom_tests {
     #[test]
     fn loom_many_wakers_queue_once_and_complete_tasks_never() {
         loom::model(|| {
-            let shared = Arc::new(Shared::new().expect("eventfd"));
+            let shared = Arc::new(Mailbox::new().expect("eventfd"));
             let header = Arc::new(Header::new(TaskId(3), shared.clone()));
             let threads: Vec<_> = (0..2)
                 .map(|_| {
@@ -505,7 +505,7 @@ mod loom_tests {
     #[test]
     fn loom_a_remote_push_after_the_executor_looked_raises_the_flag() {
         loom::model(|| {
-            let shared = Arc::new(Shared::new().expect("eventfd"));
+            let shared = Arc::new(Mailbox::new().expect("eventfd"));
             let header = Arc::new(Header::new(TaskId(5), shared.clone()));
             let h = header.clone();
             let waker = thread::spawn(move || h.schedule());

@@ -12,7 +12,7 @@
 //! `std::condition_variable` + a queue of `std::function`), written in Rust.
 //!
 //! ```text
-//!  execute(job) ─┐     ┌──────────────── Mutex<State> ────────────────┐
+//!  execute(job) ─┐     ┌──────────────── Mutex<Jobs> ────────────────┐
 //!  execute(job) ─┼───▶ │ queue: [job][job][job]   shutting_down: no   │
 //!  run(closure) ─┘     └───────┬─────────────────────────────▲────────┘
 //!         job_ready.notify_one │ pop                         │ space_free.notify_one
@@ -110,14 +110,14 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct ThreadPool {
-    shared: Arc<Shared>,
+    shared: Arc<JobQueue>,
     workers: Vec<thread::JoinHandle<()>>,
     threads: usize,
 }
 
 /// The part the workers share with the pool handle.
-struct Shared {
-    state: Mutex<State>,
+struct JobQueue {
+    state: Mutex<Jobs>,
     /// Workers sleep here until the queue has a job or shutdown began.
     job_ready: Condvar,
     /// Submitters sleep here while a bounded queue is full.
@@ -127,7 +127,7 @@ struct Shared {
     panicked_jobs: AtomicUsize,
 }
 
-struct State {
+struct Jobs {
     queue: VecDeque<Job>,
     shutting_down: bool,
 }
@@ -166,7 +166,7 @@ impl ThreadPool {
             return Err(invalid_input("a thread pool needs at least 1 thread"));
         }
         let mut pool = ThreadPool {
-            shared: Arc::new(Shared::new(queue_limit)),
+            shared: Arc::new(JobQueue::new(queue_limit)),
             workers: Vec::with_capacity(threads),
             threads,
         };
@@ -306,7 +306,7 @@ fn invalid_input(message: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
 }
 
-fn spawn_worker(shared: &Arc<Shared>, index: usize) -> io::Result<thread::JoinHandle<()>> {
+fn spawn_worker(shared: &Arc<JobQueue>, index: usize) -> io::Result<thread::JoinHandle<()>> {
     let name = format!("pool-worker-{index}");
     let shared = Arc::clone(shared);
     thread::Builder::new()
@@ -314,10 +314,10 @@ fn spawn_worker(shared: &Arc<Shared>, index: usize) -> io::Result<thread::JoinHa
         .spawn(move || shared.work(&name))
 }
 
-impl Shared {
-    fn new(queue_limit: Option<usize>) -> Shared {
-        Shared {
-            state: Mutex::new(State {
+impl JobQueue {
+    fn new(queue_limit: Option<usize>) -> JobQueue {
+        JobQueue {
+            state: Mutex::new(Jobs {
                 queue: VecDeque::new(),
                 shutting_down: false,
             }),
@@ -381,7 +381,7 @@ impl Shared {
         Ok(())
     }
 
-    fn is_full(&self, state: &State) -> bool {
+    fn is_full(&self, state: &Jobs) -> bool {
         self.queue_limit
             .is_some_and(|limit| state.queue.len() >= limit)
     }

@@ -21,7 +21,7 @@ use runtime::fd_limit::raise_nofile_limit;
 use runtime::net::{
     ListenOptions, TcpListener, TcpStream, accept_std, bind_std, connect_std, connect_std_from,
 };
-use runtime::reactor::Direction;
+use runtime::reactor::Interest;
 use runtime::time::{Elapsed, timeout};
 use runtime::{Builder, Runtime, spawn, yield_now};
 
@@ -496,7 +496,7 @@ fn five_thousand_socket_pairs_registered_at_once() {
             for (i, (_, b)) in pairs.iter().enumerate() {
                 let mut buf = [0u8; 4];
                 let n = b
-                    .io(Direction::Read, |mut s| s.read(&mut buf))
+                    .io(Interest::Read, |mut s| s.read(&mut buf))
                     .await
                     .unwrap();
                 assert_eq!(n, 1, "pair {i}");
@@ -528,14 +528,14 @@ fn readiness_edges_on_a_socketpair() {
             let mut cx = Context::from_waker(&waker);
 
             assert!(
-                fd.poll_ready(Direction::Read, &mut cx).is_pending(),
+                fd.poll_ready(Interest::Read, &mut cx).is_pending(),
                 "readable before any write"
             );
             yield_now().await; // a turn: the registration reports "writable" only
             assert_eq!(counter.count(), 0, "the reader was woken without data");
-            assert!(fd.poll_ready(Direction::Read, &mut cx).is_pending());
+            assert!(fd.poll_ready(Interest::Read, &mut cx).is_pending());
             assert!(
-                fd.poll_ready(Direction::Write, &mut Context::from_waker(Waker::noop()))
+                fd.poll_ready(Interest::Write, &mut Context::from_waker(Waker::noop()))
                     .is_ready()
             );
 
@@ -549,17 +549,17 @@ fn readiness_edges_on_a_socketpair() {
             assert_eq!(counter.count(), 1, "one write, one wake");
             yield_now().await;
             assert_eq!(counter.count(), 1, "woken twice for one edge");
-            assert!(fd.poll_ready(Direction::Read, &mut cx).is_ready());
+            assert!(fd.poll_ready(Interest::Read, &mut cx).is_ready());
 
             let mut buf = [0u8; 8];
             let n = fd
-                .io(Direction::Read, |mut s| s.read(&mut buf))
+                .io(Interest::Read, |mut s| s.read(&mut buf))
                 .await
                 .unwrap();
             assert_eq!(&buf[..n], b"x");
             // Drained: the next read would block, so it waits (with our counter).
             assert!(
-                fd.poll_io(Direction::Read, &mut cx, |mut s| s.read(&mut buf))
+                fd.poll_io(Interest::Read, &mut cx, |mut s| s.read(&mut buf))
                     .is_pending()
             );
             assert!(!fd.is_read_closed());
@@ -573,13 +573,13 @@ fn readiness_edges_on_a_socketpair() {
             );
             assert!(fd.is_read_closed());
             let n = fd
-                .io(Direction::Read, |mut s| s.read(&mut buf))
+                .io(Interest::Read, |mut s| s.read(&mut buf))
                 .await
                 .unwrap();
             assert_eq!(n, 0, "EOF");
             let result = timeout(
                 Duration::from_secs(5),
-                fd.io(Direction::Write, |mut s| s.write(b"y")),
+                fd.io(Interest::Write, |mut s| s.write(b"y")),
             )
             .await
             .expect("a write to a hung-up socket must fail, not wait");

@@ -63,14 +63,14 @@ use crate::settings::resolve;
 
 /// What every job needs, shared by the workers.
 #[derive(Debug)]
-struct Shared {
+struct PoolFrontend {
     settings: Settings,
     /// The backends' addresses, host names looked up once, at start.
     backends: Vec<SocketAddr>,
     picker: Arc<dyn Picker>,
 }
 
-impl Shared {
+impl PoolFrontend {
     /// One connection, on a worker thread.
     fn serve(&self, client: TcpStream, peer: SocketAddr) {
         let backends = &self.backends;
@@ -98,11 +98,11 @@ pub fn run(settings: &Settings) -> io::Result<()> {
         ));
     }
     let backends = resolve::once(&settings.backends)?;
-    // Shared by the accept thread and the main thread, which stops it.
+    // PoolFrontend by the accept thread and the main thread, which stops it.
     let listener = Arc::new(relay::listen(settings)?);
     let addr = listener.local_addr()?;
     let pool = ThreadPool::with_queue_limit(settings.threads, queue_limit(settings.threads))?;
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(PoolFrontend {
         settings: settings.clone(),
         backends,
         picker: new_picker(settings.picker, settings.backends.len()),
@@ -165,7 +165,7 @@ async fn until_stop(signals: &Signals, live: &Live) -> io::Result<Signal> {
 fn accept_loop(
     listener: &TcpListener,
     pool: &ThreadPool,
-    shared: &Arc<Shared>,
+    shared: &Arc<PoolFrontend>,
     live: &Arc<Live>,
     stopping: &AtomicBool,
 ) {

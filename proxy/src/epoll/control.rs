@@ -584,7 +584,7 @@ impl Control {
     /// SIGQUIT: the state of every frontend and backend, to the log, as
     /// HAProxy does; the proxy keeps running (`draining`: a stop has begun).
     fn dump(&self, draining: bool) {
-        let state = dump::State {
+        let state = dump::Sources {
             global: &self.global,
             maxconn: self.maxconn,
             budget: &self.budget,

@@ -43,7 +43,7 @@ use super::frontend::Shared;
 
 /// What a dump reads.
 #[derive(Debug)]
-pub struct State<'a> {
+pub struct Sources<'a> {
     /// The global maxconn's count of open connections.
     pub global: &'a Limit,
     /// The global maxconn, and whether the file gave it.
@@ -74,7 +74,7 @@ pub struct Bound {
     pub bound: SocketAddr,
 }
 
-impl State<'_> {
+impl Sources<'_> {
     /// The dump, one log line each (module docs).
     pub fn lines(&self) -> Vec<String> {
         let source = match self.maxconn {
@@ -358,7 +358,7 @@ mod tests {
         let budget = Budget::new(256, 256, &opens);
         let pipes = Limit::new(Some(28));
         let _pipe = pipes.try_acquire();
-        let state = State {
+        let state = Sources {
             global: &global,
             maxconn: Maxconn::Derived(114),
             budget: &budget,

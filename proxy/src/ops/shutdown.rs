@@ -145,7 +145,7 @@ pub trait OpenCount {
 }
 
 /// The pool mode's count of the connections it has open. Each connection
-/// holds a [`Connection`] guard for its whole life. (The epoll mode counts
+/// holds a [`Counted`] guard for its whole life. (The epoll mode counts
 /// its places under the global `maxconn` instead, which every connection
 /// holds anyway: one shared count per connection, not two.)
 #[derive(Debug, Default)]
@@ -157,7 +157,7 @@ pub struct Live {
 
 /// One open connection, counted in [`Live`] until dropped.
 #[derive(Debug)]
-pub struct Connection {
+pub struct Counted {
     live: Arc<Live>,
 }
 
@@ -168,9 +168,9 @@ impl Live {
     }
 
     /// Counts a connection in; the guard counts it out when dropped.
-    pub fn enter(self: &Arc<Self>) -> Connection {
+    pub fn enter(self: &Arc<Self>) -> Counted {
         self.open.fetch_add(1, Ordering::Relaxed);
-        Connection { live: self.clone() }
+        Counted { live: self.clone() }
     }
 }
 
@@ -202,7 +202,7 @@ impl OpenCount for Limit {
     }
 }
 
-impl Drop for Connection {
+impl Drop for Counted {
     fn drop(&mut self) {
         if self.live.open.fetch_sub(1, Ordering::Relaxed) == 1 {
             self.live.emptied.notify_all();

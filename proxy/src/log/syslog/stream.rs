@@ -62,7 +62,7 @@ impl Stream {
         let (queue, batches) = mpsc::sync_channel(QUEUE);
         std::thread::Builder::new()
             .name("syslog".into())
-            .spawn(move || Connection::new(to, lost).serve(&batches))?;
+            .spawn(move || Link::new(to, lost).serve(&batches))?;
         Ok(Stream { queue })
     }
 
@@ -103,7 +103,7 @@ impl Stream {
 }
 
 /// The thread's side: the connection, if any, and when it may try again.
-struct Connection {
+struct Link {
     to: SocketAddr,
     lost: Arc<AtomicU64>,
     stream: Option<TcpStream>,
@@ -114,9 +114,9 @@ struct Connection {
     down: Option<u64>,
 }
 
-impl Connection {
-    fn new(to: SocketAddr, lost: Arc<AtomicU64>) -> Connection {
-        Connection {
+impl Link {
+    fn new(to: SocketAddr, lost: Arc<AtomicU64>) -> Link {
+        Link {
             to,
             lost,
             stream: None,

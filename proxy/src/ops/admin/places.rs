@@ -48,19 +48,19 @@ pub(super) enum Waiting {
 /// The places of one admin listener.
 #[derive(Debug)]
 pub(super) struct Places {
-    shared: Rc<Shared>,
+    shared: Rc<Book>,
 }
 
 #[derive(Debug)]
-struct Shared {
-    state: RefCell<State>,
+struct Book {
+    state: RefCell<Ledger>,
     /// Notified when a place is given back or a connection starts waiting:
     /// either may let a newcomer in.
     changed: Notify,
 }
 
 #[derive(Debug)]
-struct State {
+struct Ledger {
     max: usize,
     open: usize,
     /// The next place's number: places are numbered in the order taken, so
@@ -74,7 +74,7 @@ struct State {
 /// One connection's place; dropping it gives the place back.
 #[derive(Debug)]
 pub(super) struct Place {
-    shared: Rc<Shared>,
+    shared: Rc<Book>,
     number: u64,
     /// Its key in `waiting`, while it waits.
     waiting: Option<(Waiting, u64)>,
@@ -97,14 +97,14 @@ impl Future for GiveWay {
 impl Places {
     /// Places for `max` connections (at least one).
     pub(super) fn new(max: usize) -> Places {
-        let state = State {
+        let state = Ledger {
             max: max.max(1),
             open: 0,
             next: 0,
             waiting: BTreeMap::new(),
         };
         Places {
-            shared: Rc::new(Shared {
+            shared: Rc::new(Book {
                 state: RefCell::new(state),
                 changed: Notify::new(),
             }),
