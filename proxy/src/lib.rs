@@ -19,31 +19,35 @@
 //!
 //! ```text
 //!  ┌───────────────────────────────────────────────────────────────────────┐
-//!  │ lib.rs: main_with_args, which mode runs                                │  entry
-//!  ├──────────────────────────────────────────┬────────────────────────────┤
-//!  │ epoll/  plan control worker frontend     │ blocking/  single pool      │  the modes
-//!  │         connection connect checker dump  │            picker relay     │
-//!  │         handover moving probe resolver   │ states/    interest         │
-//!  │                                          │   deadlines connection loop │
-//!  ├──────────────────────────────────────────┴────────────────────────────┤
-//!  │ settings/  cli flags config file sections haproxy logging probes      │  what was asked
-//!  │            reader words check address resolve                         │
+//!  │ lib.rs: main_with_args, which mode runs; main.rs: the binary          │  entry
+//!  ├────────────────────────────────────────┬──────────────────────────────┤
+//!  │ epoll/ plan control orders worker      │ blocking/ single pool picker │  the modes
+//!  │        worker_context frontend         │         relay                │
+//!  │        connection connect              │ states/ interest deadlines   │
+//!  │        backend_socket route checker    │         connection           │
+//!  │        probe resolver dump handover    │         event_loop           │
+//!  │        moving                          │                              │
+//!  ├────────────────────────────────────────┴──────────────────────────────┤
+//!  │ settings/ cli flags config file sections haproxy logging probes       │  what was asked
+//!  │           reader words check address resolve routing                  │
 //!  ├───────────────────────────────────────────────────────────────────────┤
-//!  │ ops/  access_log/ (termination record custom sink)  metrics/          │  what an operator
-//!  │       (counters exposition process)  admin  shutdown  privileges      │  sees and does
-//!  │       supervise  upgrade/ (wire socket offer take hand adopt parcel   │
-//!  │       progress reexec notify)                                         │
-//!  ├──────────────────────────────────────┬────────────────────────────────┤
-//!  │ policy/  acl cidr source_limit limit │ conn/  machine timeouts alarm  │  decisions, and the
-//!  │          source_rate session_rate    │        snapshot buffers relay  │  pieces of a connection
-//!  │          health agent_state balance  │        splice proxy_protocol   │
-//!  │          maglev descriptors address  │        client_hello accept     │
-//!  │          check/ (redis pgsql mysql   │        side                    │
-//!  │           http smtp script regex     │                                │
-//!  │           agent dialogue)            │                                │
-//!  ├──────────────────────────────────────┴────────────────────────────────┤
-//!  │ log/  the daemon's lines, syslog/, utc dates, json strings            │  ground
+//!  │ ops/ access_log/ (termination record custom sink) metrics/ (counters  │  what an operator
+//!  │      exposition process) admin/ (request places connection response)  │  sees and does
+//!  │      shutdown privileges supervise upgrade/ (wire socket offer take   │
+//!  │      hand adopt parcel progress reexec notify)                        │
+//!  ├────────────────────────────────────────┬──────────────────────────────┤
+//!  │ policy/ acl cidr source_limit limit    │ conn/ machine timeouts alarm │  decisions, and the
+//!  │         source_rate session_rate       │       snapshot buffers relay │  pieces of a connection
+//!  │         health agent_state balance     │       splice proxy_protocol  │
+//!  │         maglev descriptors address     │       client_hello accept    │
+//!  │         route                          │       side                   │
+//!  │         check/ (redis pgsql mysql http │                              │
+//!  │           smtp script regex agent      │                              │
+//!  │           dialogue)                    │                              │
+//!  ├────────────────────────────────────────┴──────────────────────────────┤
+//!  │ log/ grouped json utc syslog/ (header target datagram stream)         │  ground
 //!  └───────────────────────────────────────────────────────────────────────┘
+
 //! ```
 //!
 //! Read it in this order:
