@@ -31,10 +31,10 @@
 //!  │ settings/ cli flags config file sections haproxy logging probes       │  what was asked
 //!  │           reader words check address resolve routing                  │
 //!  ├───────────────────────────────────────────────────────────────────────┤
-//!  │ ops/ access_log/ (termination record custom sink) metrics/ (counters  │  what an operator
-//!  │      exposition process) admin/ (request places connection response)  │  sees and does
-//!  │      shutdown privileges supervise upgrade/ (wire socket offer take   │
-//!  │      hand adopt parcel progress reexec notify)                        │
+//!  │ ops/ access_log/ (termination record custom format sink) metrics/     │  what an operator
+//!  │      (counters exposition process) admin/ (request places connection  │  sees and does
+//!  │      response) shutdown privileges supervise upgrade/ (wire socket    │
+//!  │      offer take hand adopt parcel progress reexec notify)             │
 //!  ├────────────────────────────────────────┬──────────────────────────────┤
 //!  │ policy/ acl cidr source_limit limit    │ conn/ machine timeouts alarm │  decisions, and the
 //!  │         source_rate session_rate       │       snapshot buffers relay │  pieces of a connection
@@ -47,7 +47,6 @@
 //!  ├────────────────────────────────────────┴──────────────────────────────┤
 //!  │ log/ grouped json utc syslog/ (header target datagram stream)         │  ground
 //!  └───────────────────────────────────────────────────────────────────────┘
-
 //! ```
 //!
 //! Read it in this order:

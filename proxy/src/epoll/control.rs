@@ -25,7 +25,7 @@ use runtime::{mpsc, oneshot, time};
 
 use crate::log::syslog::Syslog;
 use crate::log::syslog::header::Severity;
-use crate::ops::access_log::record::Format;
+use crate::ops::access_log::format::Format;
 use crate::ops::access_log::sink::AccessLog;
 use crate::ops::admin;
 use crate::ops::metrics::counters::MoveCounters;

@@ -466,7 +466,7 @@ impl Drop for Waiting<'_> {
 mod tests {
     use super::*;
     use crate::epoll::frontend;
-    use crate::ops::access_log::record::Format;
+    use crate::ops::access_log::format::Format;
     use crate::ops::access_log::sink::AccessLog;
     use crate::policy::limit::Limit;
     use crate::settings::cli::Settings;

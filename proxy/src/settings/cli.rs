@@ -22,7 +22,7 @@ use super::flags::{self, Flag, Read, UsageError};
 use super::words::{list, parse_duration};
 use crate::conn::splice::Splice;
 use crate::conn::timeouts::Timeouts;
-use crate::ops::access_log::record::Format;
+use crate::ops::access_log::format::Format;
 use crate::policy::acl::AccessList;
 use crate::policy::balance::Algorithm;
 use crate::settings::config::{

@@ -31,7 +31,7 @@ use crate::conn::splice::Splice;
 use crate::conn::timeouts::Timeouts;
 use crate::log::syslog::Destination;
 use crate::ops::access_log::custom::FormatError;
-use crate::ops::access_log::record::Format;
+use crate::ops::access_log::format::Format;
 use crate::ops::privileges::RunAs;
 use crate::policy::acl::AccessList;
 use crate::policy::address::Family;

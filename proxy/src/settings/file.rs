@@ -538,7 +538,7 @@ mod tests {
     use crate::log::syslog::Destination;
     use crate::log::syslog::header::{Facility, Layout, Severity};
     use crate::log::syslog::target::Target;
-    use crate::ops::access_log::record::Format;
+    use crate::ops::access_log::format::Format;
     use crate::ops::privileges::RunAs;
     use crate::policy::balance::Algorithm;
     use crate::policy::check::Probe;

@@ -223,7 +223,7 @@ pub fn set_dontlognull(r: &mut Reader<'_>, f: &mut FrontendDraft, words: &[Word<
 mod tests {
     use super::super::file::testing::{errors, ok};
     use super::*;
-    use crate::ops::access_log::record::Format;
+    use crate::ops::access_log::format::Format;
     use std::net::SocketAddr;
 
     fn global(lines: &str) -> String {

@@ -37,13 +37,16 @@
 //! The layer's files, one idea each:
 //!
 //! - [`termination`]: who ended a connection and where (`--`, `SC`, `cD`...);
-//! - [`record`]: one line, written as `tcplog`, JSON, or a format of the
-//!   operator's;
-//! - [`custom`]: such a format (`log-format "%ci %B %ts"`), compiled once;
+//! - [`record`]: one line: a finished connection, and its `tcplog` and
+//!   JSON layouts;
+//! - [`custom`]: a format of the operator's (`log-format "%ci %B %ts"`),
+//!   compiled once;
+//! - [`format`]: which of the three a line takes;
 //! - [`sink`]: where lines go (stderr, a file, syslog), buffered per event
 //!   loop, one system call per batch.
 
 pub mod custom;
+pub mod format;
 pub mod record;
 pub mod sink;
 pub mod termination;

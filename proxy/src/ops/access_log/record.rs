@@ -1,7 +1,8 @@
 //! One access-log line: a finished connection ([`Record`]) written in
 //! HAProxy's `tcplog` layout (the fields are in the [layer's
 //! docs](super)), as one JSON object, or in a format of the operator's
-//! ([`custom`](super::custom)): the three [`Format`]s.
+//! ([`custom`](super::custom)): the three formats of
+//! [`format`](super::format).
 //!
 //! `--log-format json` writes one object per line with the same fields
 //! under plain names, plus `bytes_up`:
@@ -32,55 +33,7 @@ use std::time::{Duration, SystemTime};
 use crate::log::json;
 use crate::log::utc::{Civil, Utc, civil, since_epoch};
 
-use super::custom::{CustomFormat, FormatError, Needs};
 use super::termination::Termination;
-
-/// The layout of the lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Format {
-    /// HAProxy's `option tcplog` (the default).
-    Tcplog,
-    /// One JSON object per line.
-    Json,
-    /// The operator's own, compiled once (`log-format "%ci %B"`).
-    Custom(Arc<CustomFormat>),
-}
-
-impl Format {
-    /// The formats that have a name, the default first.
-    pub const NAMES: [&'static str; 2] = ["tcplog", "json"];
-
-    /// The format named `word` (`tcplog`, `json`).
-    pub fn named(word: &str) -> Option<Format> {
-        match word {
-            "tcplog" => Some(Format::Tcplog),
-            "json" => Some(Format::Json),
-            _ => None,
-        }
-    }
-
-    /// A format of the operator's: `text` compiled.
-    pub fn custom(text: &str) -> Result<Format, FormatError> {
-        CustomFormat::compile(text).map(|f| Format::Custom(Arc::new(f)))
-    }
-
-    /// Its name: `tcplog`, `json`, or `custom`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Format::Tcplog => "tcplog",
-            Format::Json => "json",
-            Format::Custom(_) => "custom",
-        }
-    }
-
-    /// What a connection must gather for its line ([`Needs`]).
-    pub fn needs(&self) -> Needs {
-        match self {
-            Format::Custom(custom) => custom.needs(),
-            Format::Tcplog | Format::Json => Needs::default(),
-        }
-    }
-}
 
 /// One finished connection, as the log shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,7 +80,7 @@ pub struct Record<'a> {
     /// Connections open to this server (`%sc`); 0 with `<NOSRV>`.
     pub active_server: u32,
     /// Where the client connected to (`%fi:%fp`): gathered only for a
-    /// format that shows it ([`Needs`]), `None` otherwise.
+    /// format that shows it ([`Needs`](super::custom::Needs)), `None` otherwise.
     pub frontend_addr: Option<SocketAddr>,
     /// Where the server was connected from (`%bi:%bp`): gathered only for a
     /// format that shows it; `None` otherwise, or never connected.
@@ -277,15 +230,6 @@ impl Record<'_> {
             None => out.push_str("null"),
         }
         let _ = write!(out, ",\"moves\":{}}}", self.moves);
-    }
-
-    /// Appends the line in `format`, without its newline.
-    pub fn write(&self, format: &Format, out: &mut String) {
-        match format {
-            Format::Tcplog => self.write_tcplog(out),
-            Format::Json => self.write_json(out),
-            Format::Custom(custom) => custom.write(self, out),
-        }
     }
 }
 
@@ -677,16 +621,5 @@ pub(crate) mod tests {
             line.contains(r#""frontend":"we\"b\\\n\r\t\u0001\u007fé/""#),
             "{line}"
         );
-    }
-
-    #[test]
-    fn formats_have_names_or_are_the_operators() {
-        assert_eq!(Format::named("tcplog"), Some(Format::Tcplog));
-        assert_eq!(Format::named("json"), Some(Format::Json));
-        assert_eq!(Format::named("JSON"), None);
-        let custom = Format::custom("%ci").expect("a format");
-        assert_eq!(custom.name(), "custom");
-        assert!(custom.needs() == Needs::default());
-        assert_eq!(Format::Json.name(), "json");
     }
 }

@@ -51,7 +51,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use crate::log::syslog::Syslog;
 use crate::log::syslog::header::Severity;
 
-use super::record::{Format, Record};
+use super::format::Format;
+use super::record::Record;
 
 /// A [`Sink`] writes its buffer once it holds this many bytes.
 pub const FLUSH_THRESHOLD: usize = 16 * 1024;
