@@ -24,12 +24,12 @@
 //!  │ epoll/ plan control orders worker      │ blocking/ single pool picker │  the modes
 //!  │        worker_context frontend         │         relay                │
 //!  │        connection connect              │ states/ interest deadlines   │
-//!  │        backend_socket route checker    │         connection           │
-//!  │        probe resolver dump handover    │         event_loop           │
-//!  │        moving                          │                              │
+//!  │        backend_socket choose_group     │         connection           │
+//!  │        checker probe resolver dump     │         event_loop           │
+//!  │        handover moving                 │                              │
 //!  ├────────────────────────────────────────┴──────────────────────────────┤
 //!  │ settings/ cli flags config file sections haproxy logging probes       │  what was asked
-//!  │           reader words check address resolve routing                  │
+//!  │           reader words check address resolve groups                   │
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/ access_log/ (termination record custom format sink) metrics/     │  what an operator
 //!  │      (counters exposition process) admin/ (request places connection  │  sees and does

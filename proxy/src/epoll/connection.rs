@@ -7,7 +7,7 @@
 //!   1 PROXY header? ─▶ 2 allowed? ─▶ 3 pick a backend ─▶ connect ─▶ 4 PROXY header out?
 //!   (accept-proxy)     (allow/deny,   (in the group its   (timeout    (send-proxy)
 //!                       per source)    ClientHello's name  connect;          │
-//!                                      routes to: route.rs; retry elsewhere) │
+//!                                      routes to: choose_group.rs; retry elsewhere) │
 //!                                      balance, health,                      │
 //!                                      backend maxconn,                      │
 //!                                      timeout queue)                        ▼

@@ -59,7 +59,7 @@
 //!   once, heard on one registration;
 //! - [`frontend`]: one frontend as every worker shares it, and its listeners;
 //! - [`connection`]: one connection's life, from accept to its access-log line;
-//! - [`route`]: which group a connection's TLS server name sends it to
+//! - [`choose_group`]: which group a connection's TLS server name sends it to
 //!   (a frontend with `use-group` rules only);
 //! - [`connect`]: how a connection reaches a backend: pick, queue, connect, retry;
 //! - [`backend_socket`]: the backend's socket until the relay takes it,
@@ -82,6 +82,7 @@
 
 pub mod backend_socket;
 pub mod checker;
+pub mod choose_group;
 pub mod connect;
 pub mod connection;
 pub mod control;
@@ -93,6 +94,5 @@ pub mod orders;
 pub mod plan;
 pub mod probe;
 pub mod resolver;
-pub mod route;
 pub mod worker;
 pub mod worker_context;

@@ -18,10 +18,10 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use super::config::{Config, ConfigError, Frontend};
+use super::groups;
 use super::haproxy;
 use super::probes;
 use super::reader::Reader;
-use super::routing;
 use super::sections::{
     FRONTEND, FrontendDraft, GLOBAL, GROUP, GlobalDraft, GroupDraft, SECTIONS, names,
     unknown_in_frontend, unknown_in_global, unknown_in_group,
@@ -412,7 +412,7 @@ impl File<'_> {
                 r.error(column, message);
             }
         }
-        let resolved = routing::resolve(&mut self.r, &mut draft, &self.groups)?;
+        let resolved = groups::resolve(&mut self.r, &mut draft, &self.groups)?;
         Some(Frontend {
             name: draft.name,
             listen: draft.listen.iter().map(|&(addr, ..)| addr).collect(),
@@ -505,7 +505,7 @@ fn foreign_section(word: &str) -> Option<&'static str> {
     }
 }
 
-/// What the settings' tests parse with (here and in routing.rs): a file
+/// What the settings' tests parse with (here and in groups.rs): a file
 /// that must read, or the errors of one that must not.
 #[cfg(test)]
 pub(crate) mod testing {

@@ -16,7 +16,7 @@
 //! | [`sections`] | every option of every section, one table each |
 //! | [`logging`] | the logging options' values: `log` (syslog), `log-tag`, `log-format`, `dontlognull` |
 //! | [`probes`] | a section's health check: `option redis-check`, `tcp-check` steps, `http-check` |
-//! | [`routing`] | a frontend's groups and `use-group` rules, checked against the `group` sections |
+//! | [`groups`] | a frontend's groups and `use-group` rules, checked against the `group` sections |
 //! | [`haproxy`] | HAProxy's words: what each is here, or why it has no equivalent |
 //! | [`reader`] | the machinery: errors with `file:line:column`, values, dispatch |
 //! | [`words`] | words and their columns, "did you mean", lists, durations |
@@ -36,11 +36,11 @@ pub mod cli;
 pub mod config;
 pub mod file;
 pub mod flags;
+pub mod groups;
 pub mod haproxy;
 pub mod logging;
 pub mod probes;
 pub mod reader;
 pub mod resolve;
-pub mod routing;
 pub mod sections;
 pub mod words;

@@ -84,7 +84,7 @@ pub struct FrontendCounters {
     /// The frontend's backends' counters, by backend index.
     pub backends: Vec<BackendCounters>,
     /// Connections routed, by the `use-group` rule that chose their group,
-    /// then the ones no rule chose (`epoll/route.rs`); empty on a frontend
+    /// then the ones no rule chose (`epoll/choose_group.rs`); empty on a frontend
     /// without rules.
     pub routes: Vec<AtomicU64>,
 }
