@@ -27,7 +27,6 @@
 
 use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::log::json;
