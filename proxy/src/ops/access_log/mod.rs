@@ -41,7 +41,7 @@
 //!   JSON layouts;
 //! - [`custom`]: a format of the operator's (`log-format "%ci %B %ts"`),
 //!   compiled once;
-//! - [`format`]: which of the three a line takes;
+//! - [`format`](mod@format): which of the three a line takes;
 //! - [`sink`]: where lines go (stderr, a file, syslog), buffered per event
 //!   loop, one system call per batch.
 
