@@ -31,7 +31,6 @@
 //! - [`segments`]: TCP segments sent, machine-wide, around a measurement.
 //! - [`sizes`]: how big each measurement is (full or quick).
 //! - [`workloads`]: the three workloads: which rows, measured how.
-//! - [`rank`]: whether the runs of two subjects can tell them apart.
 //! - [`repeat`]: workload C's rates and bulk rows, measured several times
 //!   interleaved, and the median run of each subject.
 //! - [`http`] and [`wrk`]: workload C's keep-alive as HTTP, through wrk.

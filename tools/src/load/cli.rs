@@ -12,10 +12,10 @@
 //! itself: a load client that saturates its core measures itself, not the
 //! server, and the reader must be able to tell.
 //!
-//! The command line is read in two steps: [`read_flags`] turns the words
+//! The command line is read in two steps: `read_flags` turns the words
 //! into typed values, each checked on its own, by one table of flags
-//! ([`FLAGS`]) and the proxy's own flag reader (`proxy::settings::flags`,
-//! the workspace's one); [`command`] checks how they combine and picks the
+//! (`FLAGS`) and the proxy's own flag reader (`proxy::settings::flags`,
+//! the workspace's one); `command` checks how they combine and picks the
 //! run. Every mistake is a [`UsageError`] and exit status 2.
 
 use std::io;
