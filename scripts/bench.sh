@@ -89,7 +89,7 @@ install_missing() {
 }
 
 install_missing
-cargo build --release -p proxy -p backend
+cargo build --release -p proxy -p tools
 # The report quotes the command as it was typed.
 export BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
 exec target/release/bench --proxy target/release/proxy ${args[@]+"${args[@]}"}

@@ -5,7 +5,7 @@
 # an unsynchronized read-then-write of a global counter: a real data race)
 # with -Zsanitizer=thread, then for each picker (racy, mutex, atomic) runs it
 # in pool mode in front of three fixture backends, drives the same
-# concurrent load through it (backend/src/bin/race_load.rs), stops it with
+# concurrent load through it (tools/src/race/mod.rs), stops it with
 # SIGTERM, and counts the "WARNING: ThreadSanitizer: data race" reports in
 # its stderr. Expected, and checked: racy > 0, mutex = 0, atomic = 0.
 # It also runs picker.rs's compile_fail doctests on nightly, where rustdoc
@@ -67,7 +67,7 @@ fi
 proxy="$CARGO_TARGET_DIR/$host/debug/proxy"
 
 step "building the load driver (an ordinary build)"
-CARGO_TARGET_DIR=target cargo build -q -p backend --bin race_load
+CARGO_TARGET_DIR=target cargo build -q -p tools --bin race_load
 load=target/debug/race_load
 
 logs="$CARGO_TARGET_DIR/logs"

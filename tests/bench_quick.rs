@@ -14,8 +14,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use backend::bench::results::{Counted, Outcome, Results};
-use backend::bench::{self, cli, report, subject::Subject};
+use tools::bench::report::results::{Counted, Outcome, Results};
+use tools::bench::{self, cli, report, subject::Subject};
 
 /// The quick mode takes well under a minute (release); past this, it hung.
 const WATCHDOG: Duration = Duration::from_secs(240);

@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use backend::bench::peers::find_program;
-use backend::child::{self, Capture, ChildProcess, Ready, Spawn};
 use common::*;
 use nix::sys::signal::Signal;
 use nix::sys::socket::{setsockopt, sockopt};
+use tools::bench::peers::find_program;
+use tools::process::child::{self, Capture, ChildProcess, Ready, Spawn};
 
 /// Every check's parameters in these tests.
 const CHECK: &str = "check inter 200ms fall 2 rise 1 timeout 500ms";

@@ -5,7 +5,7 @@
 //! scripts/cluster.sh builds and removes. The clients are threads of this
 //! process that entered the client namespace; every backend is the fixture
 //! in `whoami` mode, so each connection says which node and which backend
-//! served it (backend::cluster).
+//! served it (tools::cluster).
 //!
 //! Needs root, iproute2, bird2, exabgp and curl (and nftables for second
 //! chance); where one is missing the test says so and passes without
@@ -31,10 +31,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::child::{Capture, Spawn};
-use backend::cluster::{self, Failure, Held, NODES, Sample, Served};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use nix::sched::{CloneFlags, setns};
+use tools::cluster::{self, Failure, Held, NODES, Sample, Served};
+use tools::process::child::{Capture, Spawn};
 
 use common::*;
 
@@ -431,7 +431,7 @@ fn balance_source_picks_the_same_server_in_every_process() {
             for backend in order {
                 args.extend(["--backend".to_string(), backend.to_string()]);
             }
-            backend::child::proxy(proxy_exe(), &args)
+            tools::process::child::proxy(proxy_exe(), &args)
                 .start()
                 .expect("start a proxy")
         })

@@ -20,11 +20,11 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
 
-use backend::child::{self, ChildProcess};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::{Pid, User};
 use testkit::prometheus::{self, Exposition};
+use tools::process::child::{self, ChildProcess};
 
 use common::*;
 

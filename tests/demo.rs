@@ -6,8 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use backend::child::{Capture, Spawn};
 use common::*;
+use tools::process::child::{Capture, Spawn};
 
 /// The demo takes about 5 s; past this, it is hung (and is killed).
 const WATCHDOG: Duration = Duration::from_secs(90);

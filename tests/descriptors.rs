@@ -10,8 +10,8 @@ use std::net::{Shutdown, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::child::ChildProcess;
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
+use tools::process::child::ChildProcess;
 
 use common::*;
 

@@ -23,6 +23,7 @@ const ROOTS: &[&str] = &[
     "runtime/src",
     "tests/testkit/src",
     "backend/src",
+    "tools/src",
 ];
 
 fn repo() -> PathBuf {
@@ -133,7 +134,13 @@ fn definitions(code: &str) -> HashSet<String> {
 fn every_name_a_chapter_cites_exists() {
     let root = repo();
     let mut files = Vec::new();
-    for dir in ["proxy/src", "runtime/src", "tests", "backend/src"] {
+    for dir in [
+        "proxy/src",
+        "runtime/src",
+        "tests",
+        "backend/src",
+        "tools/src",
+    ] {
         sources(&root.join(dir), &mut files);
     }
     let code: String = files

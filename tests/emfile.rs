@@ -39,8 +39,8 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::child::{self, ChildProcess};
 use nix::unistd::{SysconfVar, sysconf};
+use tools::process::child::{self, ChildProcess};
 
 use common::*;
 

@@ -28,10 +28,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::child::{self, ChildProcess};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use tools::process::child::{self, ChildProcess};
 
 use common::*;
 

@@ -27,9 +27,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use backend::child::{Capture, ChildProcess, Ready, Spawn, free_port};
 use nix::sys::signal::Signal;
 use testkit::tcplog::{ParsedLine, parse_tcplog};
+use tools::process::child::{Capture, ChildProcess, Ready, Spawn, free_port};
 
 use common::*;
 

@@ -32,8 +32,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::bench::peers::{self, Installed};
-use backend::child::{self, Capture, ChildProcess, Ready, Spawn, free_port};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, poll};
@@ -44,6 +42,8 @@ use proxy::ops::access_log::record::JSON_KEYS;
 use testkit::json::{self, Json};
 use testkit::prometheus::{self, Exposition};
 use testkit::tcplog::{ParsedLine, parse_tcplog};
+use tools::bench::peers::{self, Installed};
+use tools::process::child::{self, Capture, ChildProcess, Ready, Spawn, free_port};
 
 use common::*;
 

@@ -33,11 +33,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::child::{self, ChildProcess, Ready};
 use nix::sched::{CloneFlags, setns};
 use nix::sys::signal::Signal;
 use testkit::json;
 use testkit::prometheus::{self, Exposition};
+use tools::process::child::{self, ChildProcess, Ready};
 
 use common::*;
 

@@ -8,7 +8,7 @@
 //! that send `GET /`: the certificate a client saw says which backend its
 //! name reached, and the page (`HTTP/1.0 200 ok`) that bytes went both ways
 //! through the proxy, end to end. Every process is started with the repo's
-//! child wrapper (`backend::child`), bounded in time, and killed at the end.
+//! child wrapper (`tools::process::child`), bounded in time, and killed at the end.
 //!
 //! Without `openssl` the tests fail and say how to install it (`.ci/run`
 //! installs it where it is missing).
@@ -29,10 +29,10 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::child::{self, Capture, ChildProcess, Ready, Spawn, free_port};
 use nix::sys::signal::Signal;
 use testkit::prometheus;
 use testkit::tcplog::{ParsedLine, parse_tcplog};
+use tools::process::child::{self, Capture, ChildProcess, Ready, Spawn, free_port};
 
 use common::*;
 

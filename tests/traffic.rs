@@ -43,8 +43,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use backend::child::{self, ChildProcess, Spawn};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions, reply_line};
+use tools::process::child::{self, ChildProcess, Spawn};
 
 use common::*;
 

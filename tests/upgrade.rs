@@ -30,10 +30,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::child::{self, ChildProcess};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use tools::process::child::{self, ChildProcess};
 
 use common::*;
 

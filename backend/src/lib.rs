@@ -1,13 +1,16 @@
-//! # backend: the tools around the proxy, and the fixture server first
+//! # backend: the fixture server the proxy is tested and measured against
 //!
-//! A load balancer is only as testable as what sits behind it and what
-//! drives it. This crate is both ends, on our own runtime, and the
-//! programs built from them. Tools depend on the product, never the
-//! reverse: this crate links the proxy, the proxy links nothing of it.
+//! A load balancer is only as testable as what sits behind it. This crate
+//! is that: a small server on our own runtime, with the behaviours the
+//! tests, the demo and the benchmark need, and the `backend` program that
+//! serves it on a few ports. What drives it (the load client, the bench,
+//! the demo) is the `tools` crate's. Tools depend on the product, never
+//! the reverse: this crate links the runtime and the proxy's flag reader,
+//! and nothing of the tools.
 //!
 //! ```text
 //!   load client ──GET n──▶ proxy ──▶ fixture :9001 ─┐
-//!   (load/)     ◀─────────────────── fixture :9002 ─┼─ "port 9002: GET n"
+//!   (tools)     ◀─────────────────── fixture :9002 ─┼─ "port 9002: GET n"
 //!                                    fixture :9003 ─┘   (fixture.rs)
 //! ```
 //!
@@ -20,38 +23,14 @@
 //!   `whoami` (which backend, reached from which proxy, then echo). The
 //!   accept loop [`fixture::serve`], and [`Fixture`](fixture::Fixture),
 //!   a whole fixture on a thread of its own for tests and the demo.
-//! - [`load`]: the load client behind the `loadgen` binary: a closed loop
-//!   (a new connection per request, or keep-alive), bulk streams with a
-//!   checksum, and idle connections held open; its
-//!   [`LoadReport`](load::LoadReport) has counts, req/s, exact percentiles,
-//!   replies per backend and the client's own CPU, as text or one JSON line.
-//! - [`bench`](mod@bench): the benchmark harness of issue 4 (the `bench` binary):
-//!   our proxy's modes, HAProxy and nginx, measured side by side into
-//!   docs/BENCHMARKS.md.
-//! - [`child`]: a program as a child process, the workspace's one way to
-//!   run one (the demo's proxies, the benchmark's subjects, every
-//!   end-to-end test's processes); [`procstat`]: a process tree from /proc,
-//!   and the machine's CPU.
-//! - [`cluster`]: the client side of a cluster of proxies behind one
-//!   address (scripts/cluster.sh): probes, held connections and a load
-//!   through the VIP, each saying which node and backend served it, or how
-//!   it failed; the `cluster_client` binary runs them for the cluster's demo.
-//! - [`demo`]: the `demo` binary, the README's first command: fixture
-//!   backends, the proxy in every mode, the load client, one table.
 //! - [`cli`]: the `backend` command line; [`main_with_args`] below runs it:
 //!   one runtime on the main thread serving every port until SIGTERM.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
-pub mod bench;
-pub mod child;
 pub mod cli;
-pub mod cluster;
-pub mod demo;
 pub mod fixture;
-pub mod load;
-pub mod procstat;
 
 use std::io;
 use std::net::SocketAddr;

@@ -8,9 +8,9 @@ use std::net::SocketAddr;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use backend::child::{ChildProcess, Spawn};
 use common::{ask, within};
 use nix::sys::signal::Signal;
+use tools::process::child::{ChildProcess, Spawn};
 
 fn args(s: &str) -> Vec<String> {
     s.split_whitespace().map(String::from).collect()
@@ -42,7 +42,7 @@ fn help_and_version_exit_with_status_0() {
 const BOUND: Duration = Duration::from_secs(10);
 
 /// The binary, started with `args`, its stderr kept line by line
-/// (`backend::child`, killed on drop, so none outlives the test).
+/// (`tools::process::child`, killed on drop, so none outlives the test).
 fn start(args: &str) -> ChildProcess {
     Spawn::new("backend", env!("CARGO_BIN_EXE_backend"))
         .args(args.split_whitespace())

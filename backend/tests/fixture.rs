@@ -14,8 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions, MAX_REQUEST};
-use backend::load::{LoadOptions, run_closed_loop};
 use common::{XorShift, ask, connect, fnv1a, within};
+use tools::load::{LoadOptions, run_closed_loop};
 
 fn options(mode: FixtureMode, delay_ms: u64) -> FixtureOptions {
     FixtureOptions {
@@ -433,7 +433,7 @@ fn load_through_a_round_robin_relay_is_counted_per_backend() {
 
 /// Latencies are sorted, at least the fixture's delay, and their
 /// percentiles ordered.
-fn check_latencies(report: &backend::load::LoadReport, delay: Duration) {
+fn check_latencies(report: &tools::load::LoadReport, delay: Duration) {
     assert!(report.latencies.windows(2).all(|w| w[0] <= w[1]), "sorted");
     assert!(report.latencies[0] >= delay, "faster than the delay");
     let p50 = report.percentile(50.0).unwrap();
@@ -507,7 +507,7 @@ fn load(
     clients: usize,
     requests: usize,
     timeout_ms: u64,
-) -> backend::load::LoadReport {
+) -> tools::load::LoadReport {
     run_closed_loop(&LoadOptions {
         target,
         clients,

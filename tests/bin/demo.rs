@@ -2,5 +2,5 @@
 //! starts itself again as each proxy child (`--run-proxy`).
 fn main() {
     let args = proxy::settings::flags::program_args();
-    std::process::exit(backend::demo::main_with_args(&args));
+    std::process::exit(tools::demo::main_with_args(&args));
 }

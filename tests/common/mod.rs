@@ -2,7 +2,7 @@
 //! process, backends (the in-process fixture, small std-thread backends with
 //! a behaviour of their own, the real `e2e-backend` binary), clients,
 //! payloads and checksums, and a few /proc and rlimit helpers. Every child
-//! process is a `backend::child::ChildProcess`, the workspace's one helper:
+//! process is a `tools::process::child::ChildProcess`, the workspace's one helper:
 //! ready when it says where it listens, killed on drop, killed with the
 //! test process (PR_SET_PDEATHSIG).
 //!
@@ -22,13 +22,13 @@ use std::sync::{Arc, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use backend::child::{self, ChildProcess, Ready, Spawn};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{
     self as sock, AddressFamily, Backlog, SockFlag, SockType, SockaddrIn, SockaddrIn6, SockaddrLike,
 };
 use runtime::net::{ListenOptions, bind_std};
+use tools::process::child::{self, ChildProcess, Ready, Spawn};
 
 /// How long any single client read or write may block before the test fails.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(30);

@@ -307,7 +307,7 @@ EXAMPLES
     proxy --mode pool --threads 16 --picker atomic --listen 127.0.0.1:8080 --backend 127.0.0.1:9001
 
 The seed's experiment, every mode against backends that wait 50 ms, is a
-program of its own: cargo run --release -p backend --bin demo
+program of its own: cargo run --release -p tools --bin demo
 ";
 
 /// Every flag: its name, its value, its help, what it sets.
@@ -591,7 +591,7 @@ const FLAGS: &[Flag<Args>] = &[
 pub fn parse(args: &[String]) -> Result<Command, UsageError> {
     if args.first().is_some_and(|a| a == "demo") {
         return err(
-            "the demo is a program of its own now: cargo run --release -p backend --bin demo",
+            "the demo is a program of its own now: cargo run --release -p tools --bin demo",
         );
     }
     let mut read = Args::default();
@@ -882,7 +882,7 @@ mod tests {
     fn help_version_and_the_demo_elsewhere() {
         let demo = parse(&args("demo")).unwrap_err().message;
         assert!(
-            demo.contains("cargo run --release -p backend --bin demo"),
+            demo.contains("cargo run --release -p tools --bin demo"),
             "{demo}"
         );
         assert!(matches!(parse(&args("--help")), Ok(Command::Help)));
