@@ -1,4 +1,4 @@
-//! The system-call census (issue 10): how many system calls each proxy
+//! The system-call census: how many system calls each proxy
 //! makes per new connection and per keep-alive request, one thread each,
 //! counted by `strace -c` on the process that does the work.
 //!

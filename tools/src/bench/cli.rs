@@ -87,7 +87,7 @@ pub fn help() -> String {
 }
 
 const HELP_HEAD: &str = "\
-bench: the benchmark harness (issue 4): our proxy, HAProxy and nginx, side by side
+bench: the benchmark harness: our proxy, HAProxy and nginx, side by side
 
 USAGE
     bench --proxy PATH [--quick] [--out DIR] [--no-peers] [--only LIST]

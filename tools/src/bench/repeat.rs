@@ -1,4 +1,5 @@
-//! A rate measured more than once (issue 10): every subject
+//! A rate measured more than once, since one run on a shared machine
+//! varies by a fifth from the next: every subject
 //! [`Sizes::repetitions`](super::sizes::Sizes::repetitions) times,
 //! interleaved, and of each subject's runs the one with the median rate.
 //!

@@ -64,7 +64,7 @@ pub struct Sizes {
     /// req/s) and its two bulk rows (MiB/s): runs of each subject,
     /// interleaved, of which the row keeps the median (repeat.rs). One
     /// 3-second run varies by some ±15-25% from the next on a shared
-    /// machine, and issue 12 is judged on the bulk rows; idle memory is
+    /// machine, and splice's saving is judged on the bulk rows; idle memory is
     /// measured once (it does not drift like a rate).
     pub repetitions: usize,
     /// The census: requests each subject serves untraced before strace

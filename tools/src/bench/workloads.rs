@@ -1,4 +1,4 @@
-//! The three workloads of issue 4: which rows each measures, and how.
+//! The three workloads: which rows each measures, and how.
 //!
 //! - **A, the seed's**: backends that wait 50 ms per request (I/O bound), a
 //!   new connection per request. First at the seed's scale (200 requests a

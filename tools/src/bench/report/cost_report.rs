@@ -1,5 +1,5 @@
 //! The report's workload C: the cost of the proxy itself, and the two
-//! comparisons issue 4 asks for: every subject's ratio to the direct
+//! comparisons that judge it: every subject's ratio to the direct
 //! connection beside the bar the peers set, and ours against theirs at the
 //! same thread count.
 
@@ -21,7 +21,7 @@ use super::results::{
 use crate::bench::sizes::Sizes;
 use crate::bench::subject::Subject;
 
-/// One workload C measure: a name, issue 4's bar for it, and a value per subject.
+/// One workload C measure: a name, the peers' bar for it, and a value per subject.
 struct Measure {
     name: String,
     /// The label in the chart of workload C (None: not in the chart).
@@ -158,7 +158,7 @@ fn c_rates(c: &WorkloadC, http: Option<&HttpKeepAlive>, streams: usize) -> Vec<M
         Measure::rate(
             "C: keep-alive requests/s (echo backend)".to_string(),
             Some("keep-alive req/s"),
-            "— (issue 4 measured HTTP with wrk: the next row)",
+            "— (the bar is HTTP through wrk: the next row)",
             per_subject(c, |r| Some(r.keep_alive.done()?.value.req_per_sec())),
         )
         .with_runs(runs_per_subject(c, |r| &r.keep_alive_runs)),
@@ -186,8 +186,8 @@ fn c_rates(c: &WorkloadC, http: Option<&HttpKeepAlive>, streams: usize) -> Vec<M
     ]
 }
 
-/// Decimals of every CPU-per-GiB figure: issue 12 asks whether splice
-/// costs "at most half" of the copy path, and with one decimal 0.4 against
+/// Decimals of every CPU-per-GiB figure: whether splice costs at most
+/// half of the copy path is a question these figures answer, and with one decimal 0.4 against
 /// 0.7 cannot say.
 const GIB_DECIMALS: usize = 2;
 
@@ -592,7 +592,7 @@ fn cost_cells(row: &CostRow, http: Option<&HttpKeepAlive>) -> Vec<String> {
     ]
 }
 
-/// Ratios to direct, ours and each peer's, beside issue 4's bar; returns
+/// Ratios to direct, ours and each peer's, beside the peers' bar; returns
 /// the chart's groups (the rates that have a short label).
 fn ratios_table(
     out: &mut String,
@@ -600,7 +600,7 @@ fn ratios_table(
     subjects: &[Subject],
     repetitions: usize,
 ) -> Vec<(String, Vec<Option<f64>>)> {
-    let mut header = vec!["measure".to_string(), "issue 4's bar (peers)".to_string()];
+    let mut header = vec!["measure".to_string(), "the peers' bar".to_string()];
     header.extend(subjects.iter().map(Subject::to_string));
     let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut table = Table::new(&header_refs);
@@ -643,8 +643,8 @@ fn ratios_table(
         "### Ratios to direct, ours and the peers'\n\n\
          Rates as a ratio to the direct connection measured in the same run (1.00: as fast as \
          no proxy; higher is better){medians}. Costs as absolute figures (lower is better). The \
-         bar is what issue 4 measured for the peers on this machine class; our goal is to beat \
-         it.\n"
+         bar is what HAProxy and nginx reached when first measured on this machine class; our \
+         goal is to beat it.\n"
     );
     out.push_str(&table.render());
     out.push('\n');
@@ -718,7 +718,8 @@ fn versus_cell(measure: &Measure, ours: Subject, theirs: Subject) -> String {
 }
 
 /// The goal for the runtime: at most this much more proxy CPU per
-/// connection than the hand-written loop (issue 11).
+/// connection than the hand-written loop: the price of the runtime's
+/// tasks, wakers and timers, kept within noise.
 pub const OVERHEAD_GOAL: f64 = 1.05;
 
 /// What the runtime costs over the hand-written loop: `epoll 1` against
