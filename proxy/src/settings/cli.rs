@@ -590,9 +590,7 @@ const FLAGS: &[Flag<Args>] = &[
 /// Parses the arguments after the program name.
 pub fn parse(args: &[String]) -> Result<Command, UsageError> {
     if args.first().is_some_and(|a| a == "demo") {
-        return err(
-            "the demo is a program of its own now: cargo run --release -p tools --bin demo",
-        );
+        return err("the demo is a program of its own: cargo run --release -p tools --bin demo");
     }
     let mut read = Args::default();
     let given = match flags::read("proxy", args, FLAGS, &mut read)? {
