@@ -14,6 +14,8 @@
 //! | `places` | at most 64 connections, and who gives way when they are all taken |
 //! | `connection` | one connection: its head, its answer, its close |
 //! | `response` | which answer a request gets, and its bytes |
+//! | [`views`] | the rows of `/stats.json` and `/stats.csv`: every frontend, group and server |
+//! | [`page`] | `/stats`: the page that draws them, one self-contained HTML file |
 //!
 //! ## Its own thread, its own runtime
 //!
@@ -83,9 +85,11 @@ use crate::conn::accept::AcceptErrors;
 use crate::ops::metrics::exposition::Published;
 
 mod connection;
+pub mod page;
 mod places;
 pub mod request;
 mod response;
+pub mod views;
 
 pub use request::{BadRequest, HeadScanner, Request, parse_request};
 
@@ -127,6 +131,9 @@ impl Default for AdminOptions {
         }
     }
 }
+
+/// How often the views' rates are sampled (`ops/metrics/rates.rs`).
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// The admin listener's listen queue: connections that find every place
 /// answering wait there.
@@ -261,6 +268,14 @@ fn is_loopback(ip: IpAddr) -> bool {
 /// ([`places`]): at most `max_connections` at once, the oldest waiting one
 /// giving way to a newcomer when all are taken.
 async fn serve_forever(listener: TcpListener, registry: Arc<Published>, options: AdminOptions) {
+    let sampled = registry.clone();
+    spawn_task(async move {
+        let mut every = time::interval(SAMPLE_EVERY);
+        loop {
+            every.tick().await;
+            views::sample(&sampled);
+        }
+    });
     let places = Places::new(usize::try_from(options.max_connections).unwrap_or(usize::MAX));
     let mut errors = AcceptErrors::new();
     loop {
