@@ -175,9 +175,9 @@ fn totals_and_health_last_across_a_reload() {
     config.write(&lasting_config(a, b, "2s"));
     proxy.signal(Signal::SIGHUP).expect("SIGHUP");
     expect_log_within(&proxy, "reloaded ", SOON);
+    let reads = b_stays_down(admin, Duration::from_millis(2500));
     let log = expect_log_within(&proxy, "as it was before the reload", SOON);
     assert!(log.contains("backend b") && log.contains("DOWN"), "{log}");
-    let reads = b_stays_down(admin, Duration::from_millis(2500));
     clients(admin, web, a.port(), 20, 27);
     let after = totals(admin);
     eprintln!(

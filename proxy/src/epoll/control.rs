@@ -208,7 +208,7 @@ fn start_admin(
         admin_options(plan),
         stop.clone(),
     )?;
-    crate::info!("admin listening on {bound} (GET /metrics, GET /health)");
+    crate::info!("admin listening on {bound} (GET /metrics, GET /health, GET /stats)");
     Ok(Admin {
         configured,
         bound,

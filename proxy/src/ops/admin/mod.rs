@@ -1,4 +1,5 @@
-//! The admin listener: `GET /metrics` for Prometheus, and `GET /health` and
+//! The admin listener: `GET /metrics` for Prometheus, `GET /stats` (a page,
+//! and its rows as JSON and CSV) for a person, and `GET /health` and
 //! `GET /health/FRONTEND` for whoever asks whether the proxy, or one of its
 //! frontends, can take clients (a load balancer in front, a route
 //! announcer beside it: docs/CLUSTER.md), over just enough HTTP/1.1.
@@ -36,6 +37,9 @@
 //!   GET /health HTTP/1.1       200  ok (503 lameduck or draining, once a graceful stop began)
 //!   GET /health/web HTTP/1.1   200  ok: 2 of 3 servers usable (503 down: 0 of 3 servers
 //!                                   usable, or lameduck, draining; 404 for no frontend 'web')
+//!   GET /stats.json HTTP/1.1   200  every frontend, group and server, as JSON ([`views`])
+//!   GET /stats.csv HTTP/1.1    200  the same, as CSV in HAProxy's `show stat` layout
+//!   GET /stats HTTP/1.1        200  the page that draws them ([`page`])
 //!   HEAD on any of them        200  the same head, no body
 //!   POST /metrics ...          405  Allow: GET, HEAD
 //!   GET /anything-else         404

@@ -5,7 +5,7 @@
 //! watching a page wants how many it takes *now*, how that moved over the
 //! last minute, and how long it has been in its state. Each row of the
 //! views (a frontend, a group, a server: `ops/admin/views.rs`) is sampled
-//! once a second, by name, into a [`Track`]:
+//! once a second, by name, into a track:
 //!
 //! ```text
 //!   second:    ... t-3   t-2   t-1    t        totals of sessions, the last 61
