@@ -523,3 +523,71 @@ fn screenshot(session: &Session, path: &Path) {
         path.display()
     );
 }
+
+// ---------------------------------------------------------------------------
+// The views under junk
+// ---------------------------------------------------------------------------
+
+#[test]
+fn the_views_answer_while_junk_holds_the_admin_endpoint() {
+    use std::io::Write as _;
+    let backend = start_backend(1, &[]);
+    let dir = TestDir::new("junk");
+    let conf = dir.file("lb.conf");
+    let text = format!(
+        "global\n    admin 127.0.0.1:0\n    timeout admin-request 1m\n    access-log off\n\
+         frontend web\n    listen 127.0.0.1:0\n    backend a {}\n",
+        backend.addr()
+    );
+    std::fs::write(&conf, text).expect("write");
+    let args = ["--config", &conf.display().to_string(), "--grace", "1s"].map(String::from);
+    let proxy = child::proxy(proxy_exe(), &args)
+        .start()
+        .expect("start the proxy");
+    let (admin, web) = (admin_addr(&proxy), web_addr(&proxy));
+    clients(admin, web, backend.addr().port(), 3, 3);
+    // Every place taken by a client that sent half a request line and
+    // waits (the request deadline is a minute), and more behind them.
+    let mut junk = Vec::new();
+    for i in 0..80 {
+        let mut stream = connect(admin);
+        let _ = stream.write_all(if i % 2 == 0 { b"GET /st" } else { b"G" });
+        junk.push(stream);
+    }
+    let started = Instant::now();
+    const ROUNDS: usize = 50;
+    for _ in 0..ROUNDS {
+        let rows = rows(admin);
+        assert_eq!(n(&row(&rows, "web", "FRONTEND"), "stot"), 3);
+        let csv = get(admin, "/stats.csv");
+        assert!(csv.starts_with("# pxname,svname,"), "{csv}");
+        assert_eq!(csv.lines().count(), 4, "a header and three rows: {csv}");
+    }
+    let took = started.elapsed();
+    eprintln!(
+        "junk: {ROUNDS} rounds of /stats.json + /stats.csv with {} junk connections open: {took:?} \
+         ({:?} a round)",
+        junk.len(),
+        took / ROUNDS as u32
+    );
+    // Junk as a request: answered, and the views go on.
+    for (request, status) in [
+        (&b"\x16\x03\x01\x00\xa5\x01\x00\x00"[..], 400),
+        (&b"GET /stats.json HTTP/1.1\r\nHost: x\r\nX: "[..], 431),
+    ] {
+        let mut stream = connect(admin);
+        let mut bytes = request.to_vec();
+        if status == 431 {
+            bytes.resize(9 * 1024, b'a');
+        }
+        let _ = stream.write_all(&bytes);
+        let answer = String::from_utf8_lossy(&read_all(&stream).unwrap_or_default()).into_owned();
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{answer:?}"
+        );
+    }
+    assert_eq!(rows(admin).len(), 3);
+    drop(junk);
+    stop_cleanly(proxy);
+}
