@@ -591,3 +591,79 @@ fn the_views_answer_while_junk_holds_the_admin_endpoint() {
     drop(junk);
     stop_cleanly(proxy);
 }
+
+// ---------------------------------------------------------------------------
+// The counters the views added: queue, peaks, retries, redispatches
+// ---------------------------------------------------------------------------
+
+/// Writes `byte` and reads it back through an echo: the relay is up.
+fn echoed(stream: &mut std::net::TcpStream, byte: u8) -> bool {
+    use std::io::{Read as _, Write as _};
+    let mut got = [0u8; 1];
+    stream.write_all(&[byte]).is_ok() && stream.read_exact(&mut got).is_ok() && got[0] == byte
+}
+
+#[test]
+fn a_queued_client_a_peak_and_a_redispatch_show_in_their_rows() {
+    let live = StdBackend::start(echo);
+    let dead = ClosedPort::new();
+    let dir = TestDir::new("queue");
+    let conf = dir.file("lb.conf");
+    let text = format!(
+        "global\n    workers 1\n    admin 127.0.0.1:0\n    access-log off\n\
+         frontend web\n    listen 127.0.0.1:0\n    retries 1\n    timeout queue 30s\n    \
+         backend dead {}\n    backend live {} maxconn 1\n",
+        dead.addr(),
+        live.addr()
+    );
+    std::fs::write(&conf, text).expect("write");
+    let args = ["--config", &conf.display().to_string(), "--grace", "1s"].map(String::from);
+    let proxy = child::proxy(proxy_exe(), &args)
+        .start()
+        .expect("start the proxy");
+    let (admin, web) = (admin_addr(&proxy), web_addr(&proxy));
+    // Two clients: each is sent to `dead` first or second, and reaches
+    // `live` on its retry if not at once; the first holds live's one place.
+    let mut first = connect(web);
+    assert!(echoed(&mut first, b'1'), "the first client is relayed");
+    let mut second = connect(web);
+    use std::io::Write as _;
+    second.write_all(b"2").expect("the second client's byte");
+    let rows = rows_until(admin, "the second client queued", |rows| {
+        n(&row(rows, "web", "live"), "qcur") == 1
+    });
+    let group = row(&rows, "web", "BACKEND");
+    assert_eq!((n(&group, "qcur"), n(&group, "scur")), (1, 1), "{group:?}");
+    drop(first);
+    let mut got = [0u8; 1];
+    std::io::Read::read_exact(&mut second, &mut got).expect("served once the place is free");
+    assert_eq!(&got, b"2");
+    let rows = rows_until(admin, "the queue empty", |rows| {
+        n(&row(rows, "web", "live"), "qcur") == 0
+    });
+    let (l, d) = (row(&rows, "web", "live"), row(&rows, "web", "dead"));
+    eprintln!("queue: live {l:?}\n       dead {d:?}");
+    assert_eq!(
+        (n(&l, "qmax"), n(&l, "smax"), n(&l, "stot")),
+        (1, 1, 2),
+        "{l:?}"
+    );
+    // Round-robin sent at least one of the two clients to `dead` first.
+    assert!(
+        n(&d, "econ") >= 1 && n(&d, "wredis") == n(&d, "econ"),
+        "{d:?}"
+    );
+    assert_eq!(
+        n(&l, "wretr"),
+        n(&d, "wredis"),
+        "each redispatch a retry on live"
+    );
+    let f = row(&rows, "web", "FRONTEND");
+    assert_eq!(
+        (n(&f, "wretr"), n(&f, "smax")),
+        (n(&l, "wretr"), 2),
+        "{f:?}"
+    );
+    drop(second);
+    stop_cleanly(proxy);
+}
