@@ -6,7 +6,7 @@
 //! - the page shows every frontend, group and server with its state, sorts
 //!   by a click on a column, and shows a server down once it is killed;
 //! - totals and health last: a reload that changes a frontend (only its
-//!   `timeout connect`) and an upgrade to a new process go on from the old
+//!   `timeout connect`) and an upgrade to a new binary (SIGUSR2) go on from the old
 //!   totals (7 sessions, 20 more: 27), and a server known down (a
 //!   blackholed one, whose check takes 1.5 s to fail) never reads up again.
 //!
@@ -196,16 +196,10 @@ fn totals_and_health_last_across_an_upgrade() {
     let b = hole.local_addr().expect("the blackhole's address");
     let config = ConfigFile::new("upgrade", &lasting_config(a, b, "1s"));
     let socket = config.dir().join("upgrade.sock");
-    let args = |from: bool| {
-        let mut args = vec!["--config".to_string(), config.path().display().to_string()];
-        args.extend(["--upgrade-socket".into(), socket.display().to_string()]);
-        args.extend(["--grace".into(), "5s".into()]);
-        if from {
-            args.extend(["--upgrade-from".into(), socket.display().to_string()]);
-        }
-        args
-    };
-    let old = child::proxy(proxy_exe(), &args(false))
+    let mut args = vec!["--config".to_string(), config.path().display().to_string()];
+    args.extend(["--upgrade-socket".into(), socket.display().to_string()]);
+    args.extend(["--grace".into(), "5s".into()]);
+    let old = child::proxy(proxy_exe(), &args)
         .start()
         .expect("start the proxy");
     expect_log_within(&old, "upgrade socket ", SOON);
@@ -216,30 +210,44 @@ fn totals_and_health_last_across_an_upgrade() {
     clients(admin, web, a.port(), 7, 7);
     let before = totals(admin);
 
-    let new = child::proxy(proxy_exe(), &args(true))
-        .start()
-        .expect("start the new proxy");
-    expect_log_within(&new, "upgrade: took over from pid", SOON);
+    // SIGUSR2: the old process starts the new binary, which takes the
+    // listeners (the admin's too) and the totals and health with them. The
+    // new one writes to the old one's stderr, which it inherited.
+    old.signal(Signal::SIGUSR2).expect("SIGUSR2");
+    let started = expect_log_within(&old, "SIGUSR2: started ", SOON);
+    let pid: i32 = started
+        .split(" as pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {started:?}"));
+    let new = Stray(nix::unistd::Pid::from_raw(pid));
+    expect_log_within(&old, "upgrade: took over from pid", SOON);
+    let kept = expect_log_within(&old, "is DOWN: as the previous process left it", SOON);
+    assert!(
+        kept.contains(&format!("({pid})")) && kept.contains("backend b"),
+        "{kept}"
+    );
     let exit = old.wait_exit(SOON).expect("wait for the old proxy");
     assert!(
         exit.is_some_and(|s| s.success()),
         "{exit:?}: {}",
         said(&old)
     );
-    assert_eq!(
-        admin_addr(&new),
-        admin,
-        "the admin listener was handed over"
-    );
     let reads = b_stays_down(admin, Duration::from_millis(2500));
     clients(admin, web, a.port(), 20, 27);
     let after = totals(admin);
     eprintln!(
-        "upgrade: (frontend stot, a stot, frontend bin) {before:?} -> {after:?}; b read down {reads} times"
+        "upgrade: (frontend stot, a stot, frontend bin) {before:?} -> {after:?}; b read down \
+         {reads} times"
     );
     assert_eq!((after.0, after.1), (27, 27));
     assert!(after.2 > before.2, "bytes go on from where they were");
-    stop_cleanly(new);
+    nix::sys::signal::kill(new.0, Signal::SIGTERM).expect("SIGTERM to the new process");
+    assert!(
+        wait_until(SOON, || ended(new.0)),
+        "pid {pid} still runs after SIGTERM"
+    );
 }
 
 // ---------------------------------------------------------------------------
