@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::child::{self, ChildProcess, Ready, Spawn};
+use tools::process::child::{self, ChildProcess, Ready, Spawn};
 use common::*;
 use nix::sys::signal::Signal;
 use testkit::json::{self, Json};
