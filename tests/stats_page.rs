@@ -24,11 +24,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tools::process::child::{self, ChildProcess, Ready, Spawn};
 use common::*;
 use nix::sys::signal::Signal;
 use testkit::json::{self, Json};
 use testkit::webdriver::{self, Session};
+use tools::process::child::{self, ChildProcess, Ready, Spawn};
 
 /// A bound on "soon": a log line, a state, an exit.
 const SOON: Duration = Duration::from_secs(20);
