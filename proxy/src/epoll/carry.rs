@@ -25,6 +25,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::ops::metrics::exposition::{backend_totals, frontend_totals};
+use crate::settings::config::BackendServer;
 
 use super::frontend::Shared;
 
@@ -42,10 +43,8 @@ pub fn carry(old: &Shared, new: &Shared) {
         counter(into).fetch_add(total, Relaxed);
     }
     for (at, server) in new.frontend.backends.iter().enumerate() {
-        let same = |b: &&crate::settings::config::BackendServer| {
-            b.name == server.name && b.addr == server.addr
-        };
-        let Some(was) = old.frontend.backends.iter().position(|b| same(&b)) else {
+        let same = |b: &BackendServer| b.name == server.name && b.addr == server.addr;
+        let Some(was) = old.frontend.backends.iter().position(same) else {
             continue;
         };
         if let Some(counters) = into.backends.get(at) {

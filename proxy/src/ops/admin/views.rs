@@ -21,19 +21,21 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use crate::log::json::push_string;
-use crate::ops::metrics::counters::{BackendCounters, FrontendCounters};
-use crate::ops::metrics::exposition::{FrontendView, Published, Registry};
+use crate::ops::metrics::exposition::{
+    BackendCounter, FrontendCounter, FrontendView, Published, Registry,
+};
 use crate::ops::metrics::rates::Recent;
 use crate::policy::health::HealthBoard;
 
 /// What a row is: HAProxy's `type` column (0, 1, 2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Kind {
     /// A frontend: its clients.
     Frontend,
     /// A group of servers (HAProxy's backend): its servers summed.
     Group,
     /// One server.
+    #[default]
     Server,
 }
 
@@ -61,7 +63,7 @@ impl Kind {
 #[derive(Debug, Clone, Default)]
 pub struct Row {
     /// Frontend, group or server.
-    pub kind: Option<Kind>,
+    pub kind: Kind,
     /// The frontend it belongs to.
     pub frontend: String,
     /// HAProxy's `pxname`: the frontend's name, or the group's.
@@ -112,12 +114,13 @@ impl Row {
     }
 }
 
-/// The state of server `index` of `board`: `up` or `down` by its health.
+/// The state of server `index` of `board`: `up` or `down` by its health
+/// (`up` for a server the board does not have: one without health).
 /// Every row's state comes from here (a group's from its servers').
 pub fn server_state(board: &HealthBoard, index: usize) -> &'static str {
-    match board.is_up(index) {
-        true => "up",
-        false => "down",
+    match index < board.len() && !board.is_up(index) {
+        true => "down",
+        false => "up",
     }
 }
 
@@ -170,13 +173,10 @@ fn counted_rows(registry: &Registry) -> Vec<Row> {
     rows
 }
 
-type FrontendCounter = fn(&FrontendCounters) -> &std::sync::atomic::AtomicU64;
-type BackendCounter = fn(&BackendCounters) -> &std::sync::atomic::AtomicU64;
-
 fn frontend_row(registry: &Registry, f: &FrontendView<'_>) -> Row {
     let sum = |c: FrontendCounter| registry.frontend_sum(f.index, c);
     Row {
-        kind: Some(Kind::Frontend),
+        kind: Kind::Frontend,
         frontend: f.name.to_string(),
         pxname: f.name.to_string(),
         svname: "FRONTEND".into(),
@@ -196,23 +196,18 @@ fn server_row(registry: &Registry, f: &FrontendView<'_>, index: usize) -> Row {
     let sum = |c: BackendCounter| registry.backend_sum(f.index, index, c);
     let labels = &f.servers[index];
     let board = f.board;
-    let known = index < board.len();
-    let checked = known && board.checked(index).is_some();
+    let checked = index < board.len() && board.checked(index).is_some();
     let check = checked.then(|| board.last_check(index)).flatten().map(|c| {
         let millis = u64::try_from(c.took.as_millis()).unwrap_or(u64::MAX);
         (c.verdict.status.code(), c.verdict.detail, millis)
     });
     Row {
-        kind: Some(Kind::Server),
+        kind: Kind::Server,
         frontend: f.name.to_string(),
         pxname: labels.group.clone(),
         svname: labels.name.clone(),
         addr: labels.addr.clone(),
-        state: if known {
-            server_state(board, index)
-        } else {
-            "up"
-        },
+        state: server_state(board, index),
         checked,
         check,
         weight: u64::from(f.weights.get(index).copied().unwrap_or(1)),
@@ -236,7 +231,7 @@ fn group_row(f: &FrontendView<'_>, group: &str, servers: &[Row]) -> Row {
     let usable = |s: &&Row| s.state == "up" && s.weight > 0;
     let total = |field: fn(&Row) -> u64| servers.iter().map(field).sum::<u64>();
     Row {
-        kind: Some(Kind::Group),
+        kind: Kind::Group,
         frontend: f.name.to_string(),
         pxname: group.to_string(),
         svname: "BACKEND".into(),
@@ -294,7 +289,7 @@ pub fn json(rows: &[Row]) -> String {
 
 fn json_row(out: &mut String, row: &Row) {
     let text = [
-        ("type", row.kind.map_or("", Kind::name)),
+        ("type", row.kind.name()),
         ("frontend", &row.frontend),
         ("pxname", &row.pxname),
         ("svname", &row.svname),
@@ -335,7 +330,7 @@ fn json_row(out: &mut String, row: &Row) {
 fn check_status(row: &Row) -> &'static str {
     match (&row.check, row.kind, row.checked) {
         (Some(c), _, _) => c.0,
-        (None, Some(Kind::Server), false) => "no check",
+        (None, Kind::Server, false) => "no check",
         _ => "",
     }
 }
@@ -371,7 +366,7 @@ pub fn csv(rows: &[Row]) -> String {
             duration.unwrap_or_default(),
         );
         push_csv(&mut out, row.check.as_ref().map_or("", |c| &c.1));
-        let _ = write!(out, ",{},", row.kind.map_or(0, Kind::number));
+        let _ = write!(out, ",{},", row.kind.number());
         push_csv(&mut out, &row.frontend);
         out.push(',');
         push_csv(&mut out, &row.addr);
@@ -384,7 +379,7 @@ pub fn csv(rows: &[Row]) -> String {
 /// server up without checks.
 fn csv_status(row: &Row) -> String {
     match (row.kind, row.checked, row.state) {
-        (Some(Kind::Server), false, "up") => "no check".into(),
+        (Kind::Server, false, "up") => "no check".into(),
         (_, _, state) => state.to_ascii_uppercase(),
     }
 }
@@ -404,7 +399,7 @@ fn push_csv(out: &mut String, field: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::metrics::counters::add;
+    use crate::ops::metrics::counters::{FrontendCounters, add};
     use crate::ops::metrics::exposition::{FrontendParts, ServerLabels};
     use crate::policy::check::{Status, Verdict};
     use crate::policy::health::Check;
