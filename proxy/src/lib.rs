@@ -26,15 +26,16 @@
 //!  │        connection connect              │ states/ interest deadlines   │
 //!  │        backend_socket choose_group     │         connection           │
 //!  │        checker probe resolver dump     │         event_loop           │
-//!  │        handover moving                 │                              │
+//!  │        handover moving carry           │                              │
 //!  ├────────────────────────────────────────┴──────────────────────────────┤
 //!  │ settings/ cli flags config file sections haproxy logging probes       │  what was asked
 //!  │           reader words check address resolve groups                   │
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/ access_log/ (termination record custom format sink) metrics/     │  what an operator
-//!  │      (counters exposition process) admin/ (request places connection  │  sees and does
-//!  │      response) shutdown privileges supervise upgrade/ (wire socket    │
-//!  │      offer take hand adopt parcel progress reexec notify)             │
+//!  │      (counters exposition process rates) admin/ (request places       │  sees and does
+//!  │      connection response views page) shutdown privileges supervise    │
+//!  │      upgrade/ (wire socket offer take hand adopt parcel progress      │
+//!  │      reexec notify)                                                   │
 //!  ├────────────────────────────────────────┬──────────────────────────────┤
 //!  │ policy/ acl cidr source_limit limit    │ conn/ machine timeouts alarm │  decisions, and the
 //!  │         source_rate session_rate       │       snapshot buffers relay │  pieces of a connection

@@ -29,7 +29,7 @@ use runtime::net::{TcpStream, is_fd_exhaustion};
 use runtime::time;
 
 use crate::ops::access_log::termination::{Phase, Termination};
-use crate::ops::metrics::counters;
+use crate::ops::metrics::counters::{self, Active};
 use crate::policy::health;
 use crate::policy::limit::Permit;
 
@@ -98,6 +98,10 @@ impl Local {
                 }
                 Err(Failed::Fatal(refusal)) => return Err(refusal),
                 Err(Failed::Retry(refusal)) => {
+                    let server = self.counters.backends.get(index);
+                    if let Some(server) = server.filter(|_| attempt < retries) {
+                        counters::inc(&server.redispatches);
+                    }
                     tried.push(index);
                     failure = Some(refusal);
                 }
@@ -159,6 +163,9 @@ impl Local {
         let frontend = &self.shared.frontend;
         trace.retries = attempt;
         counters::inc(&self.counters.retries);
+        if let Some(server) = self.counters.backends.get(index) {
+            counters::inc(&server.retries);
+        }
         crate::warn!(
             "frontend {}: {}: {}; retrying on {} (retry {attempt} of {})",
             frontend.name,
@@ -250,9 +257,14 @@ impl Local {
             if full.is_empty() {
                 return Err(NoBackend::Unavailable);
             }
-            let Some(_queued) = self.queue_place(full) else {
+            let Some((queue, _queued)) = self.queue_place(full) else {
                 return Err(NoBackend::QueuesFull);
             };
+            let _waiting = self
+                .counters
+                .backends
+                .get(queue)
+                .map(|c| Active::with_peak(&c.queued, &c.max_queued));
             let now = Instant::now();
             let mut left = deadline.saturating_duration_since(now);
             if left.is_zero() {
@@ -305,14 +317,14 @@ impl Local {
 
     /// A place in the queue of one of the `full` backends, for a client
     /// about to wait: the first without a `maxqueue`, or with room in it
-    /// (`Some(None)`: a backend without one). `None` when every queue is
-    /// at its `maxqueue`.
-    fn queue_place(&self, full: &[usize]) -> Option<Option<Permit>> {
+    /// (`None` for the place: a backend without one), and that backend's
+    /// index. `None` when every queue is at its `maxqueue`.
+    fn queue_place(&self, full: &[usize]) -> Option<(usize, Option<Permit>)> {
         let queues = &self.shared.queues;
         full.iter()
             .find_map(|&index| match queues.get(index).and_then(Option::as_ref) {
-                None => Some(None),
-                Some(queue) => queue.try_acquire().map(Some),
+                None => Some((index, None)),
+                Some(queue) => queue.try_acquire().map(|p| (index, Some(p))),
             })
     }
 

@@ -226,7 +226,7 @@ pub(crate) fn serve(
     async move {
         let counters = local.counters.clone();
         counters::inc(&counters.connections);
-        let _active = Active::new(&counters.active);
+        let _active = Active::with_peak(&counters.active, &counters.max_active);
         // Steps 1 to 4 race the kill order here; the relay listens for it
         // itself (it must reset both sockets when it comes). The prepared
         // connection is taken apart at once, each part a local of its own:
@@ -478,7 +478,7 @@ impl Local {
         if let Some(c) = server_counters {
             counters::inc(&c.connections);
         }
-        let server_active = server_counters.map(|c| Active::new(&c.active));
+        let server_active = server_counters.map(|c| Active::with_peak(&c.active, &c.max_active));
         // 4. What the backend must hear before the client's bytes.
         let early_payload = early.len() as u64;
         // A failure here drops `backend`, which resets it.

@@ -46,6 +46,7 @@ use crate::settings::config::{AccessLogTarget, BackendServer, Config, Frontend, 
 use crate::settings::file;
 use crate::settings::resolve::{self, Answers};
 
+use super::carry;
 use super::checker;
 use super::dump;
 use super::dump::Bound;
@@ -207,7 +208,7 @@ fn start_admin(
         admin_options(plan),
         stop.clone(),
     )?;
-    crate::info!("admin listening on {bound} (GET /metrics, GET /health)");
+    crate::info!("admin listening on {bound} (GET /metrics, GET /health, GET /stats)");
     Ok(Admin {
         configured,
         bound,
@@ -669,7 +670,12 @@ impl Control {
             listeners.push(self.listeners_for(frontend, &new)?);
             shared.push(match old {
                 Some(old) if old.frontend == *frontend => old,
-                _ => share(frontend, old.as_deref(), self.workers),
+                Some(old) => {
+                    let new = share(frontend, Some(&old), self.workers);
+                    carry::carry(&old, &new);
+                    new
+                }
+                None => share(frontend, None, self.workers),
             });
         }
         Ok((shared, listeners))

@@ -2,7 +2,7 @@
 //! its health board, where its backends are, its limits and its counters,
 //! built anew by a reload that changes the frontend ([`share`]), with the
 //! limits and the addresses of backends written with a host name carried
-//! over; and
+//! over (its totals and its servers' health too: [`super::carry`]); and
 //! its listening sockets, one per worker and listen address
 //! ([`bind_addresses`]), or the ones an old process handed over, spread over
 //! the workers ([`spread_handed`]). Every listen address of a frontend

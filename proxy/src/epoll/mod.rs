@@ -66,6 +66,8 @@
 //!   reset if the connection ends before;
 //! - [`handover`]: an upgrade's side here: what the old process lends,
 //!   how the new one finds its frontends' sockets and seeds its health;
+//! - [`carry`]: what a reload carries from a frontend it replaces to the
+//!   new one: its totals and its servers' health;
 //! - [`moving`]: an established connection moved by an upgrade: parked and
 //!   handed over by the old process, adopted and relayed on by the new;
 //! - [`checker`]: the health-check thread;
@@ -81,6 +83,7 @@
 //! above the ground floors, so each reads on its own.
 
 pub mod backend_socket;
+pub mod carry;
 pub mod checker;
 pub mod choose_group;
 pub mod connect;

@@ -381,6 +381,12 @@ impl HealthBoard {
     /// (the new configuration may have shortened them) are cut to one short
     /// of the change, so the next report decides.
     pub fn seed(&self, index: usize, standing: Standing) {
+        self.seed_as(index, standing, "as the previous process left it");
+    }
+
+    /// [`HealthBoard::seed`], its log line saying `why` (a reload keeps a
+    /// server's standing too: `epoll/carry.rs`).
+    pub fn seed_as(&self, index: usize, standing: Standing, why: &str) {
         let server = &self.servers[index];
         let Some(check) = server.check else {
             return;
@@ -398,11 +404,16 @@ impl HealthBoard {
         if server.up.load(Ordering::Relaxed) != standing.up {
             self.set_up(server, standing.up);
             let state = if standing.up { "UP" } else { "DOWN" };
-            crate::info!(
-                "{} is {state}: as the previous process left it",
-                self.name(server)
-            );
+            crate::info!("{} is {state}: {why}", self.name(server));
         }
+    }
+
+    /// Server `index`'s last check is `last` (carried from the board a
+    /// reload replaces, for the views, until its own first check).
+    pub fn keep_last(&self, index: usize, last: LastCheck) {
+        let server = &self.servers[index];
+        let mut kept = server.last.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.get_or_insert(last);
     }
 
     /// A real client's connect to server `index` failed, because of `why`.

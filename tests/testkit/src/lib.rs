@@ -13,9 +13,11 @@
 //!   the load client's reports;
 //! - [`prometheus`]: the text exposition format 0.0.4, as `/metrics` writes it.
 //!
-//! And one tool that reads nothing the proxy writes but drives its relay
-//! machine: [`sim`], the seeded simulator of the relay's contract, with
-//! its command line (`relay-sim`) and the fuzz target `relay_machine`.
+//! And two tools that read nothing the proxy writes: [`sim`], the seeded
+//! simulator of the relay's contract, with its command line (`relay-sim`)
+//! and the fuzz target `relay_machine`; and [`webdriver`], a WebDriver
+//! client by hand, that drives a headless browser through the stats page
+//! (`tests/stats_page.rs`).
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
@@ -24,3 +26,4 @@ pub mod json;
 pub mod prometheus;
 pub mod sim;
 pub mod tcplog;
+pub mod webdriver;

@@ -581,10 +581,10 @@ mod tests {
             let counter = family.name.ends_with("_total");
             assert_eq!(family.kind == TextKind::Counter, counter, "{}", family.name);
         }
-        // 2 frontends x 14 families, 4 backends x 9 families, and the one
+        // 2 frontends x 14 families, 4 backends x 11 families, and the one
         // checked backend's last check: 7 statuses and its duration.
         let labelled = metrics.samples().filter(|s| !s.labels.is_empty()).count();
-        assert_eq!(labelled, 2 * 14 + 4 * 9 + 7 + 1);
+        assert_eq!(labelled, 2 * 14 + 4 * 11 + 7 + 1);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The admin listener: `GET /metrics` for Prometheus, and `GET /health` and
+//! The admin listener: `GET /metrics` for Prometheus, `GET /stats` (a page,
+//! and its rows as JSON and CSV) for a person, and `GET /health` and
 //! `GET /health/FRONTEND` for whoever asks whether the proxy, or one of its
 //! frontends, can take clients (a load balancer in front, a route
 //! announcer beside it: docs/CLUSTER.md), over just enough HTTP/1.1.
@@ -14,6 +15,8 @@
 //! | `places` | at most 64 connections, and who gives way when they are all taken |
 //! | `connection` | one connection: its head, its answer, its close |
 //! | `response` | which answer a request gets, and its bytes |
+//! | [`views`] | the rows of `/stats.json` and `/stats.csv`: every frontend, group and server |
+//! | [`page`] | `/stats`: the page that draws them, one self-contained HTML file |
 //!
 //! ## Its own thread, its own runtime
 //!
@@ -34,6 +37,9 @@
 //!   GET /health HTTP/1.1       200  ok (503 lameduck or draining, once a graceful stop began)
 //!   GET /health/web HTTP/1.1   200  ok: 2 of 3 servers usable (503 down: 0 of 3 servers
 //!                                   usable, or lameduck, draining; 404 for no frontend 'web')
+//!   GET /stats.json HTTP/1.1   200  every frontend, group and server, as JSON ([`views`])
+//!   GET /stats.csv HTTP/1.1    200  the same, as CSV in HAProxy's `show stat` layout
+//!   GET /stats HTTP/1.1        200  the page that draws them ([`page`])
 //!   HEAD on any of them        200  the same head, no body
 //!   POST /metrics ...          405  Allow: GET, HEAD
 //!   GET /anything-else         404
@@ -83,9 +89,11 @@ use crate::conn::accept::AcceptErrors;
 use crate::ops::metrics::exposition::Published;
 
 mod connection;
+pub mod page;
 mod places;
 pub mod request;
 mod response;
+pub mod views;
 
 pub use request::{BadRequest, HeadScanner, Request, parse_request};
 
@@ -127,6 +135,9 @@ impl Default for AdminOptions {
         }
     }
 }
+
+/// How often the views' rates are sampled (`ops/metrics/rates.rs`).
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// The admin listener's listen queue: connections that find every place
 /// answering wait there.
@@ -261,6 +272,14 @@ fn is_loopback(ip: IpAddr) -> bool {
 /// ([`places`]): at most `max_connections` at once, the oldest waiting one
 /// giving way to a newcomer when all are taken.
 async fn serve_forever(listener: TcpListener, registry: Arc<Published>, options: AdminOptions) {
+    let sampled = registry.clone();
+    spawn_task(async move {
+        let mut every = time::interval(SAMPLE_EVERY);
+        loop {
+            every.tick().await;
+            views::sample(&sampled);
+        }
+    });
     let places = Places::new(usize::try_from(options.max_connections).unwrap_or(usize::MAX));
     let mut errors = AcceptErrors::new();
     loop {

@@ -3,19 +3,31 @@
 
 use crate::ops::metrics::exposition::{FrontendHealth, Published};
 
+use super::page::{PAGE, PAGE_TYPE};
 use super::request::Request;
+use super::views;
 
 /// The content type of the Prometheus text format 0.0.4.
 pub(super) const METRICS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// The content type of `/stats.json`.
+const JSON_TYPE: &str = "application/json";
+
+/// The content type of `/stats.csv`.
+const CSV_TYPE: &str = "text/csv; charset=utf-8";
+
 /// The answer to a well-formed request.
 pub(super) fn respond(request: &Request<'_>, registry: &Published) -> Response {
     let frontend = request.path.strip_prefix("/health/");
-    let known = matches!(request.path, "/metrics" | "/health") || frontend.is_some();
+    let known = matches!(
+        request.path,
+        "/metrics" | "/health" | "/stats" | "/stats.json" | "/stats.csv"
+    ) || frontend.is_some();
     if !known {
         return Response::text(
             404,
-            "not found: try /metrics, /health or /health/FRONTEND\n",
+            "not found: try /metrics, /health, /health/FRONTEND, /stats, /stats.json or \
+             /stats.csv\n",
         );
     }
     let head_only = match request.method {
@@ -31,6 +43,18 @@ pub(super) fn respond(request: &Request<'_>, registry: &Published) -> Response {
         ("/metrics", _) => Response {
             content_type: METRICS_TYPE,
             ..Response::text(200, registry.render())
+        },
+        ("/stats", _) => Response {
+            content_type: PAGE_TYPE,
+            ..Response::text(200, PAGE)
+        },
+        ("/stats.json", _) => Response {
+            content_type: JSON_TYPE,
+            ..Response::text(200, views::json(&views::rows(registry)))
+        },
+        ("/stats.csv", _) => Response {
+            content_type: CSV_TYPE,
+            ..Response::text(200, views::csv(&views::rows(registry)))
         },
         (_, Some(name)) => frontend_health(registry, name),
         _ => process_health(registry),

@@ -50,6 +50,9 @@ pub struct FrontendCounters {
     pub connections: AtomicU64,
     /// Client connections open now (a gauge).
     pub active: AtomicU64,
+    /// The most client connections this worker had open at once
+    /// (HAProxy's `smax`, as one worker saw it: [`raise`]).
+    pub max_active: AtomicU64,
     /// Bytes received from clients (relayed to backends).
     pub bytes_in: AtomicU64,
     /// Bytes sent to clients (received from backends).
@@ -117,6 +120,20 @@ pub struct BackendCounters {
     /// Connect attempts that failed: refused, unreachable, or no answer
     /// within `timeout connect`.
     pub connect_errors: AtomicU64,
+    /// The most connections this worker had open to it at once (`smax`).
+    pub max_active: AtomicU64,
+    /// Clients waiting now in its queue for a place under its `maxconn`
+    /// (a gauge: HAProxy's `qcur`).
+    pub queued: AtomicU64,
+    /// The most clients this worker had waiting in its queue at once
+    /// (`qmax`).
+    pub max_queued: AtomicU64,
+    /// Connects tried on it after a failed one on another backend
+    /// (HAProxy's `wretr`).
+    pub retries: AtomicU64,
+    /// Clients whose connect to it failed and who were tried on another
+    /// backend (HAProxy's `wredis`: redispatched from this server).
+    pub redispatches: AtomicU64,
 }
 
 impl FrontendCounters {
@@ -131,6 +148,7 @@ impl FrontendCounters {
         FrontendCounters {
             connections: AtomicU64::new(0),
             active: AtomicU64::new(0),
+            max_active: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             connect_errors: AtomicU64::new(0),
@@ -163,6 +181,14 @@ pub fn add(counter: &AtomicU64, n: u64) {
     counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
+/// Raises `peak` to `value` if `value` is higher: the single writer's
+/// running maximum of a gauge, read after each rise of the gauge.
+pub fn raise(peak: &AtomicU64, value: u64) {
+    if value > peak.load(Relaxed) {
+        peak.store(value, Relaxed);
+    }
+}
+
 /// One unit of a gauge held for a while: +1 when made, -1 when dropped, so
 /// a connection cannot forget to leave the `active` count (like a
 /// [`Permit`](crate::policy::limit::Permit) and its limit).
@@ -177,6 +203,13 @@ impl<'a> Active<'a> {
     pub fn new(gauge: &'a AtomicU64) -> Active<'a> {
         add(gauge, 1);
         Active { gauge }
+    }
+
+    /// [`Active::new`], raising `peak` to the gauge's new value.
+    pub fn with_peak(gauge: &'a AtomicU64, peak: &AtomicU64) -> Active<'a> {
+        let active = Active::new(gauge);
+        raise(peak, gauge.load(Relaxed));
+        active
     }
 }
 
@@ -204,6 +237,13 @@ mod tests {
         assert_eq!(counters.active.load(Relaxed), 2);
         drop((open, other));
         assert_eq!(counters.active.load(Relaxed), 0);
+        let peaks = [
+            Active::with_peak(&counters.active, &counters.max_active),
+            Active::with_peak(&counters.active, &counters.max_active),
+        ];
+        drop(peaks);
+        let _again = Active::with_peak(&counters.active, &counters.max_active);
+        assert_eq!(counters.max_active.load(Relaxed), 2, "the peak stays");
         add(&counters.backends[1].bytes_in, 5);
         inc(&counters.backends[1].bytes_in);
         assert_eq!(counters.backends[1].bytes_in.load(Relaxed), 6);

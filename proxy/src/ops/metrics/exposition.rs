@@ -26,6 +26,7 @@ use crate::policy::health::HealthBoard;
 
 use super::counters::{BackendCounters, FrontendCounters, MoveCounters};
 use super::process::Process;
+use super::rates::Rates;
 
 /// One frontend as [`Registry::from_counters`] takes it.
 #[derive(Debug)]
@@ -84,6 +85,9 @@ pub struct Published {
     /// How far a stop has gone: 0 running, else a [`Stopping`] phase
     /// (`/health` then answers 503).
     stopping: AtomicU8,
+    /// The rows' rates and recent history, sampled by the admin thread
+    /// (`ops/admin/views.rs`), kept by name across reloads.
+    rates: Rates,
 }
 
 /// The phases of a graceful stop that `/health` reports (ops/shutdown.rs).
@@ -112,7 +116,13 @@ impl Published {
         Arc::new(Published {
             current: Mutex::new(registry),
             stopping: AtomicU8::new(0),
+            rates: Rates::new(),
         })
+    }
+
+    /// The rows' rates and recent history.
+    pub fn rates(&self) -> &Rates {
+        &self.rates
     }
 
     /// Replaces what is published.
@@ -146,6 +156,23 @@ impl Published {
     pub fn render(&self) -> String {
         self.get().render()
     }
+}
+
+/// One frontend of a [`Registry`], for the views (`ops/admin/views.rs`):
+/// its counters are summed with [`Registry::frontend_sum`] and
+/// [`Registry::backend_sum`] at `index`.
+#[derive(Debug, Clone, Copy)]
+pub struct FrontendView<'a> {
+    /// Its place in the registry.
+    pub index: usize,
+    /// Its name.
+    pub name: &'a str,
+    /// Its servers' labels, by index.
+    pub servers: &'a [ServerLabels],
+    /// Its servers' configured weights, by index.
+    pub weights: &'a [u32],
+    /// Its health board.
+    pub board: &'a HealthBoard,
 }
 
 /// What [`Registry::frontend_health`] finds: a frontend with no usable
@@ -285,6 +312,20 @@ impl Registry {
         Some(FrontendHealth { usable, servers })
     }
 
+    /// Every frontend, in order, as the views read it.
+    pub fn frontends(&self) -> impl Iterator<Item = FrontendView<'_>> {
+        self.frontends
+            .iter()
+            .enumerate()
+            .map(|(index, f)| FrontendView {
+                index,
+                name: &f.name,
+                servers: &f.backends,
+                weights: &f.weights,
+                board: &f.board,
+            })
+    }
+
     /// How many workers' counters are kept.
     pub fn workers(&self) -> usize {
         self.counters.len()
@@ -317,7 +358,7 @@ impl Registry {
     }
 
     /// The sum over workers of one counter of frontend `index`.
-    fn frontend_sum(&self, index: usize, counter: FrontendCounter) -> u64 {
+    pub fn frontend_sum(&self, index: usize, counter: FrontendCounter) -> u64 {
         self.counters
             .iter()
             .map(|worker| counter(&worker[index]).load(Relaxed))
@@ -326,7 +367,7 @@ impl Registry {
 
     /// The sum over workers of one counter of backend `backend` of
     /// frontend `frontend`.
-    fn backend_sum(&self, frontend: usize, backend: usize, counter: BackendCounter) -> u64 {
+    pub fn backend_sum(&self, frontend: usize, backend: usize, counter: BackendCounter) -> u64 {
         self.counters
             .iter()
             .filter_map(|worker| worker[frontend].backends.get(backend))
@@ -663,6 +704,18 @@ const BACKEND_FAMILIES: &[Family<BackendCounter>] = &[
         Kind::Counter,
         "Connect attempts to the backend that failed (refused, unreachable, timed out).",
         |c| &c.connect_errors,
+    ),
+    (
+        "proxy_backend_retries_total",
+        Kind::Counter,
+        "Connects tried on the backend after a failed one on another backend (retries).",
+        |c| &c.retries,
+    ),
+    (
+        "proxy_backend_redispatches_total",
+        Kind::Counter,
+        "Clients whose connect to the backend failed and who were tried on another backend.",
+        |c| &c.redispatches,
     ),
 ];
 

@@ -11,8 +11,11 @@
 //! - [`counters`]: what each worker counts, in counters only it writes;
 //! - [`exposition`]: the registry of every worker's counters, and the text a
 //!   scrape gets;
-//! - [`process`]: the process's own figures, from `/proc`.
+//! - [`process`]: the process's own figures, from `/proc`;
+//! - [`rates`]: session rates, the last minute's history and the time since
+//!   each row's last change of state, sampled once a second for the views.
 
 pub mod counters;
 pub mod exposition;
 pub mod process;
+pub mod rates;
