@@ -87,6 +87,7 @@ pub mod log;
 
 pub mod blocking;
 pub mod conn;
+pub mod ctl;
 pub mod epoll;
 pub mod ops;
 pub mod policy;
@@ -104,6 +105,9 @@ use settings::cli::{self, Command, Mode};
 /// they ask for, and returns the process exit status (0 ok, 1 runtime
 /// failure, 2 bad command line or configuration).
 pub fn main_with_args(args: &[String]) -> i32 {
+    if let Some(("ctl", words)) = args.split_first().map(|(a, rest)| (a.as_str(), rest)) {
+        return ctl::main(words);
+    }
     let command = match cli::parse(args) {
         Ok(command) => command,
         Err(e) => {

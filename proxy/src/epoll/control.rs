@@ -31,6 +31,7 @@ use crate::ops::admin;
 use crate::ops::metrics::counters::MoveCounters;
 use crate::ops::metrics::exposition::{FrontendParts, Published, Registry, ServerLabels, Stopping};
 use crate::ops::privileges::Applied;
+use crate::ops::server_state;
 use crate::ops::shutdown::{self, Drained};
 use crate::ops::upgrade::notify::notify;
 use crate::ops::upgrade::offer::{self, Offer, Request};
@@ -52,6 +53,7 @@ use super::dump;
 use super::dump::Bound;
 use super::frontend::{PerWorker, Shared, bind_addresses, share, spread_handed};
 use super::handover;
+use super::operator;
 use super::plan::Plan;
 use super::resolver::{self, Resolver};
 use super::worker::{Assignment, Command, worker};
@@ -95,15 +97,26 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     // Everything that needs root is done: every listener bound, every
     // file open. Before any other thread starts, and before serving.
     switch_user(plan, socket_file.as_ref(), control.access_log.as_deref())?;
-    if let Some(handed) = &handed {
-        handover::seed(&shared, &handed.health);
-        handover::seed_totals(&shared, &handed.totals);
+    match &handed {
+        Some(handed) => {
+            handover::seed(&shared, &handed.health);
+            handover::seed_totals(&shared, &handed.totals);
+            operator::restore(&shared, &handed.servers, "upgrade");
+        }
+        None => {
+            let kept = operator::read_state_file(plan.config.global.server_state_file.as_deref());
+            operator::restore(&shared, &kept, "server-state-file");
+        }
     }
     control.start_workers()?;
     control.apply(shared, listeners);
     control.admin = admin
-        .map(|listener| start_admin(plan, listener, &control.published, control.upgradable))
+        .map(|listener| start_admin(plan, listener, &control.operating(), control.upgradable))
         .transpose()?;
+    control.admin_socket = match &plan.config.global.admin_socket {
+        Some(path) => Some(admin::socket::start(path, control.operating().0, control.operator.clone())?),
+        None => None,
+    };
     let path = plan.config.global.upgrade_socket.as_deref();
     let requests = control.open_for_upgrades(socket_file, handed, path)?;
     let rt = runtime::Runtime::new()?;
@@ -178,6 +191,8 @@ fn admin_listener(
 
 fn admin_options(plan: &Plan) -> admin::AdminOptions {
     admin::AdminOptions {
+        // Who may use it is `admin-allow` (loopback only by default).
+        allow_remote: true,
         request_timeout: plan
             .config
             .global
@@ -193,7 +208,7 @@ fn admin_options(plan: &Plan) -> admin::AdminOptions {
 fn start_admin(
     plan: &Plan,
     listener: std::net::TcpListener,
-    published: &Arc<Published>,
+    (published, operator): &(Arc<Published>, Arc<admin::Operator>),
     upgradable: bool,
 ) -> io::Result<Admin> {
     let configured = plan.config.global.admin.unwrap_or(listener.local_addr()?);
@@ -204,11 +219,14 @@ fn start_admin(
     let stop = Arc::new(admin::StopAccepting::default());
     let (bound, _thread) = admin::serve_on(
         listener,
-        published.clone(),
+        (published.clone(), operator.clone()),
         admin_options(plan),
         stop.clone(),
     )?;
-    crate::info!("admin listening on {bound} (GET /metrics, GET /health, GET /stats)");
+    crate::info!(
+        "admin listening on {bound} (GET /metrics, GET /health, GET /stats; POST \
+         /servers/FRONTEND/SERVER/... with the admin-token-file's token)"
+    );
     Ok(Admin {
         configured,
         bound,
@@ -292,6 +310,10 @@ struct Control {
     handed: Vec<(Tag, OwnedFd)>,
     /// The admin listener, if on.
     admin: Option<Admin>,
+    /// Who may act on the servers, and the state file (`epoll/operator.rs`).
+    operator: Arc<admin::Operator>,
+    /// The admin socket, if on.
+    admin_socket: Option<admin::socket::AdminSocket>,
     /// The upgrade socket file and how SIGUSR2 starts the next process.
     upgrade: Option<(Arc<SocketFile>, Reexec)>,
     /// Connections moved by upgrades, counted by every worker.
@@ -310,7 +332,10 @@ impl Control {
     fn new(plan: &Plan, upgradable: bool) -> io::Result<Control> {
         let syslog = open_syslog(&plan.config.global)?;
         let access_log = open_access_log(&plan.config, syslog.as_ref())?;
+        let operator = Arc::new(operator::operator(&plan.config.global)?);
         Ok(Control {
+            operator,
+            admin_socket: None,
             path: plan.path.clone(),
             workers: plan.workers.max(1),
             backlog: plan.backlog,
@@ -339,6 +364,21 @@ impl Control {
             resolve_every: plan.config.global.resolve_every(),
             resolver: None,
         })
+    }
+
+    /// What the admin endpoint and socket serve from: the registry, and
+    /// who may act.
+    fn operating(&self) -> (Arc<Published>, Arc<admin::Operator>) {
+        (self.published.clone(), self.operator.clone())
+    }
+
+    /// Writes `server-state-file`, if there is one (`when`: for the log).
+    fn save_server_states(&self, when: &str) {
+        if let Some(path) = &self.operator.state_file {
+            if let Err(e) = server_state::write_file(path, &self.published.get()) {
+                crate::error!("{when}: {e}");
+            }
+        }
     }
 
     /// Starts the workers, each waiting for its first [`Command::Apply`].
@@ -570,6 +610,7 @@ impl Control {
         }
         let health = handover::standings(&self.running);
         let totals = handover::totals(&self.running);
+        let servers = server_state::lines(&self.published.get());
         crate::info!(
             "upgrade: lending {} listeners and {} backends' health to pid {pid}",
             listeners.len(),
@@ -579,6 +620,7 @@ impl Control {
             listeners,
             health,
             totals,
+            servers,
         })
     }
 
@@ -621,6 +663,10 @@ impl Control {
     /// write the buffered access-log lines; waits (a second at most) for
     /// every worker to say it did.
     async fn finish(&self, cut: bool) {
+        self.save_server_states("stop");
+        if let Some(socket) = &self.admin_socket {
+            socket.remove_if_ours();
+        }
         let mut answers = Vec::new();
         for tx in &self.senders {
             let (done, answer) = oneshot::channel();
@@ -915,6 +961,7 @@ impl Control {
         }
         let summary = describe_changes(&self.running, &shared);
         self.apply(shared, listeners);
+        self.save_server_states("reload");
         crate::info!("reloaded {}: {summary}", path.display());
     }
 }
@@ -1039,7 +1086,7 @@ fn describe_changes(old: &[Arc<Shared>], new: &[Arc<Shared>]) -> String {
         let before = old.iter().find(|o| o.frontend.name == *name);
         parts.push(match before {
             Some(o) if Arc::ptr_eq(o, s) => format!("{name}: unchanged"),
-            Some(_) => format!("{name}: changed"),
+            Some(o) => format!("{name}: changed{}", operator::servers_changed(o, s)),
             None => format!("{name}: added"),
         });
     }

@@ -70,6 +70,8 @@
 //!   new one: its totals and its servers' health;
 //! - [`moving`]: an established connection moved by an upgrade: parked and
 //!   handed over by the old process, adopted and relayed on by the new;
+//! - [`operator`]: who may act on the servers at runtime, and what their
+//!   admin states and weights survive (reload, upgrade, restart);
 //! - [`checker`]: the health-check thread;
 //! - [`resolver`]: the resolver thread: backends written with a host name
 //!   looked up again every `resolve-interval`;
@@ -93,6 +95,7 @@ pub mod dump;
 pub mod frontend;
 pub mod handover;
 pub mod moving;
+pub mod operator;
 pub mod orders;
 pub mod plan;
 pub mod probe;

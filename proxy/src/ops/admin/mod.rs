@@ -88,13 +88,18 @@ use runtime::{spawn as spawn_task, time};
 use crate::conn::accept::AcceptErrors;
 use crate::ops::metrics::exposition::Published;
 
+pub mod access;
+pub mod actions;
 mod connection;
+pub mod http_action;
 pub mod page;
 mod places;
 pub mod request;
 mod response;
+pub mod socket;
 pub mod views;
 
+pub use http_action::Operator;
 pub use request::{BadRequest, HeadScanner, Request, parse_request};
 
 use places::Places;
@@ -163,7 +168,7 @@ pub fn spawn_with(
     options: AdminOptions,
 ) -> io::Result<(SocketAddr, JoinHandle<()>)> {
     let listener = bind(addr, &options)?;
-    serve_on(listener, registry, options, Arc::default())
+    serve_on(listener, (registry, Arc::default()), options, Arc::default())
 }
 
 /// Binds the admin listener on `addr` (a loopback address unless the
@@ -190,7 +195,7 @@ pub fn bind(addr: SocketAddr, options: &AdminOptions) -> io::Result<std::net::Tc
 /// says to stop accepting. Returns the address and the thread.
 pub fn serve_on(
     listener: std::net::TcpListener,
-    registry: Arc<Published>,
+    (registry, operator): (Arc<Published>, Arc<Operator>),
     options: AdminOptions,
     stop: Arc<StopAccepting>,
 ) -> io::Result<(SocketAddr, JoinHandle<()>)> {
@@ -213,7 +218,7 @@ pub fn serve_on(
                     let stopped = stop.stopped();
                     // Stopped: the accept loop and its listener are dropped;
                     // the connections it spawned run on to their end.
-                    let _ = select(serve_forever(listener, registry, options), stopped).await;
+                    let _ = select(serve_forever(listener, (registry, operator), options), stopped).await;
                     std::future::pending::<()>().await;
                 }
                 Err(e) => {
@@ -271,7 +276,11 @@ fn is_loopback(ip: IpAddr) -> bool {
 /// Accepts forever, one task per connection, each in a place
 /// ([`places`]): at most `max_connections` at once, the oldest waiting one
 /// giving way to a newcomer when all are taken.
-async fn serve_forever(listener: TcpListener, registry: Arc<Published>, options: AdminOptions) {
+async fn serve_forever(
+    listener: TcpListener,
+    (registry, operator): (Arc<Published>, Arc<Operator>),
+    options: AdminOptions,
+) {
     let sampled = registry.clone();
     spawn_task(async move {
         let mut every = time::interval(SAMPLE_EVERY);
@@ -286,9 +295,10 @@ async fn serve_forever(listener: TcpListener, registry: Arc<Published>, options:
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let (place, give_way) = places.take().await;
-                let registry = registry.clone();
+                let (registry, operator) = (registry.clone(), operator.clone());
                 spawn_task(async move {
-                    connection::serve(stream, peer, &registry, &options, place, give_way).await;
+                    let operating = (&*registry, &*operator);
+                    connection::serve(stream, peer, operating, &options, place, give_way).await;
                 });
             }
             Err(e) => {
