@@ -1122,7 +1122,8 @@ backend redis
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
                  which takes maxconn, workers, grace, shutdown-delay, admin, access-log, \
-                 log-format, log, log-tag, log-send-hostname, timeout, upgrade-socket, user and \
+                 log-format, log, log-tag, log-send-hostname, timeout, admin-socket, \
+                 admin-token-file, admin-allow, server-state-file, upgrade-socket, user and \
                  resolve-interval",
             ),
             (
