@@ -51,7 +51,7 @@ pub fn main(words: &[String]) -> i32 {
             0
         }
         Ok(answer) => {
-            eprint!("proxy ctl: {} {}", answer.status, answer.text);
+            eprint!("proxy ctl: {}", answer.text);
             1
         }
         Err(e) => {
