@@ -51,7 +51,9 @@ struct Ledger(Mutex<HashMap<String, Vec<String>>>);
 impl Ledger {
     fn record(&self, server: &str, id: &str) {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.entry(server.to_string()).or_default().push(id.to_string());
+        map.entry(server.to_string())
+            .or_default()
+            .push(id.to_string());
     }
 
     fn ids(&self, server: &str) -> Vec<String> {
@@ -60,7 +62,10 @@ impl Ledger {
     }
 
     fn count(&self, server: &str, prefix: &str) -> usize {
-        self.ids(server).iter().filter(|id| id.starts_with(prefix)).count()
+        self.ids(server)
+            .iter()
+            .filter(|id| id.starts_with(prefix))
+            .count()
     }
 }
 
@@ -180,14 +185,22 @@ impl Proxy {
 fn on_socket(path: &Path, line: &str) -> String {
     let mut stream = UnixStream::connect(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     stream.set_read_timeout(Some(SOON)).expect("timeout");
-    stream.write_all(format!("{line}\n").as_bytes()).expect("send");
+    stream
+        .write_all(format!("{line}\n").as_bytes())
+        .expect("send");
     let mut answer = String::new();
     stream.read_to_string(&mut answer).expect("the answer");
     answer
 }
 
 /// An HTTP exchange with the admin endpoint: status and body.
-fn http(admin: SocketAddr, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+fn http(
+    admin: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {}\r\n\r\n{body}",
@@ -203,7 +216,11 @@ fn raw_http(admin: SocketAddr, request: &[u8]) -> (u16, String) {
     stream.read_to_end(&mut bytes).expect("the answer");
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").expect("a head");
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
     (status, body.to_string())
 }
 
@@ -240,11 +257,17 @@ fn ctl(args: &[&str]) -> (i32, String, String) {
 fn one_shot(web: SocketAddr, id: &str) -> Result<String, String> {
     let mut stream = TcpStream::connect_timeout(&web, SOON).map_err(|e| format!("connect: {e}"))?;
     set_timeouts(&stream, SOON);
-    stream.write_all(format!("{id}\n").as_bytes()).map_err(|e| format!("send: {e}"))?;
+    stream
+        .write_all(format!("{id}\n").as_bytes())
+        .map_err(|e| format!("send: {e}"))?;
     let name = read_line(&mut stream).map_err(|e| format!("name: {e}"))?;
-    stream.shutdown(Shutdown::Write).map_err(|e| format!("shutdown: {e}"))?;
+    stream
+        .shutdown(Shutdown::Write)
+        .map_err(|e| format!("shutdown: {e}"))?;
     let mut rest = Vec::new();
-    stream.read_to_end(&mut rest).map_err(|e| format!("end: {e}"))?;
+    stream
+        .read_to_end(&mut rest)
+        .map_err(|e| format!("end: {e}"))?;
     Ok(String::from_utf8_lossy(&name).trim().to_string())
 }
 
@@ -260,7 +283,9 @@ struct Held {
 impl Held {
     fn open(web: SocketAddr, id: &str, seed: u64) -> Held {
         let mut stream = connect(web);
-        stream.write_all(format!("{id}\n").as_bytes()).expect("send the id");
+        stream
+            .write_all(format!("{id}\n").as_bytes())
+            .expect("send the id");
         let name = read_line(&mut stream).expect("the server's name");
         Held {
             server: String::from_utf8_lossy(&name).trim().to_string(),
@@ -286,7 +311,9 @@ impl Held {
     fn finish(mut self) {
         self.stream.shutdown(Shutdown::Write).expect("FIN");
         let mut rest = Vec::new();
-        self.stream.read_to_end(&mut rest).expect("the server's FIN");
+        self.stream
+            .read_to_end(&mut rest)
+            .expect("the server's FIN");
         assert!(rest.is_empty(), "nothing after the echo");
     }
 }
@@ -326,7 +353,9 @@ fn load(
                     let id = format!("load-{t}-{n}");
                     let started = Instant::now();
                     let server = one_shot(web, &id).unwrap_or_else(|e| panic!("{id}: {e}"));
-                    log.lock().unwrap_or_else(PoisonError::into_inner).push((started, id, server));
+                    log.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((started, id, server));
                     done.fetch_add(1, Ordering::SeqCst);
                 }
             });
@@ -347,26 +376,44 @@ fn a_drained_server_gets_no_new_connection_and_its_open_ones_finish() {
     let lab = Lab::new("drain", &pool, "");
     let proxy = lab.start(&[]);
     let mut held = hold(proxy.web, &["s1", "s2"], 2);
-    let (stop, done, log) = (AtomicBool::new(false), AtomicU64::new(0), Mutex::new(Vec::new()));
+    let (stop, done, log) = (
+        AtomicBool::new(false),
+        AtomicU64::new(0),
+        Mutex::new(Vec::new()),
+    );
     let drained_at = thread::scope(|s| {
         s.spawn(|| load(proxy.web, 4, &stop, &done, &log));
-        assert!(wait_until(SOON, || done.load(Ordering::SeqCst) >= 300), "load runs");
+        assert!(
+            wait_until(SOON, || done.load(Ordering::SeqCst) >= 300),
+            "load runs"
+        );
         let answer = on_socket(&lab.socket(), "set server web/s1 state drain");
         let at = Instant::now();
         assert_eq!(answer, "web/s1: state drain (was ready)\n");
         let after = done.load(Ordering::SeqCst);
-        assert!(wait_until(SOON, || done.load(Ordering::SeqCst) >= after + 600), "load goes on");
+        assert!(
+            wait_until(SOON, || done.load(Ordering::SeqCst) >= after + 600),
+            "load goes on"
+        );
         stop.store(true, Ordering::SeqCst);
         at
     });
     for h in &mut held {
-        h.exchange().unwrap_or_else(|e| panic!("held on {}: {e}", h.server));
+        h.exchange()
+            .unwrap_or_else(|e| panic!("held on {}: {e}", h.server));
     }
     let on_s1: std::collections::HashSet<String> = pool.ledger.ids("s1").into_iter().collect();
     let log = log.into_inner().unwrap_or_else(PoisonError::into_inner);
     let (before, after): (Vec<_>, Vec<_>) = log.iter().partition(|(t, _, _)| *t < drained_at);
-    let late: Vec<_> = after.iter().filter(|(_, id, _)| on_s1.contains(id)).collect();
-    assert!(late.is_empty(), "{} connections begun after the drain reached s1", late.len());
+    let late: Vec<_> = after
+        .iter()
+        .filter(|(_, id, _)| on_s1.contains(id))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{} connections begun after the drain reached s1",
+        late.len()
+    );
     let s1_before = before.iter().filter(|(_, _, s)| s == "s1").count();
     eprintln!(
         "drain: {} connections before the answer ({s1_before} on s1), {} after (0 on s1: \
@@ -382,9 +429,19 @@ fn a_drained_server_gets_no_new_connection_and_its_open_ones_finish() {
     }
     let (status, metrics) = http(proxy.admin, "GET", "/metrics", None, "");
     assert_eq!(status, 200);
-    let gauge = |name: &str| metrics.lines().any(|l| l.starts_with(name) && l.contains("server=\"s1\"") && l.ends_with(" 1"));
-    assert!(gauge("proxy_server_admin_state{") && metrics.contains("state=\"drain\"} 1"), "{metrics}");
-    assert!(gauge("proxy_backend_up{"), "drained is still up by its health");
+    let gauge = |name: &str| {
+        metrics
+            .lines()
+            .any(|l| l.starts_with(name) && l.contains("server=\"s1\"") && l.ends_with(" 1"))
+    };
+    assert!(
+        gauge("proxy_server_admin_state{") && metrics.contains("state=\"drain\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        gauge("proxy_backend_up{"),
+        "drained is still up by its health"
+    );
     stop_cleanly(proxy.process);
 }
 
@@ -397,7 +454,13 @@ fn maint_with_shutdown_sessions_resets_exactly_that_servers_sessions() {
     let proxy = lab.start(&[]);
     let held = hold(proxy.web, &["s1", "s2"], 3);
     let socket = lab.socket().display().to_string();
-    let (code, out, err) = ctl(&["--socket", &socket, "maint", "web/s1", "--shutdown-sessions"]);
+    let (code, out, err) = ctl(&[
+        "--socket",
+        &socket,
+        "maint",
+        "web/s1",
+        "--shutdown-sessions",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "web/s1: state maint (was ready), its sessions cut");
     let (mut cut, mut kept) = (0, 0);
@@ -406,7 +469,10 @@ fn maint_with_shutdown_sessions_resets_exactly_that_servers_sessions() {
             "s1" => {
                 let mut byte = [0u8; 1];
                 let read = h.stream.read(&mut byte);
-                assert_eq!(read.map_err(|e| e.kind()).err(), Some(ErrorKind::ConnectionReset));
+                assert_eq!(
+                    read.map_err(|e| e.kind()).err(),
+                    Some(ErrorKind::ConnectionReset)
+                );
                 cut += 1;
             }
             _ => {
@@ -429,10 +495,15 @@ fn maint_with_shutdown_sessions_resets_exactly_that_servers_sessions() {
         said(&proxy.process)
     );
     assert_eq!(killed(&proxy.process, "s2"), 0);
-    eprintln!("maint + shutdown-sessions: {cut} sessions of s1 reset and logged KD, {kept} of s2 kept");
+    eprintln!(
+        "maint + shutdown-sessions: {cut} sessions of s1 reset and logged KD, {kept} of s2 kept"
+    );
     // New connections all go to s2.
     for n in 0..20 {
-        assert_eq!(one_shot(proxy.web, &format!("after-{n}")).as_deref(), Ok("s2"));
+        assert_eq!(
+            one_shot(proxy.web, &format!("after-{n}")).as_deref(),
+            Ok("s2")
+        );
     }
     stop_cleanly(proxy.process);
 }
@@ -444,7 +515,13 @@ fn weights_1_to_3_split_4000_connections() {
     let pool = Pool::new(&["s1", "s2"]);
     let lab = Lab::new("weights", &pool, "");
     let proxy = lab.start(&[]);
-    let (status, body) = http(proxy.admin, "POST", "/servers/web/s2/weight", Some(TOKEN), "3");
+    let (status, body) = http(
+        proxy.admin,
+        "POST",
+        "/servers/web/s2/weight",
+        Some(TOKEN),
+        "3",
+    );
     assert_eq!((status, body.as_str()), (200, "web/s2: weight 3 (was 1)\n"));
     let next = AtomicU64::new(0);
     thread::scope(|s| {
@@ -463,10 +540,17 @@ fn weights_1_to_3_split_4000_connections() {
     let (s1, s2) = (pool.ledger.count("s1", "w-"), pool.ledger.count("s2", "w-"));
     eprintln!("weights 1:3: s1 {s1}, s2 {s2} of 4000");
     assert_eq!(s1 + s2, 4000);
-    assert!(s1.abs_diff(1000) <= 50 && s2.abs_diff(3000) <= 150, "s1 {s1}, s2 {s2}");
+    assert!(
+        s1.abs_diff(1000) <= 50 && s2.abs_diff(3000) <= 150,
+        "s1 {s1}, s2 {s2}"
+    );
     let (_, metrics) = http(proxy.admin, "GET", "/metrics", None, "");
     assert!(
-        metrics.lines().any(|l| l.starts_with("proxy_server_weight{") && l.contains("server=\"s2\"") && l.ends_with(" 3")),
+        metrics
+            .lines()
+            .any(|l| l.starts_with("proxy_server_weight{")
+                && l.contains("server=\"s2\"")
+                && l.ends_with(" 3")),
         "{metrics}"
     );
     stop_cleanly(proxy.process);
@@ -482,36 +566,114 @@ fn an_action_without_the_socket_or_the_token_is_refused_and_changes_nothing() {
     let before = on_socket(&lab.socket(), "show servers state");
     // A slow client holds its own connection only.
     let mut slow = connect(proxy.admin);
-    slow.write_all(b"POST /servers/web/s1/state HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\ndr")
-        .expect("half a request");
+    slow.write_all(
+        b"POST /servers/web/s1/state HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\ndr",
+    )
+    .expect("half a request");
     let refused = [
         http(proxy.admin, "POST", "/servers/web/s1/state", None, "maint"),
-        http(proxy.admin, "POST", "/servers/web/s1/state", Some("0123456789abcdef0123456789abcdeX"), "maint"),
+        http(
+            proxy.admin,
+            "POST",
+            "/servers/web/s1/state",
+            Some("0123456789abcdef0123456789abcdeX"),
+            "maint",
+        ),
         http(proxy.admin, "POST", "/servers/web/s1/weight", Some(""), "0"),
-        http(proxy.admin, "POST", "/servers/web/s1/shutdown-sessions", None, ""),
+        http(
+            proxy.admin,
+            "POST",
+            "/servers/web/s1/shutdown-sessions",
+            None,
+            "",
+        ),
     ];
     for (status, body) in &refused {
         assert_eq!(*status, 403, "{body}");
         assert!(body.starts_with("forbidden: "), "{body}");
     }
     let junk = [
-        (http(proxy.admin, "POST", "/servers/web/s1/state", Some(TOKEN), "sideways"), 400),
-        (http(proxy.admin, "POST", "/servers/web/s1/weight", Some(TOKEN), "257"), 400),
-        (http(proxy.admin, "POST", "/servers/web/s9/weight", Some(TOKEN), "2"), 404),
-        (http(proxy.admin, "POST", "/servers/web/s1/weight", Some(TOKEN), &"9".repeat(2000)), 413),
-        (http(proxy.admin, "PUT", "/servers/web/s1/weight", Some(TOKEN), "2"), 405),
+        (
+            http(
+                proxy.admin,
+                "POST",
+                "/servers/web/s1/state",
+                Some(TOKEN),
+                "sideways",
+            ),
+            400,
+        ),
+        (
+            http(
+                proxy.admin,
+                "POST",
+                "/servers/web/s1/weight",
+                Some(TOKEN),
+                "257",
+            ),
+            400,
+        ),
+        (
+            http(
+                proxy.admin,
+                "POST",
+                "/servers/web/s9/weight",
+                Some(TOKEN),
+                "2",
+            ),
+            404,
+        ),
+        (
+            http(
+                proxy.admin,
+                "POST",
+                "/servers/web/s1/weight",
+                Some(TOKEN),
+                &"9".repeat(2000),
+            ),
+            413,
+        ),
+        (
+            http(
+                proxy.admin,
+                "PUT",
+                "/servers/web/s1/weight",
+                Some(TOKEN),
+                "2",
+            ),
+            405,
+        ),
     ];
     for ((status, body), want) in &junk {
         assert_eq!(status, want, "{body}");
     }
-    assert!(junk[2].0.1.contains("did you mean 's1'?"), "{}", junk[2].0.1);
-    assert_eq!(http(proxy.admin, "GET", "/metrics", None, "").0, 200, "views need no token");
-    assert_eq!(on_socket(&lab.socket(), "show servers state"), before, "nothing changed");
+    assert!(
+        junk[2].0.1.contains("did you mean 's1'?"),
+        "{}",
+        junk[2].0.1
+    );
+    assert_eq!(
+        http(proxy.admin, "GET", "/metrics", None, "").0,
+        200,
+        "views need no token"
+    );
+    assert_eq!(
+        on_socket(&lab.socket(), "show servers state"),
+        before,
+        "nothing changed"
+    );
     let mut answer = String::new();
-    slow.read_to_string(&mut answer).expect("the slow one's answer");
-    assert!(answer.starts_with("HTTP/1.1 408 "), "its body came too late: {answer}");
+    slow.read_to_string(&mut answer)
+        .expect("the slow one's answer");
+    assert!(
+        answer.starts_with("HTTP/1.1 408 "),
+        "its body came too late: {answer}"
+    );
     assert_eq!(one_shot(proxy.web, "probe").map(|_| ()), Ok(()));
-    let mode = std::fs::metadata(lab.socket()).expect("socket").permissions().mode();
+    let mode = std::fs::metadata(lab.socket())
+        .expect("socket")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
     stop_cleanly(proxy.process);
 }
@@ -526,7 +688,10 @@ fn ctl_says_what_is_wrong_and_suggests_names() {
     let socket = lab.socket().display().to_string();
     let (code, _, err) = ctl(&["--socket", &socket, "drain", "web/ap1"]);
     assert_eq!(code, 1);
-    assert!(err.contains("no server 'ap1' in frontend 'web' (did you mean 'app1'?)"), "{err}");
+    assert!(
+        err.contains("no server 'ap1' in frontend 'web' (did you mean 'app1'?)"),
+        "{err}"
+    );
     let (code, _, err) = ctl(&["--socket", &socket, "drain", "webb/app1"]);
     assert_eq!(code, 1);
     assert!(err.contains("did you mean 'web'?"), "{err}");
@@ -545,8 +710,20 @@ fn ctl_says_what_is_wrong_and_suggests_names() {
     assert_eq!(code, 1);
     assert!(err.contains("forbidden: an action needs"), "{err}");
     let token = lab.file("admin.token").display().to_string();
-    let (code, out, err) = ctl(&["--admin", &admin, "--token-file", &token, "weight", "web/app2", "4"]);
-    assert_eq!((code, out.as_str()), (0, "web/app2: weight 4 (was 1)"), "{err}");
+    let (code, out, err) = ctl(&[
+        "--admin",
+        &admin,
+        "--token-file",
+        &token,
+        "weight",
+        "web/app2",
+        "4",
+    ]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "web/app2: weight 4 (was 1)"),
+        "{err}"
+    );
     let (code, out, _) = ctl(&["--socket", &socket, "show", "servers"]);
     assert_eq!(code, 0);
     assert!(out.contains("web web app2 ready 4 1 up"), "{out}");
@@ -578,7 +755,11 @@ fn states_survive_reload_upgrade_and_restart() {
     // A reload that changes a timeout and drops s3 for s4.
     let s4 = Pool::new(&["s4"]);
     let mut lines = pool.lines("");
-    lines = lines.lines().filter(|l| !l.contains(" s3 ")).map(|l| format!("{l}\n")).collect();
+    lines = lines
+        .lines()
+        .filter(|l| !l.contains(" s3 "))
+        .map(|l| format!("{l}\n"))
+        .collect();
     lines.push_str(&s4.lines(""));
     let text = format!(
         "global\n    workers 2\n    admin 127.0.0.1:0\n    admin-socket {}\n    admin-token-file {}\n{global}\n\
@@ -589,7 +770,10 @@ fn states_survive_reload_upgrade_and_restart() {
     lab.config.write(&text);
     first.process.signal(Signal::SIGHUP).expect("SIGHUP");
     let line = expect_log_within(&first.process, "reloaded ", SOON);
-    assert!(line.contains("web: changed (servers added: s4; removed: s3)"), "{line}");
+    assert!(
+        line.contains("web: changed (servers added: s4; removed: s3)"),
+        "{line}"
+    );
     assert_eq!(state_of(&socket, "s1"), "drain 1 1");
     assert_eq!(state_of(&socket, "s2"), "ready 3 1");
     assert_eq!(state_of(&socket, "s4"), "ready 1 1");
@@ -605,7 +789,11 @@ fn states_survive_reload_upgrade_and_restart() {
     // An upgrade: the new process takes the listeners and the states.
     let upgrade = lab.file("upgrade.sock").display().to_string();
     let second = lab.start(&["--upgrade-from", &upgrade]);
-    expect_log_within(&second.process, "upgrade: the admin state and weight of 3 of 3 servers kept", SOON);
+    expect_log_within(
+        &second.process,
+        "upgrade: the admin state and weight of 3 of 3 servers kept",
+        SOON,
+    );
     expect_log_within(&first.process, "took the listeners: stopping", SOON);
     assert_eq!(state_of(&socket, "s1"), "drain 1 1");
     assert_eq!(state_of(&socket, "s2"), "ready 3 1");
@@ -615,7 +803,11 @@ fn states_survive_reload_upgrade_and_restart() {
     let saved = std::fs::read_to_string(lab.file("servers.state")).expect("the state file");
     assert!(saved.contains("web web s1 drain 1 1"), "{saved}");
     let third = lab.start(&[]);
-    expect_log_within(&third.process, "server-state-file: the admin state and weight of 3 of 3", SOON);
+    expect_log_within(
+        &third.process,
+        "server-state-file: the admin state and weight of 3 of 3",
+        SOON,
+    );
     assert_eq!(state_of(&socket, "s1"), "drain 1 1");
     assert_eq!(state_of(&socket, "s2"), "ready 3 1");
     stop_cleanly(third.process);
@@ -626,7 +818,10 @@ fn states_survive_reload_upgrade_and_restart() {
 fn connections_of(metrics: &str, server: &str) -> u64 {
     metrics
         .lines()
-        .find(|l| l.starts_with("proxy_backend_connections_total{") && l.contains(&format!("server=\"{server}\"")))
+        .find(|l| {
+            l.starts_with("proxy_backend_connections_total{")
+                && l.contains(&format!("server=\"{server}\""))
+        })
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)

@@ -96,6 +96,7 @@ pub fn parse(words: &[String]) -> Result<Parsed, String> {
             other => rest.push(other),
         }
     }
+    let action = command(&rest)?;
     let via = match (socket, admin) {
         (Some(path), None) if token.is_none() => Via::Socket(path),
         (Some(_), None) => return Err("--token-file goes with --admin, not --socket".into()),
@@ -103,7 +104,6 @@ pub fn parse(words: &[String]) -> Result<Parsed, String> {
         (Some(_), Some(_)) => return Err("--socket or --admin, not both".into()),
         (None, None) => return Err("where is the proxy? give --socket PATH or --admin ADDR".into()),
     };
-    let action = command(&rest)?;
     Ok(Parsed::Run(Ctl { via, action }))
 }
 
@@ -158,11 +158,15 @@ mod tests {
         assert_eq!(ctl.via, Via::Socket("/s".into()));
         assert!(matches!(
             ctl.action,
-            Action::State { state: AdminState::Drain, shutdown: false, .. }
+            Action::State {
+                state: AdminState::Drain,
+                shutdown: false,
+                ..
+            }
         ));
-        let Ok(Parsed::Run(ctl)) =
-            parse(&words("--admin 127.0.0.1:9100 --token-file /t weight web/s1 3"))
-        else {
+        let Ok(Parsed::Run(ctl)) = parse(&words(
+            "--admin 127.0.0.1:9100 --token-file /t weight web/s1 3",
+        )) else {
             panic!("parses");
         };
         assert_eq!(
@@ -182,10 +186,14 @@ mod tests {
         let error = |line: &str| parse(&words(line)).expect_err(line);
         assert!(error("--socket /s drian web/s1").contains("did you mean 'drain'?"));
         assert!(error("drain web/s1").contains("--socket PATH or --admin ADDR"));
+        assert!(
+            error("drian web/s1").contains("did you mean 'drain'?"),
+            "the command first"
+        );
         assert!(error("--socket /s weight web/s1 300").contains("out of range"));
         assert!(error("--socket /s drain web").contains("FRONTEND/SERVER"));
         assert!(error("--admin localhost drain web/s1").contains("not an address"));
-        assert!(error("--socket /s --admin 127.0.0.1:1 show").contains("not both"));
+        assert!(error("--socket /s --admin 127.0.0.1:1 show servers").contains("not both"));
         assert!(error("--socket /s").contains("no command"));
         assert_eq!(parse(&words("--help")), Ok(Parsed::Help));
     }

@@ -70,9 +70,11 @@ pub fn request(action: &Action, token: Option<&str>) -> String {
             let body = format!("{}{option}", state.name());
             ("POST", format!("/servers/{target}/state"), body)
         }
-        Action::Weight { target, weight } => {
-            ("POST", format!("/servers/{target}/weight"), weight.to_string())
-        }
+        Action::Weight { target, weight } => (
+            "POST",
+            format!("/servers/{target}/weight"),
+            weight.to_string(),
+        ),
         Action::Shutdown { target } => (
             "POST",
             format!("/servers/{target}/shutdown-sessions"),
@@ -112,7 +114,12 @@ fn read_token(path: &Path) -> io::Result<String> {
 /// The status and body of an HTTP response.
 fn parse_response(bytes: &[u8]) -> io::Result<Answer> {
     let text = String::from_utf8_lossy(bytes);
-    let bad = || io::Error::new(io::ErrorKind::InvalidData, "the admin endpoint's answer is not HTTP");
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the admin endpoint's answer is not HTTP",
+        )
+    };
     let (head, body) = text.split_once("\r\n\r\n").ok_or_else(bad)?;
     let status = head
         .split(' ')
@@ -134,9 +141,20 @@ mod tests {
         let target = Target::parse("web/s1").expect("target");
         let actions = [
             Action::Show,
-            Action::State { target: target.clone(), state: AdminState::Maint, shutdown: true },
-            Action::State { target: target.clone(), state: AdminState::Drain, shutdown: false },
-            Action::Weight { target: target.clone(), weight: 3 },
+            Action::State {
+                target: target.clone(),
+                state: AdminState::Maint,
+                shutdown: true,
+            },
+            Action::State {
+                target: target.clone(),
+                state: AdminState::Drain,
+                shutdown: false,
+            },
+            Action::Weight {
+                target: target.clone(),
+                weight: 3,
+            },
             Action::Shutdown { target },
         ];
         for action in actions {

@@ -114,7 +114,11 @@ pub fn run(plan: &Plan) -> io::Result<()> {
         .map(|listener| start_admin(plan, listener, &control.operating(), control.upgradable))
         .transpose()?;
     control.admin_socket = match &plan.config.global.admin_socket {
-        Some(path) => Some(admin::socket::start(path, control.operating().0, control.operator.clone())?),
+        Some(path) => Some(admin::socket::start(
+            path,
+            control.operating().0,
+            control.operator.clone(),
+        )?),
         None => None,
     };
     let path = plan.config.global.upgrade_socket.as_deref();
@@ -520,6 +524,12 @@ impl Control {
         if handed_over {
             self.handed_over().await;
         } else {
+            // The servers' states, for the next start; a new process of an
+            // upgrade has its own file and socket from now on.
+            self.save_server_states("stop");
+            if let Some(socket) = &self.admin_socket {
+                socket.remove_if_ours();
+            }
             self.published.set_stopping(Stopping::Lameduck);
             shutdown::lameduck(&signals, self.shutdown_delay, &first, || self.dump(true)).await;
             for tx in &self.senders {
@@ -663,10 +673,6 @@ impl Control {
     /// write the buffered access-log lines; waits (a second at most) for
     /// every worker to say it did.
     async fn finish(&self, cut: bool) {
-        self.save_server_states("stop");
-        if let Some(socket) = &self.admin_socket {
-            socket.remove_if_ours();
-        }
         let mut answers = Vec::new();
         for tx in &self.senders {
             let (done, answer) = oneshot::channel();

@@ -179,9 +179,12 @@ fn admin_board(frontend: &Frontend, old: Option<&Shared>) -> AdminBoard {
     let before = old.board.admin();
     for (index, b) in frontend.backends.iter().enumerate() {
         let group = frontend.group_name_of(index);
-        let was = old.frontend.backends.iter().enumerate().position(|(i, o)| {
-            o.name == b.name && old.frontend.group_name_of(i) == group
-        });
+        let was = old
+            .frontend
+            .backends
+            .iter()
+            .enumerate()
+            .position(|(i, o)| o.name == b.name && old.frontend.group_name_of(i) == group);
         let Some(was) = was else {
             continue;
         };

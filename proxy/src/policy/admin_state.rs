@@ -271,7 +271,15 @@ mod tests {
         assert_eq!(board.weight(0), Some(256));
         assert_eq!(parse_weight("3"), Ok(3));
         assert_eq!(parse_weight(" 0 "), Ok(0));
-        for junk in ["", "-1", "3.5", "x", "0x10", "257", "99999999999999999999999"] {
+        for junk in [
+            "",
+            "-1",
+            "3.5",
+            "x",
+            "0x10",
+            "257",
+            "99999999999999999999999",
+        ] {
             assert!(parse_weight(junk).is_err(), "{junk:?}");
         }
     }

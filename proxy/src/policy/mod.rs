@@ -31,8 +31,8 @@
 //! says `balance leastconn` with [`balance::Algorithm`]), never the reverse.
 
 pub mod acl;
-pub mod admin_state;
 pub mod address;
+pub mod admin_state;
 pub mod agent_state;
 pub mod balance;
 pub mod check;

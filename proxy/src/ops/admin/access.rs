@@ -106,9 +106,17 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// trailing newline; refused if empty, shorter than [`MIN_TOKEN`], or
 /// readable by others than its owner and group.
 pub fn read_token(path: &Path) -> io::Result<Vec<u8>> {
-    let what = |e: String| io::Error::new(io::ErrorKind::InvalidData, format!("admin-token-file {}: {e}", path.display()));
+    let what = |e: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("admin-token-file {}: {e}", path.display()),
+        )
+    };
     let bytes = fs::read(path).map_err(|e| {
-        io::Error::new(e.kind(), format!("admin-token-file {}: {e}", path.display()))
+        io::Error::new(
+            e.kind(),
+            format!("admin-token-file {}: {e}", path.display()),
+        )
     })?;
     let token = bytes.trim_ascii_end();
     if token.len() < MIN_TOKEN {

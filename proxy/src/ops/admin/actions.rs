@@ -245,9 +245,7 @@ fn parse_shutdown_option(rest: &[&str]) -> Result<bool, Answer> {
 pub fn perform(action: &Action, registry: &Registry) -> Answer {
     match action {
         Action::Help => Answer::new(200, HELP),
-        Action::Show => {
-            Answer::new(200, server_state::render(&server_state::lines(registry)))
-        }
+        Action::Show => Answer::new(200, server_state::render(&server_state::lines(registry))),
         Action::State {
             target,
             state,
@@ -259,7 +257,11 @@ pub fn perform(action: &Action, registry: &Registry) -> Answer {
                 board.shutdown_sessions(index);
             }
             let cut = if *shutdown { ", its sessions cut" } else { "" };
-            format!("{target}: state {} (was {}){cut}", state.name(), before.name())
+            format!(
+                "{target}: state {} (was {}){cut}",
+                state.name(),
+                before.name()
+            )
         }),
         Action::Weight { target, weight } => with_server(registry, target, |board, index| {
             let before = board.admin().weight(index).unwrap_or(0);
@@ -323,7 +325,7 @@ fn with_server(
 mod tests {
     use super::*;
     use crate::ops::metrics::counters::FrontendCounters;
-use crate::ops::metrics::exposition::{FrontendParts, ServerLabels};
+    use crate::ops::metrics::exposition::{FrontendParts, ServerLabels};
     use crate::policy::admin_state::AdminBoard;
     use crate::policy::health::HealthBoard;
     use std::net::SocketAddr;
@@ -344,13 +346,36 @@ use crate::ops::metrics::exposition::{FrontendParts, ServerLabels};
             shutdown,
         };
         let cases = [
-            ("set server web/s1 state drain", state(AdminState::Drain, false)),
-            ("  set server web/s1 state maint shutdown-sessions\r", state(AdminState::Maint, true)),
+            (
+                "set server web/s1 state drain",
+                state(AdminState::Drain, false),
+            ),
+            (
+                "  set server web/s1 state maint shutdown-sessions\r",
+                state(AdminState::Maint, true),
+            ),
             ("disable server web/s1", state(AdminState::Maint, false)),
             ("enable server web/s1", state(AdminState::Ready, false)),
-            ("set weight web/s1 3", Action::Weight { target: target("web", "s1"), weight: 3 }),
-            ("set server web/s1 weight 0", Action::Weight { target: target("web", "s1"), weight: 0 }),
-            ("shutdown sessions server web/s1", Action::Shutdown { target: target("web", "s1") }),
+            (
+                "set weight web/s1 3",
+                Action::Weight {
+                    target: target("web", "s1"),
+                    weight: 3,
+                },
+            ),
+            (
+                "set server web/s1 weight 0",
+                Action::Weight {
+                    target: target("web", "s1"),
+                    weight: 0,
+                },
+            ),
+            (
+                "shutdown sessions server web/s1",
+                Action::Shutdown {
+                    target: target("web", "s1"),
+                },
+            ),
             ("show servers state", Action::Show),
             ("help", Action::Help),
         ];
@@ -382,26 +407,43 @@ use crate::ops::metrics::exposition::{FrontendParts, ServerLabels};
             state: AdminState::Drain,
             shutdown: false,
         };
-        assert_eq!(parse_http("POST", "/servers/web/s1/state", "drain\n"), Some(Ok(drain)));
+        assert_eq!(
+            parse_http("POST", "/servers/web/s1/state", "drain\n"),
+            Some(Ok(drain))
+        );
         assert_eq!(
             parse_http("POST", "/servers/web/s1/weight", "3"),
-            Some(Ok(Action::Weight { target: target("web", "s1"), weight: 3 }))
+            Some(Ok(Action::Weight {
+                target: target("web", "s1"),
+                weight: 3
+            }))
         );
         assert_eq!(
             parse_http("POST", "/servers/web/s1/shutdown-sessions", ""),
-            Some(Ok(Action::Shutdown { target: target("web", "s1") }))
+            Some(Ok(Action::Shutdown {
+                target: target("web", "s1")
+            }))
         );
-        assert_eq!(parse_http("GET", "/servers/state", ""), Some(Ok(Action::Show)));
+        assert_eq!(
+            parse_http("GET", "/servers/state", ""),
+            Some(Ok(Action::Show))
+        );
         assert_eq!(parse_http("GET", "/metrics", ""), None);
         let status = |m, p, b| parse_http(m, p, b).and_then(Result::err).map(|a| a.status);
         assert_eq!(status("GET", "/servers/web/s1/state", ""), Some(405));
-        assert_eq!(status("POST", "/servers/web/s1/state", "sideways"), Some(400));
+        assert_eq!(
+            status("POST", "/servers/web/s1/state", "sideways"),
+            Some(400)
+        );
         assert_eq!(status("POST", "/servers/web/s1/state", ""), Some(400));
         assert_eq!(status("POST", "/servers/web/s1/weight", "x"), Some(400));
         assert_eq!(status("POST", "/servers/web/s1/weight", "1000"), Some(400));
         assert_eq!(status("POST", "/servers/web/s1/wieght", "1"), Some(404));
         assert_eq!(status("POST", "/servers/web", ""), Some(404));
-        assert_eq!(status("POST", "/servers/web/s1/shutdown-sessions", "x"), Some(400));
+        assert_eq!(
+            status("POST", "/servers/web/s1/shutdown-sessions", "x"),
+            Some(400)
+        );
     }
 
     fn registry() -> Arc<Registry> {
@@ -441,16 +483,30 @@ use crate::ops::metrics::exposition::{FrontendParts, ServerLabels};
 
         let unknown = perform(&parse_command("set weight web/s3 1").expect("p"), &registry);
         assert_eq!(unknown.status, 404);
-        assert!(unknown.text.contains("did you mean 's1'?"), "{}", unknown.text);
-        let frontend = perform(&parse_command("set weight webb/s1 1").expect("p"), &registry);
+        assert!(
+            unknown.text.contains("did you mean 's1'?"),
+            "{}",
+            unknown.text
+        );
+        let frontend = perform(
+            &parse_command("set weight webb/s1 1").expect("p"),
+            &registry,
+        );
         assert_eq!(frontend.status, 404);
-        assert!(frontend.text.contains("did you mean 'web'?"), "{}", frontend.text);
+        assert!(
+            frontend.text.contains("did you mean 'web'?"),
+            "{}",
+            frontend.text
+        );
         assert_eq!(board.admin().weight(0), Some(5), "nothing changed");
 
         let show = perform(&Action::Show, &registry);
         assert_eq!(
             show.text,
-            format!("{}\nweb web s1 ready 5 1 up\nweb web s2 drain 1 1 up\n", server_state::HEADER)
+            format!(
+                "{}\nweb web s1 ready 5 1 up\nweb web s2 drain 1 1 up\n",
+                server_state::HEADER
+            )
         );
     }
 }

@@ -1,6 +1,6 @@
 //! An action over HTTP: its body read (a `Content-Length` of at most
 //! [`MAX_BODY`] bytes, within the request deadline), who may act checked
-//! ([`access`](super::access)), then carried out ([`actions`](super::actions))
+//! ([`access`](super::access) says), then carried out ([`super::actions`])
 //! and the state file written, if there is one.
 //!
 //! ```text
@@ -95,7 +95,10 @@ pub(super) async fn answer(
     };
     if action.changes() {
         if let Err(refused) = operator.access.may_act(header(head, "authorization")) {
-            crate::warn!("admin: {method} {path} refused: {}", refused.reason().trim_end());
+            crate::warn!(
+                "admin: {method} {path} refused: {}",
+                refused.reason().trim_end()
+            );
             return Response::text(403, refused.reason());
         }
     }
@@ -109,7 +112,10 @@ pub(super) async fn answer(
 /// it came with the head).
 async fn read_body(head: &[u8], early: &[u8], stream: &TcpStream) -> Result<String, Response> {
     if header(head, "transfer-encoding").is_some() {
-        return Err(Response::text(411, "send the body with a Content-Length, not chunked\n"));
+        return Err(Response::text(
+            411,
+            "send the body with a Content-Length, not chunked\n",
+        ));
     }
     let length = match header(head, "content-length").map(str::parse::<usize>) {
         None => 0,
@@ -120,14 +126,24 @@ async fn read_body(head: &[u8], early: &[u8], stream: &TcpStream) -> Result<Stri
                 format!("a body of {n} bytes; an action's body is at most {MAX_BODY}\n"),
             ));
         }
-        Some(Err(_)) => return Err(Response::text(400, "bad request: a malformed Content-Length\n")),
+        Some(Err(_)) => {
+            return Err(Response::text(
+                400,
+                "bad request: a malformed Content-Length\n",
+            ));
+        }
     };
-    let mut body = early.get(..length.min(early.len())).unwrap_or_default().to_vec();
+    let mut body = early
+        .get(..length.min(early.len()))
+        .unwrap_or_default()
+        .to_vec();
     let mut chunk = [0u8; MAX_BODY];
     while body.len() < length {
         let want = length - body.len();
         match stream.read(&mut chunk[..want]).await {
-            Ok(0) | Err(_) => return Err(Response::text(400, "bad request: the body ended early\n")),
+            Ok(0) | Err(_) => {
+                return Err(Response::text(400, "bad request: the body ended early\n"));
+            }
             Ok(n) => body.extend_from_slice(&chunk[..n]),
         }
     }

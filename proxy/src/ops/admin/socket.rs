@@ -79,9 +79,8 @@ pub fn start(
     registry: Arc<Published>,
     operator: Arc<Operator>,
 ) -> io::Result<AdminSocket> {
-    let what = |e: io::Error| {
-        io::Error::new(e.kind(), format!("admin-socket {}: {e}", path.display()))
-    };
+    let what =
+        |e: io::Error| io::Error::new(e.kind(), format!("admin-socket {}: {e}", path.display()));
     if let Ok(meta) = fs::symlink_metadata(path) {
         if !std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) {
             return Err(what(io::Error::new(
@@ -171,7 +170,12 @@ fn read_line(stream: &mut UnixStream) -> Result<String, Answer> {
         match stream.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => line.extend_from_slice(&chunk[..n]),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 return Err(Answer::new(408, "no command line within 1s"));
             }
             Err(e) => return Err(Answer::new(400, format!("reading the command: {e}"))),
@@ -181,7 +185,10 @@ fn read_line(stream: &mut UnixStream) -> Result<String, Answer> {
             break;
         }
         if line.len() > MAX_LINE {
-            return Err(Answer::new(413, format!("a command is at most {MAX_LINE} bytes")));
+            return Err(Answer::new(
+                413,
+                format!("a command is at most {MAX_LINE} bytes"),
+            ));
         }
     }
     String::from_utf8(line).map_err(|_| Answer::new(400, "a command is text"))
@@ -195,7 +202,10 @@ fn check_peer(stream: &UnixStream) -> io::Result<()> {
         true => Ok(()),
         false => Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
-            format!("a client of uid {uid} (pid {}) refused: only uid {ours} or root", creds.pid()),
+            format!(
+                "a client of uid {uid} (pid {}) refused: only uid {ours} or root",
+                creds.pid()
+            ),
         )),
     }
 }
@@ -209,7 +219,9 @@ mod tests {
 
     fn ask(path: &Path, line: &[u8]) -> String {
         let mut stream = UnixStream::connect(path).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
         stream.write_all(line).expect("send");
         let mut answer = String::new();
         stream.read_to_string(&mut answer).expect("answer");

@@ -492,7 +492,8 @@ impl Registry {
             }
         }
         let name = "proxy_server_weight";
-        let help = "A server's weight (0 to 256): its configured one, or the operator's (set weight).";
+        let help =
+            "A server's weight (0 to 256): its configured one, or the operator's (set weight).";
         out.family(name, Kind::Gauge, help);
         for (f, b, labels) in backends {
             let frontend = &self.frontends[*f];

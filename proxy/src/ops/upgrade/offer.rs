@@ -37,8 +37,8 @@ use runtime::fd_passing::MAX_FDS;
 use super::hand::{self, Outbound};
 use super::progress::{self, Tally, Way};
 use super::socket::{Endpoint, SocketFile};
-use crate::ops::server_state::ServerLine;
 use super::wire::{BackendStanding, Message, PARCEL_VERSION, Tag, Totals, VERSION};
+use crate::ops::server_state::ServerLine;
 
 /// How long each step of a session may take while the new process only
 /// reads and writes messages.

@@ -17,8 +17,8 @@ use std::thread::{self, JoinHandle};
 use super::adopt::{Arrival, adopt_connections};
 use super::progress::{self, Tally, Way};
 use super::socket::Endpoint;
-use crate::ops::server_state::ServerLine;
 use super::wire::{BackendStanding, Fate, Message, PARCEL_VERSION, Tag, Totals, VERSION};
+use crate::ops::server_state::ServerLine;
 
 /// How long the old process may take to answer each message.
 const STEP: Duration = Duration::from_secs(10);
