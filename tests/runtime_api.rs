@@ -46,9 +46,9 @@ const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 /// The ids each server was reached by, in the order they came.
 #[derive(Default)]
-struct Ledger(Mutex<HashMap<String, Vec<String>>>);
+struct Guestbook(Mutex<HashMap<String, Vec<String>>>);
 
-impl Ledger {
+impl Guestbook {
     fn record(&self, server: &str, id: &str) {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         map.entry(server.to_string())
@@ -69,30 +69,30 @@ impl Ledger {
     }
 }
 
-/// Backends named `names`, recording in one ledger.
-struct Pool {
-    ledger: Arc<Ledger>,
+/// Backends named `names`, recording in one guestbook.
+struct Servers {
+    guestbook: Arc<Guestbook>,
     servers: Vec<(String, StdBackend)>,
 }
 
-impl Pool {
-    fn new(names: &[&str]) -> Pool {
-        let ledger = Arc::new(Ledger::default());
+impl Servers {
+    fn new(names: &[&str]) -> Servers {
+        let guestbook = Arc::new(Guestbook::default());
         let servers = names
             .iter()
             .map(|&name| {
-                let (ledger, me) = (ledger.clone(), name.to_string());
+                let (guestbook, me) = (guestbook.clone(), name.to_string());
                 let backend = StdBackend::start(move |mut stream: TcpStream| {
                     let id = read_line(&mut stream)?;
                     let id = String::from_utf8_lossy(&id).trim().to_string();
-                    ledger.record(&me, &id);
+                    guestbook.record(&me, &id);
                     stream.write_all(format!("{me}\n").as_bytes())?;
                     common::echo(stream)
                 });
                 (name.to_string(), backend)
             })
             .collect();
-        Pool { ledger, servers }
+        Servers { guestbook, servers }
     }
 
     /// `backend NAME ADDR` lines, in order, each with `extra`.
@@ -114,13 +114,13 @@ struct Lab {
 }
 
 impl Lab {
-    fn new(name: &str, pool: &Pool, global_extra: &str) -> Lab {
+    fn new(name: &str, pool: &Servers, backend_extra: &str) -> Lab {
         let config = ConfigFile::new(name, "");
         let lab = Lab { config };
         let token = lab.file("admin.token");
         std::fs::write(&token, format!("{TOKEN}\n")).expect("the token file");
         std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).expect("0600");
-        lab.write(pool, global_extra, "");
+        lab.write(pool, "", backend_extra);
         lab
     }
 
@@ -133,15 +133,15 @@ impl Lab {
     }
 
     /// Writes the config: two workers, the admin endpoint, socket and
-    /// token, `global_extra`, and frontend `web` with `pool`'s servers.
-    fn write(&self, pool: &Pool, global_extra: &str, frontend_extra: &str) {
+    /// token, `global_extra`, and frontend `web` with `pool`'s servers,
+    /// each line ending with `backend_extra`.
+    fn write(&self, pool: &Servers, global_extra: &str, backend_extra: &str) {
         let text = format!(
             "global\n    workers 2\n    admin 127.0.0.1:0\n    admin-socket {}\n    \
-             admin-token-file {}\n{global_extra}\nfrontend web\n    listen 127.0.0.1:0\n\
-             {frontend_extra}{}",
+             admin-token-file {}\n{global_extra}\nfrontend web\n    listen 127.0.0.1:0\n{}",
             self.socket().display(),
             self.file("admin.token").display(),
-            pool.lines(""),
+            pool.lines(backend_extra),
         );
         self.config.write(&text);
     }
@@ -273,21 +273,21 @@ fn one_shot(web: SocketAddr, id: &str) -> Result<String, String> {
 
 /// A held connection: its server, and the stream, checked byte-exact at
 /// each exchange.
-struct Held {
+struct LongConnection {
     server: String,
     stream: TcpStream,
     rng: Prng,
     sent: u64,
 }
 
-impl Held {
-    fn open(web: SocketAddr, id: &str, seed: u64) -> Held {
+impl LongConnection {
+    fn open(web: SocketAddr, id: &str, seed: u64) -> LongConnection {
         let mut stream = connect(web);
         stream
             .write_all(format!("{id}\n").as_bytes())
             .expect("send the id");
         let name = read_line(&mut stream).expect("the server's name");
-        Held {
+        LongConnection {
             server: String::from_utf8_lossy(&name).trim().to_string(),
             stream,
             rng: Prng::new(seed),
@@ -320,8 +320,8 @@ impl Held {
 
 /// Opens held connections until each server of `servers` holds at least
 /// `each` (at most 40 tries).
-fn hold(web: SocketAddr, servers: &[&str], each: usize) -> Vec<Held> {
-    let mut held: Vec<Held> = Vec::new();
+fn hold(web: SocketAddr, servers: &[&str], each: usize) -> Vec<LongConnection> {
+    let mut held: Vec<LongConnection> = Vec::new();
     for k in 0..40u64 {
         let enough = servers
             .iter()
@@ -329,7 +329,7 @@ fn hold(web: SocketAddr, servers: &[&str], each: usize) -> Vec<Held> {
         if enough {
             return held;
         }
-        held.push(Held::open(web, &format!("held-{k}"), k + 1));
+        held.push(LongConnection::open(web, &format!("held-{k}"), k + 1));
     }
     panic!("not {each} held connections on each of {servers:?} in 40 tries");
 }
@@ -372,7 +372,7 @@ fn load(
 // while s1's held connections go on and finish byte-exact.
 #[test]
 fn a_drained_server_gets_no_new_connection_and_its_open_ones_finish() {
-    let pool = Pool::new(&["s1", "s2"]);
+    let pool = Servers::new(&["s1", "s2"]);
     let lab = Lab::new("drain", &pool, "");
     let proxy = lab.start(&[]);
     let mut held = hold(proxy.web, &["s1", "s2"], 2);
@@ -402,7 +402,7 @@ fn a_drained_server_gets_no_new_connection_and_its_open_ones_finish() {
         h.exchange()
             .unwrap_or_else(|e| panic!("held on {}: {e}", h.server));
     }
-    let on_s1: std::collections::HashSet<String> = pool.ledger.ids("s1").into_iter().collect();
+    let on_s1: std::collections::HashSet<String> = pool.guestbook.ids("s1").into_iter().collect();
     let log = log.into_inner().unwrap_or_else(PoisonError::into_inner);
     let (before, after): (Vec<_>, Vec<_>) = log.iter().partition(|(t, _, _)| *t < drained_at);
     let late: Vec<_> = after
@@ -420,8 +420,8 @@ fn a_drained_server_gets_no_new_connection_and_its_open_ones_finish() {
          {} at the backend s1 in all, {} at s2)",
         before.len(),
         after.len(),
-        pool.ledger.count("s1", "load-"),
-        pool.ledger.count("s2", "load-"),
+        pool.guestbook.count("s1", "load-"),
+        pool.guestbook.count("s2", "load-"),
     );
     assert!(after.len() >= 600 && s1_before > 0);
     for h in held {
@@ -449,8 +449,8 @@ fn a_drained_server_gets_no_new_connection_and_its_open_ones_finish() {
 // connections are reset and logged KD; s2's go on byte-exact.
 #[test]
 fn maint_with_shutdown_sessions_resets_exactly_that_servers_sessions() {
-    let pool = Pool::new(&["s1", "s2"]);
-    let lab = Lab::new("maint", &pool, "");
+    let pool = Servers::new(&["s1", "s2"]);
+    let lab = Lab::new("maint", &pool, "check inter 100ms");
     let proxy = lab.start(&[]);
     let held = hold(proxy.web, &["s1", "s2"], 3);
     let socket = lab.socket().display().to_string();
@@ -498,6 +498,26 @@ fn maint_with_shutdown_sessions_resets_exactly_that_servers_sessions() {
     eprintln!(
         "maint + shutdown-sessions: {cut} sessions of s1 reset and logged KD, {kept} of s2 kept"
     );
+    // maint stops s1's checks: s2's go on meanwhile (at most one of s1's
+    // was under way when the order came).
+    let checks = |server: &str| {
+        let (_, metrics) = http(proxy.admin, "GET", "/metrics", None, "");
+        sample(&metrics, "proxy_backend_check_successes_total", server)
+    };
+    let (s1_before, s2_before) = (checks("s1"), checks("s2"));
+    assert!(
+        wait_until(SOON, || checks("s2") >= s2_before + 5),
+        "s2 is checked"
+    );
+    let s1_after = checks("s1");
+    assert!(
+        s1_after <= s1_before + 1,
+        "s1 in maint: checks {s1_before} then {s1_after}"
+    );
+    eprintln!(
+        "maint: s1's checks {s1_before} -> {s1_after} while s2's went {s2_before} -> {}",
+        checks("s2")
+    );
     // New connections all go to s2.
     for n in 0..20 {
         assert_eq!(
@@ -512,7 +532,7 @@ fn maint_with_shutdown_sessions_resets_exactly_that_servers_sessions() {
 // within 5 % of 1,000 and 3,000.
 #[test]
 fn weights_1_to_3_split_4000_connections() {
-    let pool = Pool::new(&["s1", "s2"]);
+    let pool = Servers::new(&["s1", "s2"]);
     let lab = Lab::new("weights", &pool, "");
     let proxy = lab.start(&[]);
     let (status, body) = http(
@@ -537,7 +557,10 @@ fn weights_1_to_3_split_4000_connections() {
             });
         }
     });
-    let (s1, s2) = (pool.ledger.count("s1", "w-"), pool.ledger.count("s2", "w-"));
+    let (s1, s2) = (
+        pool.guestbook.count("s1", "w-"),
+        pool.guestbook.count("s2", "w-"),
+    );
     eprintln!("weights 1:3: s1 {s1}, s2 {s2} of 4000");
     assert_eq!(s1 + s2, 4000);
     assert!(
@@ -560,7 +583,7 @@ fn weights_1_to_3_split_4000_connections() {
 // and changes nothing; a slow client holds nobody else.
 #[test]
 fn an_action_without_the_socket_or_the_token_is_refused_and_changes_nothing() {
-    let pool = Pool::new(&["s1", "s2"]);
+    let pool = Servers::new(&["s1", "s2"]);
     let lab = Lab::new("refused", &pool, "");
     let proxy = lab.start(&[]);
     let before = on_socket(&lab.socket(), "show servers state");
@@ -682,7 +705,7 @@ fn an_action_without_the_socket_or_the_token_is_refused_and_changes_nothing() {
 // ctl itself (2), and HTTP with and without the token.
 #[test]
 fn ctl_says_what_is_wrong_and_suggests_names() {
-    let pool = Pool::new(&["app1", "app2"]);
+    let pool = Servers::new(&["app1", "app2"]);
     let lab = Lab::new("ctl", &pool, "");
     let proxy = lab.start(&[]);
     let socket = lab.socket().display().to_string();
@@ -734,7 +757,7 @@ fn ctl_says_what_is_wrong_and_suggests_names() {
 // (handed to the new process) and a restart (the state file).
 #[test]
 fn states_survive_reload_upgrade_and_restart() {
-    let pool = Pool::new(&["s1", "s2", "s3"]);
+    let pool = Servers::new(&["s1", "s2", "s3"]);
     let lab = Lab::new("lasting", &pool, "");
     let global = format!(
         "    upgrade-socket {}\n    server-state-file {}\n",
@@ -753,7 +776,7 @@ fn states_survive_reload_upgrade_and_restart() {
     let (_, metrics) = http(first.admin, "GET", "/metrics", None, "");
     let before = connections_of(&metrics, "s2");
     // A reload that changes a timeout and drops s3 for s4.
-    let s4 = Pool::new(&["s4"]);
+    let s4 = Servers::new(&["s4"]);
     let mut lines = pool.lines("");
     lines = lines
         .lines()
@@ -816,11 +839,15 @@ fn states_survive_reload_upgrade_and_restart() {
 
 /// `proxy_backend_connections_total` of `server` in a scrape.
 fn connections_of(metrics: &str, server: &str) -> u64 {
+    sample(metrics, "proxy_backend_connections_total", server)
+}
+
+/// The value of family `name`'s sample for `server` in a scrape (0 if none).
+fn sample(metrics: &str, name: &str, server: &str) -> u64 {
     metrics
         .lines()
         .find(|l| {
-            l.starts_with("proxy_backend_connections_total{")
-                && l.contains(&format!("server=\"{server}\""))
+            l.starts_with(&format!("{name}{{")) && l.contains(&format!("server=\"{server}\""))
         })
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())

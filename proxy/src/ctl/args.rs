@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::log::spelling::did_you_mean;
-use crate::ops::admin::actions::{Action, Target};
+use crate::ops::admin::actions::{Action, ServerId};
 use crate::policy::admin_state::{AdminState, parse_weight};
 
 /// The text of `proxy ctl --help`.
@@ -63,7 +63,7 @@ pub struct Ctl {
 
 /// What the command line asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Parsed {
+pub enum Asked {
     /// `--help`.
     Help,
     /// An exchange.
@@ -71,7 +71,7 @@ pub enum Parsed {
 }
 
 /// Reads the words after `ctl`.
-pub fn parse(words: &[String]) -> Result<Parsed, String> {
+pub fn parse(words: &[String]) -> Result<Asked, String> {
     let (mut socket, mut admin, mut token) = (None, None, None);
     let mut rest = Vec::new();
     let mut words = words.iter();
@@ -83,7 +83,7 @@ pub fn parse(words: &[String]) -> Result<Parsed, String> {
                 .ok_or_else(|| format!("{flag} needs a value"))
         };
         match word.as_str() {
-            "--help" | "-h" | "help" => return Ok(Parsed::Help),
+            "--help" | "-h" | "help" => return Ok(Asked::Help),
             "--socket" => socket = Some(PathBuf::from(value("--socket")?)),
             "--admin" => {
                 let text = value("--admin")?;
@@ -104,12 +104,12 @@ pub fn parse(words: &[String]) -> Result<Parsed, String> {
         (Some(_), Some(_)) => return Err("--socket or --admin, not both".into()),
         (None, None) => return Err("where is the proxy? give --socket PATH or --admin ADDR".into()),
     };
-    Ok(Parsed::Run(Ctl { via, action }))
+    Ok(Asked::Run(Ctl { via, action }))
 }
 
 /// The command's words as an action.
 fn command(words: &[&str]) -> Result<Action, String> {
-    let target = |word: &str| Target::parse(word);
+    let target = |word: &str| ServerId::parse(word);
     let state = |word: &str, state, shutdown| {
         Ok(Action::State {
             target: target(word)?,
@@ -152,7 +152,7 @@ mod tests {
 
     #[test]
     fn commands_read_into_actions() {
-        let Ok(Parsed::Run(ctl)) = parse(&words("--socket /s drain web/s1")) else {
+        let Ok(Asked::Run(ctl)) = parse(&words("--socket /s drain web/s1")) else {
             panic!("parses");
         };
         assert_eq!(ctl.via, Via::Socket("/s".into()));
@@ -164,7 +164,7 @@ mod tests {
                 ..
             }
         ));
-        let Ok(Parsed::Run(ctl)) = parse(&words(
+        let Ok(Asked::Run(ctl)) = parse(&words(
             "--admin 127.0.0.1:9100 --token-file /t weight web/s1 3",
         )) else {
             panic!("parses");
@@ -174,7 +174,7 @@ mod tests {
             Via::Http("127.0.0.1:9100".parse().expect("addr"), Some("/t".into()))
         );
         assert!(matches!(ctl.action, Action::Weight { weight: 3, .. }));
-        let Ok(Parsed::Run(ctl)) = parse(&words("--socket /s maint web/s1 --shutdown-sessions"))
+        let Ok(Asked::Run(ctl)) = parse(&words("--socket /s maint web/s1 --shutdown-sessions"))
         else {
             panic!("parses");
         };
@@ -195,6 +195,6 @@ mod tests {
         assert!(error("--admin localhost drain web/s1").contains("not an address"));
         assert!(error("--socket /s --admin 127.0.0.1:1 show servers").contains("not both"));
         assert!(error("--socket /s").contains("no command"));
-        assert_eq!(parse(&words("--help")), Ok(Parsed::Help));
+        assert_eq!(parse(&words("--help")), Ok(Asked::Help));
     }
 }

@@ -10,7 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::ops::admin::actions::{Action, Answer};
+use crate::ops::admin::actions::{Action, Reply};
 
 use super::args::{Ctl, Via};
 
@@ -21,7 +21,7 @@ const DEADLINE: Duration = Duration::from_secs(5);
 const MAX_ANSWER: u64 = 16 * 1024 * 1024;
 
 /// Sends `ctl`'s action where it says, and reads the answer.
-pub fn exchange(ctl: &Ctl) -> io::Result<Answer> {
+pub fn exchange(ctl: &Ctl) -> io::Result<Reply> {
     match &ctl.via {
         Via::Socket(path) => over_socket(path, &command(&ctl.action)),
         Via::Http(addr, token_file) => {
@@ -90,7 +90,7 @@ pub fn request(action: &Action, token: Option<&str>) -> String {
 }
 
 /// One line on the socket; its answer (a refusal starts with `error: `).
-fn over_socket(path: &Path, line: &str) -> io::Result<Answer> {
+fn over_socket(path: &Path, line: &str) -> io::Result<Reply> {
     let mut stream = UnixStream::connect(path)
         .map_err(|e| io::Error::new(e.kind(), format!("admin socket {}: {e}", path.display())))?;
     stream.set_read_timeout(Some(DEADLINE))?;
@@ -99,8 +99,8 @@ fn over_socket(path: &Path, line: &str) -> io::Result<Answer> {
     let mut text = String::new();
     stream.take(MAX_ANSWER).read_to_string(&mut text)?;
     Ok(match text.strip_prefix("error: ") {
-        Some(why) => Answer::new(400, why),
-        None => Answer::new(200, text),
+        Some(why) => Reply::new(400, why),
+        None => Reply::new(200, text),
     })
 }
 
@@ -112,7 +112,7 @@ fn read_token(path: &Path) -> io::Result<String> {
 }
 
 /// The status and body of an HTTP response.
-fn parse_response(bytes: &[u8]) -> io::Result<Answer> {
+fn parse_response(bytes: &[u8]) -> io::Result<Reply> {
     let text = String::from_utf8_lossy(bytes);
     let bad = || {
         io::Error::new(
@@ -126,19 +126,19 @@ fn parse_response(bytes: &[u8]) -> io::Result<Answer> {
         .nth(1)
         .and_then(|s| s.parse::<u16>().ok())
         .ok_or_else(bad)?;
-    Ok(Answer::new(status, body))
+    Ok(Reply::new(status, body))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::admin::actions::{Target, parse_command, parse_http};
+    use crate::ops::admin::actions::{ServerId, parse_command, parse_http};
     use crate::policy::admin_state::AdminState;
 
     /// What ctl sends is what the proxy reads back as the same action.
     #[test]
     fn both_transports_carry_the_action_unchanged() {
-        let target = Target::parse("web/s1").expect("target");
+        let target = ServerId::parse("web/s1").expect("target");
         let actions = [
             Action::Show,
             Action::State {
@@ -167,6 +167,6 @@ mod tests {
             assert!(head.contains("Authorization: Bearer t\r\n"));
         }
         let answer = parse_response(b"HTTP/1.1 404 Not Found\r\nX: y\r\n\r\nno server\n");
-        assert_eq!(answer.expect("parses"), Answer::new(404, "no server"));
+        assert_eq!(answer.expect("parses"), Reply::new(404, "no server"));
     }
 }

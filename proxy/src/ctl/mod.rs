@@ -34,11 +34,11 @@ pub mod client;
 /// answer, returns the exit status.
 pub fn main(words: &[String]) -> i32 {
     let ctl = match args::parse(words) {
-        Ok(args::Parsed::Help) => {
+        Ok(args::Asked::Help) => {
             print!("{}", args::HELP);
             return 0;
         }
-        Ok(args::Parsed::Run(ctl)) => ctl,
+        Ok(args::Asked::Run(ctl)) => ctl,
         Err(why) => {
             eprintln!("proxy ctl: {why}");
             eprintln!("proxy ctl: try 'proxy ctl --help'");

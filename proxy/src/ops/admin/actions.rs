@@ -28,21 +28,21 @@ use crate::policy::admin_state::{AdminState, parse_weight};
 
 /// A server, as an action names it: `FRONTEND/SERVER`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub struct ServerId {
     /// The frontend's name.
     pub frontend: String,
     /// The server's name in it.
     pub server: String,
 }
 
-impl Target {
+impl ServerId {
     /// Reads `FRONTEND/SERVER`.
-    pub fn parse(word: &str) -> Result<Target, String> {
+    pub fn parse(word: &str) -> Result<ServerId, String> {
         match word.split_once('/') {
             Some((frontend, server))
                 if !frontend.is_empty() && !server.is_empty() && !server.contains('/') =>
             {
-                Ok(Target {
+                Ok(ServerId {
                     frontend: frontend.to_string(),
                     server: server.to_string(),
                 })
@@ -54,7 +54,7 @@ impl Target {
     }
 }
 
-impl std::fmt::Display for Target {
+impl std::fmt::Display for ServerId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.frontend, self.server)
     }
@@ -68,7 +68,7 @@ pub enum Action {
     /// A server's admin state; with `shutdown`, its sessions cut after.
     State {
         /// The server.
-        target: Target,
+        target: ServerId,
         /// Its new state.
         state: AdminState,
         /// Cut its open sessions too.
@@ -77,14 +77,14 @@ pub enum Action {
     /// A server's weight.
     Weight {
         /// The server.
-        target: Target,
+        target: ServerId,
         /// Its new weight, 0 to 256.
         weight: u32,
     },
     /// Cut a server's open sessions.
     Shutdown {
         /// The server.
-        target: Target,
+        target: ServerId,
     },
     /// The commands the socket understands.
     Help,
@@ -109,32 +109,32 @@ enable server FRONTEND/SERVER                   the same as state ready
 
 /// An answer: an HTTP status (the socket shows only the text) and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub struct Reply {
     /// 200, or the 4xx that says what was wrong.
     pub status: u16,
     /// What happened, or what was wrong; ends with a newline.
     pub text: String,
 }
 
-impl Answer {
+impl Reply {
     /// An answer of `status` with `text` (a newline added if missing).
-    pub fn new(status: u16, text: impl Into<String>) -> Answer {
+    pub fn new(status: u16, text: impl Into<String>) -> Reply {
         let mut text = text.into();
         if !text.ends_with('\n') {
             text.push('\n');
         }
-        Answer { status, text }
+        Reply { status, text }
     }
 
-    fn bad(text: impl Into<String>) -> Answer {
-        Answer::new(400, text)
+    fn bad(text: impl Into<String>) -> Reply {
+        Reply::new(400, text)
     }
 }
 
 /// Reads one line of the admin socket (HAProxy's runtime-API words).
-pub fn parse_command(line: &str) -> Result<Action, Answer> {
+pub fn parse_command(line: &str) -> Result<Action, Reply> {
     let words: Vec<&str> = line.split_whitespace().collect();
-    let target = |word: &str| Target::parse(word).map_err(Answer::bad);
+    let target = |word: &str| ServerId::parse(word).map_err(Reply::bad);
     match words[..] {
         ["help"] => Ok(Action::Help),
         ["show", "servers", "state"] | ["show", "servers"] => Ok(Action::Show),
@@ -145,7 +145,7 @@ pub fn parse_command(line: &str) -> Result<Action, Answer> {
         }),
         ["set", "server", t, "weight", n] | ["set", "weight", t, n] => Ok(Action::Weight {
             target: target(t)?,
-            weight: parse_weight(n).map_err(Answer::bad)?,
+            weight: parse_weight(n).map_err(Reply::bad)?,
         }),
         ["shutdown", "sessions", "server", t] => Ok(Action::Shutdown { target: target(t)? }),
         ["disable", "server", t] | ["enable", "server", t] => Ok(Action::State {
@@ -156,8 +156,8 @@ pub fn parse_command(line: &str) -> Result<Action, Answer> {
             },
             shutdown: false,
         }),
-        [] => Err(Answer::bad("an empty command; try 'help'")),
-        _ => Err(Answer::bad(format!(
+        [] => Err(Reply::bad("an empty command; try 'help'")),
+        _ => Err(Reply::bad(format!(
             "unknown command '{}'; the commands are:\n{HELP}",
             line.trim()
         ))),
@@ -166,28 +166,28 @@ pub fn parse_command(line: &str) -> Result<Action, Answer> {
 
 /// Reads an HTTP request as an action: `None` when its path is not one of
 /// the actions' (the views and `/metrics` answer those).
-pub fn parse_http(method: &str, path: &str, body: &str) -> Option<Result<Action, Answer>> {
+pub fn parse_http(method: &str, path: &str, body: &str) -> Option<Result<Action, Reply>> {
     let rest = path.strip_prefix("/servers/")?;
     if rest == "state" {
         return Some(match method {
             "GET" | "HEAD" => Ok(Action::Show),
-            _ => Err(Answer::new(405, "method not allowed: GET /servers/state")),
+            _ => Err(Reply::new(405, "method not allowed: GET /servers/state")),
         });
     }
     let parts: Vec<&str> = rest.split('/').collect();
     let [frontend, server, what] = parts[..] else {
-        return Some(Err(Answer::new(
+        return Some(Err(Reply::new(
             404,
             "not found: the actions are POST /servers/FRONTEND/SERVER/state, .../weight and \
              .../shutdown-sessions, and GET /servers/state",
         )));
     };
     if method != "POST" {
-        return Some(Err(Answer::new(405, "method not allowed: POST")));
+        return Some(Err(Reply::new(405, "method not allowed: POST")));
     }
-    let target = match Target::parse(&format!("{frontend}/{server}")) {
+    let target = match ServerId::parse(&format!("{frontend}/{server}")) {
         Ok(target) => target,
-        Err(why) => return Some(Err(Answer::bad(why))),
+        Err(why) => return Some(Err(Reply::bad(why))),
     };
     let body = body.trim();
     Some(match what {
@@ -201,15 +201,15 @@ pub fn parse_http(method: &str, path: &str, body: &str) -> Option<Result<Action,
                         shutdown: parse_shutdown_option(rest)?,
                     })
                 }),
-                [] => Err(Answer::bad("an empty body; send ready, drain or maint")),
+                [] => Err(Reply::bad("an empty body; send ready, drain or maint")),
             }
         }
         "weight" => parse_weight(body)
             .map(|weight| Action::Weight { target, weight })
-            .map_err(Answer::bad),
+            .map_err(Reply::bad),
         "shutdown-sessions" if body.is_empty() => Ok(Action::Shutdown { target }),
-        "shutdown-sessions" => Err(Answer::bad("shutdown-sessions takes no body")),
-        other => Err(Answer::new(
+        "shutdown-sessions" => Err(Reply::bad("shutdown-sessions takes no body")),
+        other => Err(Reply::new(
             404,
             format!(
                 "not found: '{other}'{}; use state, weight or shutdown-sessions",
@@ -219,21 +219,21 @@ pub fn parse_http(method: &str, path: &str, body: &str) -> Option<Result<Action,
     })
 }
 
-fn parse_state(word: &str) -> Result<AdminState, Answer> {
+fn parse_state(word: &str) -> Result<AdminState, Reply> {
     AdminState::parse(word).ok_or_else(|| {
         let names = AdminState::ALL.map(AdminState::name);
-        Answer::bad(format!(
+        Reply::bad(format!(
             "'{word}' is not a state{}; use ready, drain or maint",
             did_you_mean(word, &names)
         ))
     })
 }
 
-fn parse_shutdown_option(rest: &[&str]) -> Result<bool, Answer> {
+fn parse_shutdown_option(rest: &[&str]) -> Result<bool, Reply> {
     match rest {
         [] => Ok(false),
         ["shutdown-sessions"] => Ok(true),
-        _ => Err(Answer::bad(format!(
+        _ => Err(Reply::bad(format!(
             "'{}' after the state; the only option is shutdown-sessions",
             rest.join(" ")
         ))),
@@ -242,10 +242,10 @@ fn parse_shutdown_option(rest: &[&str]) -> Result<bool, Answer> {
 
 /// Carries `action` out on `registry`'s boards; the answer says what
 /// changed, or why nothing did.
-pub fn perform(action: &Action, registry: &Registry) -> Answer {
+pub fn perform(action: &Action, registry: &Registry) -> Reply {
     match action {
-        Action::Help => Answer::new(200, HELP),
-        Action::Show => Answer::new(200, server_state::render(&server_state::lines(registry))),
+        Action::Help => Reply::new(200, HELP),
+        Action::Show => Reply::new(200, server_state::render(&server_state::lines(registry))),
         Action::State {
             target,
             state,
@@ -280,12 +280,12 @@ pub fn perform(action: &Action, registry: &Registry) -> Answer {
 /// closest name.
 fn with_server(
     registry: &Registry,
-    target: &Target,
+    target: &ServerId,
     act: impl FnOnce(&crate::policy::health::HealthBoard, usize) -> String,
-) -> Answer {
+) -> Reply {
     let Some((board, servers)) = registry.servers(&target.frontend) else {
         let names = registry.frontend_names();
-        return Answer::new(
+        return Reply::new(
             404,
             format!(
                 "no frontend '{}'{}; the frontends are: {}",
@@ -300,8 +300,8 @@ fn with_server(
         .filter(|&i| names[i] == target.server || servers[i].addr == target.server)
         .collect();
     match matching[..] {
-        [index] => Answer::new(200, act(board, index)),
-        [] => Answer::new(
+        [index] => Reply::new(200, act(board, index)),
+        [] => Reply::new(
             404,
             format!(
                 "no server '{}' in frontend '{}'{}; its servers are: {}",
@@ -311,7 +311,7 @@ fn with_server(
                 names.join(", ")
             ),
         ),
-        _ => Answer::new(
+        _ => Reply::new(
             409,
             format!(
                 "'{target}' names {} servers (in different groups); give each a unique name",
@@ -331,8 +331,8 @@ mod tests {
     use std::net::SocketAddr;
     use std::sync::Arc;
 
-    fn target(f: &str, s: &str) -> Target {
-        Target {
+    fn target(f: &str, s: &str) -> ServerId {
+        ServerId {
             frontend: f.into(),
             server: s.into(),
         }

@@ -27,7 +27,7 @@ use crate::ops::metrics::exposition::Published;
 use crate::ops::server_state;
 
 use super::access::Access;
-use super::actions::{self, Action, Answer};
+use super::actions::{self, Action, Reply};
 use super::response::Response;
 
 /// The longest body an action takes: a state or a weight is a few bytes.
@@ -46,7 +46,7 @@ pub struct Operator {
 impl Operator {
     /// Carries out `action` (the right to act already checked) and, when
     /// it changed something, writes the state file.
-    pub fn perform(&self, action: &Action, registry: &Published) -> Answer {
+    pub fn perform(&self, action: &Action, registry: &Published) -> Reply {
         let current = registry.get();
         let answer = actions::perform(action, &current);
         if answer.status == 200 && action.changes() {

@@ -36,7 +36,7 @@ use nix::unistd::geteuid;
 
 use crate::ops::metrics::exposition::Published;
 
-use super::actions::{self, Answer};
+use super::actions::{self, Reply};
 use super::http_action::Operator;
 
 /// Connections served at once.
@@ -160,10 +160,17 @@ fn serve(mut stream: UnixStream, registry: &Published, operator: &Operator) {
     };
     let _ = stream.write_all(text.as_bytes());
     let _ = stream.shutdown(std::net::Shutdown::Write);
+    // Closing with unread bytes would reset the connection, and the reset
+    // can overtake the answer: what the client still sends is read and
+    // dropped first (a second and 64 KiB at most).
+    let _ = io::copy(&mut (&stream).take(LINGER_BYTES), &mut io::sink());
 }
 
+/// How much a client's extra bytes are read before the close.
+const LINGER_BYTES: u64 = 64 * 1024;
+
 /// The first line (to its newline, or to the client's end of writing).
-fn read_line(stream: &mut UnixStream) -> Result<String, Answer> {
+fn read_line(stream: &mut UnixStream) -> Result<String, Reply> {
     let mut line = Vec::new();
     let mut chunk = [0u8; 256];
     loop {
@@ -176,22 +183,22 @@ fn read_line(stream: &mut UnixStream) -> Result<String, Answer> {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
-                return Err(Answer::new(408, "no command line within 1s"));
+                return Err(Reply::new(408, "no command line within 1s"));
             }
-            Err(e) => return Err(Answer::new(400, format!("reading the command: {e}"))),
+            Err(e) => return Err(Reply::new(400, format!("reading the command: {e}"))),
         }
         if let Some(end) = line.iter().position(|&b| b == b'\n') {
             line.truncate(end);
             break;
         }
         if line.len() > MAX_LINE {
-            return Err(Answer::new(
+            return Err(Reply::new(
                 413,
                 format!("a command is at most {MAX_LINE} bytes"),
             ));
         }
     }
-    String::from_utf8(line).map_err(|_| Answer::new(400, "a command is text"))
+    String::from_utf8(line).map_err(|_| Reply::new(400, "a command is text"))
 }
 
 /// Our own user or root only.
