@@ -97,34 +97,51 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     // Everything that needs root is done: every listener bound, every
     // file open. Before any other thread starts, and before serving.
     switch_user(plan, socket_file.as_ref(), control.access_log.as_deref())?;
-    match &handed {
-        Some(handed) => {
-            handover::seed(&shared, &handed.health);
-            handover::seed_totals(&shared, &handed.totals);
-            operator::restore(&shared, &handed.servers, "upgrade");
-        }
-        None => {
-            let kept = operator::read_state_file(plan.config.global.server_state_file.as_deref());
-            operator::restore(&shared, &kept, "server-state-file");
-        }
-    }
+    carry_over(plan, &shared, handed.as_ref());
     control.start_workers()?;
     control.apply(shared, listeners);
     control.admin = admin
         .map(|listener| start_admin(plan, listener, &control.operating(), control.upgradable))
         .transpose()?;
-    control.admin_socket = match &plan.config.global.admin_socket {
-        Some(path) => Some(admin::socket::start(
-            path,
-            control.operating().0,
-            control.operator.clone(),
-        )?),
-        None => None,
-    };
+    control.admin_socket = start_admin_socket(plan, &control.operating())?;
     let path = plan.config.global.upgrade_socket.as_deref();
     let requests = control.open_for_upgrades(socket_file, handed, path)?;
     let rt = runtime::Runtime::new()?;
     rt.block_on(control.until_stopped(requests))
+}
+
+/// What the frontends keep from before this process: what the old process
+/// of an upgrade handed over (its servers' health, its counters, the
+/// operator's states and weights), or else the states of
+/// `server-state-file` (`epoll/operator.rs`).
+fn carry_over(plan: &Plan, shared: &[Arc<Shared>], handed: Option<&Handed>) {
+    match handed {
+        Some(handed) => {
+            handover::seed(shared, &handed.health);
+            handover::seed_totals(shared, &handed.totals);
+            operator::restore(shared, &handed.servers, "upgrade");
+        }
+        None => {
+            let kept = operator::read_state_file(plan.config.global.server_state_file.as_deref());
+            operator::restore(shared, &kept, "server-state-file");
+        }
+    }
+}
+
+/// The admin socket (`admin-socket PATH`), if the file asks for one.
+fn start_admin_socket(
+    plan: &Plan,
+    (published, operator): &(Arc<Published>, Arc<admin::Operator>),
+) -> io::Result<Option<admin::socket::AdminSocket>> {
+    let Some(path) = &plan.config.global.admin_socket else {
+        return Ok(None);
+    };
+    let socket = admin::socket::start(path, published.clone(), operator.clone())?;
+    crate::info!(
+        "admin socket {} (0600): set server, set weight, shutdown sessions, show servers state",
+        socket.path().display()
+    );
+    Ok(Some(socket))
 }
 
 /// `user` in `global`: the files made as root handed to that user, then

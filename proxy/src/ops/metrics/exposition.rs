@@ -294,8 +294,9 @@ impl Registry {
     }
 
     /// Whether frontend `name` can serve a new client now: how many of its
-    /// servers are usable (up, with a weight above 0, HAProxy's `nbsrv`,
-    /// and with an address), out of how many. `None` if no frontend has
+    /// servers are usable (up, with a weight above 0, not in the
+    /// operator's `drain` or `maint`, HAProxy's `nbsrv`, and with an
+    /// address), out of how many. `None` if no frontend has
     /// that name.
     pub fn frontend_health(&self, name: &str) -> Option<FrontendHealth> {
         let frontend = self.frontends.iter().find(|f| f.name == name)?;
