@@ -18,12 +18,14 @@
 //! it names anew starts `ready` at its configured weight.
 //!
 //! The file is written whole to a temporary name beside it, then renamed
-//! over it (mode 0600): a crash mid-write leaves the previous file.
+//! over it (mode 0600), one writer at a time: a crash mid-write leaves the
+//! previous file.
 
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use crate::ops::metrics::exposition::Registry;
 use crate::policy::admin_state::{AdminState, parse_weight};
@@ -180,9 +182,14 @@ pub fn restore(
     found
 }
 
+/// One writer at a time: the admin thread, the socket's threads and the
+/// control thread all write the file, through the same temporary name.
+static WRITING: Mutex<()> = Mutex::new(());
+
 /// Writes every server's line to `path` (mode 0600), through a temporary
 /// file renamed over it.
 pub fn write_file(path: &Path, registry: &Registry) -> io::Result<()> {
+    let _one = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
     let text = render(&lines(registry));
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(format!(".{}.tmp", std::process::id()));
