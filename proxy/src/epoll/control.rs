@@ -1045,37 +1045,37 @@ impl Control {
             }
         }
         let old = &self.started_with;
-        let mut fixed = Vec::new();
-        if new.workers != old.workers {
-            fixed.push("workers");
-        }
-        if new.admin != old.admin {
-            fixed.push("admin");
-        }
-        if new.admin_request != old.admin_request {
-            fixed.push("timeout admin-request");
-        }
-        if new.access_log != old.access_log {
-            fixed.push("access-log");
-        }
-        if new.log_format != old.log_format {
-            fixed.push("log-format");
-        }
-        if new.log != old.log {
-            fixed.push("log");
-        }
-        if new.log_tag != old.log_tag {
-            fixed.push("log-tag");
-        }
-        if new.log_send_hostname != old.log_send_hostname {
-            fixed.push("log-send-hostname");
-        }
-        if new.upgrade_socket != old.upgrade_socket {
-            fixed.push("upgrade-socket");
-        }
-        if new.run_as != old.run_as {
-            fixed.push("user");
-        }
+        let fixed: Vec<&str> = [
+            ("workers", new.workers != old.workers),
+            ("admin", new.admin != old.admin),
+            (
+                "timeout admin-request",
+                new.admin_request != old.admin_request,
+            ),
+            ("admin-allow", new.admin_allow != old.admin_allow),
+            ("admin-socket", new.admin_socket != old.admin_socket),
+            (
+                "admin-token-file",
+                new.admin_token_file != old.admin_token_file,
+            ),
+            (
+                "server-state-file",
+                new.server_state_file != old.server_state_file,
+            ),
+            ("access-log", new.access_log != old.access_log),
+            ("log-format", new.log_format != old.log_format),
+            ("log", new.log != old.log),
+            ("log-tag", new.log_tag != old.log_tag),
+            (
+                "log-send-hostname",
+                new.log_send_hostname != old.log_send_hostname,
+            ),
+            ("upgrade-socket", new.upgrade_socket != old.upgrade_socket),
+            ("user", new.run_as != old.run_as),
+        ]
+        .into_iter()
+        .filter_map(|(name, changed)| changed.then_some(name))
+        .collect();
         if !fixed.is_empty() {
             crate::warn!(
                 "reload: {} changed in the file; read at startup only, it takes effect at the next \

@@ -27,6 +27,7 @@
 //! | health (up / down)           | one [`HealthBoard`](crate::policy::health::HealthBoard) per frontend | one atomic load         |
 //! | where each backend is        | one [`AddressBook`](crate::policy::address::AddressBook) per frontend | four atomic loads (a seqlock) |
 //! | maxconn counts               | one [`Limit`](crate::policy::limit::Limit) each (global, frontend, backend) | a compare-and-swap |
+//! | the operator's states and weights (drain, maint, `set weight`) | one [`AdminBoard`](crate::policy::admin_state::AdminBoard) per frontend, in its health board | none: a change moves the board's generation |
 //!
 //! Each worker's balancer sees only its own connections, as nginx's workers
 //! do without a shared `zone`: with two workers, leastconn means least
