@@ -26,13 +26,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use backend::child::{self, ChildProcess, Spawn};
 use common::{
     ConfigFile, Prng, StdBackend, connect, expect_log_within, proxy_exe, read_line, said,
     set_timeouts, stop_cleanly, wait_until,
 };
 use nix::sys::signal::Signal;
 use testkit::tcplog::parse_tcplog;
+use tools::process::child::{self, ChildProcess, Spawn};
 
 /// A generous bound on "soon".
 const SOON: Duration = Duration::from_secs(20);
