@@ -25,7 +25,7 @@ use crate::settings::config::Global;
 use super::frontend::Shared;
 
 /// Who may act, and where the states are kept, as `global` says; the
-/// token file read now (a start refuses one it cannot use).
+/// token file read here, so that a start refuses one it cannot use.
 pub fn operator(global: &Global) -> io::Result<Operator> {
     let token = global
         .admin_token_file
