@@ -442,6 +442,12 @@ fn a_drained_server_gets_no_new_connection_and_its_open_ones_finish() {
         gauge("proxy_backend_up{"),
         "drained is still up by its health"
     );
+    let (_, csv) = http(proxy.admin, "GET", "/stats.csv", None, "");
+    let row = csv.lines().find(|l| l.starts_with("web,s1,"));
+    assert!(
+        row.is_some_and(|r| r.contains(",DRAIN,")),
+        "the views say DRAIN:\n{csv}"
+    );
     stop_cleanly(proxy.process);
 }
 
