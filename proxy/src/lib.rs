@@ -26,27 +26,30 @@
 //!  │        connection connect              │ states/ interest deadlines   │
 //!  │        backend_socket choose_group     │         connection           │
 //!  │        checker probe resolver dump     │         event_loop           │
-//!  │        handover moving carry           │                              │
+//!  │        handover moving carry operator  │ ctl/ args client             │
 //!  ├────────────────────────────────────────┴──────────────────────────────┤
 //!  │ settings/ cli flags config file sections haproxy logging probes       │  what was asked
 //!  │           reader words check address resolve groups                   │
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/ access_log/ (termination record custom format sink) metrics/     │  what an operator
 //!  │      (counters exposition process rates) admin/ (request places       │  sees and does
-//!  │      connection response views page) shutdown privileges supervise    │
-//!  │      upgrade/ (wire socket offer take hand adopt parcel progress      │
-//!  │      reexec notify)                                                   │
+//!  │      connection response views page access actions http_action        │
+//!  │      socket) server_state shutdown privileges supervise upgrade/      │
+//!  │      (wire socket offer take hand adopt parcel progress reexec        │
+//!  │      notify)                                                          │
 //!  ├────────────────────────────────────────┬──────────────────────────────┤
 //!  │ policy/ acl cidr source_limit limit    │ conn/ machine timeouts alarm │  decisions, and the
 //!  │         source_rate session_rate       │       snapshot buffers relay │  pieces of a connection
-//!  │         health agent_state balance     │       splice proxy_protocol  │
+//!  │         health agent_state admin_state │       splice proxy_protocol  │
+//!  │         balance                        │                              │
 //!  │         maglev descriptors address     │       client_hello accept    │
 //!  │         route                          │       side                   │
 //!  │         check/ (redis pgsql mysql http │                              │
 //!  │           smtp script regex agent      │                              │
 //!  │           dialogue)                    │                              │
 //!  ├────────────────────────────────────────┴──────────────────────────────┤
-//!  │ log/ grouped json utc syslog/ (header target datagram stream)         │  ground
+//!  │ log/ grouped json utc spelling syslog/ (header target datagram        │  ground
+//!  │      stream)                                                          │
 //!  └───────────────────────────────────────────────────────────────────────┘
 //! ```
 //!
@@ -69,7 +72,9 @@
 //!    ([`policy::address`]), and what a health check says to a server and
 //!    expects back ([`policy::check`]).
 //! 6. [`ops`]: what the operator sees: the access log, the metrics, the
-//!    admin endpoint, the graceful stop, the upgrade to a new binary.
+//!    admin endpoint and its actions on servers, the graceful stop, the
+//!    upgrade to a new binary; and [`ctl`], `proxy ctl`, the operator's
+//!    client for those actions.
 //! 7. [`settings`]: how a command line and a configuration file become the
 //!    plain types all of the above run from.
 //!
@@ -87,6 +92,7 @@ pub mod log;
 
 pub mod blocking;
 pub mod conn;
+pub mod ctl;
 pub mod epoll;
 pub mod ops;
 pub mod policy;
@@ -104,6 +110,9 @@ use settings::cli::{self, Command, Mode};
 /// they ask for, and returns the process exit status (0 ok, 1 runtime
 /// failure, 2 bad command line or configuration).
 pub fn main_with_args(args: &[String]) -> i32 {
+    if let Some(("ctl", words)) = args.split_first().map(|(a, rest)| (a.as_str(), rest)) {
+        return ctl::main(words);
+    }
     let command = match cli::parse(args) {
         Ok(command) => command,
         Err(e) => {

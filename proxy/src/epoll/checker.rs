@@ -170,13 +170,20 @@ async fn run_checks(jobs: Vec<Job>) {
 }
 
 /// Checks one server (or asks its agent) every `inter`, the first time
-/// after `offset`, while its board lives. A check longer than `inter`
+/// after `offset`, while its board lives and its server is not in maint. A check longer than `inter`
 /// delays the next, never overlaps it.
 async fn check_forever(job: Job, offset: Duration) {
     let period = job.inter().max(MIN_INTER);
     let mut ticks = time::interval_at(Instant::now() + offset, period);
     loop {
         ticks.tick().await;
+        // In maint (the operator's `set server ... state maint`), neither
+        // its check nor its agent is asked; `ready` or `drain` resumes them.
+        match job.board.upgrade() {
+            Some(board) if !board.admin().checks_on(job.index) => continue,
+            Some(_) => {}
+            None => return,
+        }
         let started = Instant::now();
         let at = job.addresses.get(job.index);
         let target = at.map(|addr| Target {

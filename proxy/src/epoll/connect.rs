@@ -366,8 +366,9 @@ impl Local {
         .await;
     }
 
-    /// Copies the health board's verdicts and weights (its agents', and
-    /// those of servers in their slowstart) into this worker's balancers if
+    /// Copies the health board's verdicts and weights (its agents', those
+    /// of servers in their slowstart, and the operator's states and
+    /// weights: `policy/admin_state.rs`) into this worker's balancers if
     /// they changed since the last time (two atomic loads when they did
     /// not). A server without an address yet (its name has not resolved)
     /// counts as down; the address book's generation moves when one gets
@@ -387,11 +388,16 @@ impl Local {
                 continue;
             };
             let start = group.backends.start;
+            let admin = board.admin();
             for index in group.backends.filter(|&i| i < board.len()) {
                 let located = addresses.get(index).is_some();
-                balancer.set_up(index - start, board.is_up(index) && located);
+                let takes_new = admin.takes_new(index);
+                balancer.set_up(index - start, board.is_up(index) && located && takes_new);
                 let percent = board.weight_percent_now(index, now);
-                balancer.set_weight_percent(index - start, percent);
+                match admin.weight(index) {
+                    Some(weight) => balancer.set_configured_weight(index - start, weight, percent),
+                    None => balancer.set_weight_percent(index - start, percent),
+                }
             }
         }
         self.seen_generation.set(generation);

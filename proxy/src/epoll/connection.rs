@@ -707,9 +707,13 @@ impl Local {
         trace.client_sent |= outcome.upstream > 0;
         trace.bytes_up = outcome.upstream;
         trace.bytes_down = outcome.downstream;
-        trace.termination = match server_cut {
-            true => Termination::SERVER_DOWN,
-            false => Termination::of_relay(outcome.ending, outcome.first_fin),
+        // A cut is the operator's (`shutdown sessions server`: `KD`, as
+        // HAProxy's) or its health's (`DD`): the board remembers which.
+        let by_operator = server_cut && self.shared.board.admin().cut_by_operator(index);
+        trace.termination = match (server_cut, by_operator) {
+            (true, true) => Termination::KILLED,
+            (true, false) => Termination::SERVER_DOWN,
+            (false, _) => Termination::of_relay(outcome.ending, outcome.first_fin),
         };
     }
 

@@ -31,6 +31,7 @@ use crate::ops::admin;
 use crate::ops::metrics::counters::MoveCounters;
 use crate::ops::metrics::exposition::{FrontendParts, Published, Registry, ServerLabels, Stopping};
 use crate::ops::privileges::Applied;
+use crate::ops::server_state;
 use crate::ops::shutdown::{self, Drained};
 use crate::ops::upgrade::notify::notify;
 use crate::ops::upgrade::offer::{self, Offer, Request};
@@ -52,6 +53,7 @@ use super::dump;
 use super::dump::Bound;
 use super::frontend::{PerWorker, Shared, bind_addresses, share, spread_handed};
 use super::handover;
+use super::operator;
 use super::plan::Plan;
 use super::resolver::{self, Resolver};
 use super::worker::{Assignment, Command, worker};
@@ -95,19 +97,51 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     // Everything that needs root is done: every listener bound, every
     // file open. Before any other thread starts, and before serving.
     switch_user(plan, socket_file.as_ref(), control.access_log.as_deref())?;
-    if let Some(handed) = &handed {
-        handover::seed(&shared, &handed.health);
-        handover::seed_totals(&shared, &handed.totals);
-    }
+    carry_over(plan, &shared, handed.as_ref());
     control.start_workers()?;
     control.apply(shared, listeners);
     control.admin = admin
-        .map(|listener| start_admin(plan, listener, &control.published, control.upgradable))
+        .map(|listener| start_admin(plan, listener, &control.operating(), control.upgradable))
         .transpose()?;
+    control.admin_socket = start_admin_socket(plan, &control.operating())?;
     let path = plan.config.global.upgrade_socket.as_deref();
     let requests = control.open_for_upgrades(socket_file, handed, path)?;
     let rt = runtime::Runtime::new()?;
     rt.block_on(control.until_stopped(requests))
+}
+
+/// What the frontends keep from before this process: what the old process
+/// of an upgrade handed over (its servers' health, its counters, the
+/// operator's states and weights), or else the states of
+/// `server-state-file` (`epoll/operator.rs`).
+fn carry_over(plan: &Plan, shared: &[Arc<Shared>], handed: Option<&Handed>) {
+    match handed {
+        Some(handed) => {
+            handover::seed(shared, &handed.health);
+            handover::seed_totals(shared, &handed.totals);
+            operator::restore(shared, &handed.servers, "upgrade");
+        }
+        None => {
+            let kept = operator::read_state_file(plan.config.global.server_state_file.as_deref());
+            operator::restore(shared, &kept, "server-state-file");
+        }
+    }
+}
+
+/// The admin socket (`admin-socket PATH`), if the file asks for one.
+fn start_admin_socket(
+    plan: &Plan,
+    (published, operator): &(Arc<Published>, Arc<admin::Operator>),
+) -> io::Result<Option<admin::socket::AdminSocket>> {
+    let Some(path) = &plan.config.global.admin_socket else {
+        return Ok(None);
+    };
+    let socket = admin::socket::start(path, published.clone(), operator.clone())?;
+    crate::info!(
+        "admin socket {} (0600): set server, set weight, shutdown sessions, show servers state",
+        socket.path().display()
+    );
+    Ok(Some(socket))
 }
 
 /// `user` in `global`: the files made as root handed to that user, then
@@ -178,6 +212,8 @@ fn admin_listener(
 
 fn admin_options(plan: &Plan) -> admin::AdminOptions {
     admin::AdminOptions {
+        // Who may use it is `admin-allow` (loopback only by default).
+        allow_remote: true,
         request_timeout: plan
             .config
             .global
@@ -193,7 +229,7 @@ fn admin_options(plan: &Plan) -> admin::AdminOptions {
 fn start_admin(
     plan: &Plan,
     listener: std::net::TcpListener,
-    published: &Arc<Published>,
+    (published, operator): &(Arc<Published>, Arc<admin::Operator>),
     upgradable: bool,
 ) -> io::Result<Admin> {
     let configured = plan.config.global.admin.unwrap_or(listener.local_addr()?);
@@ -204,11 +240,14 @@ fn start_admin(
     let stop = Arc::new(admin::StopAccepting::default());
     let (bound, _thread) = admin::serve_on(
         listener,
-        published.clone(),
+        (published.clone(), operator.clone()),
         admin_options(plan),
         stop.clone(),
     )?;
-    crate::info!("admin listening on {bound} (GET /metrics, GET /health, GET /stats)");
+    crate::info!(
+        "admin listening on {bound} (GET /metrics, GET /health, GET /stats; POST \
+         /servers/FRONTEND/SERVER/... with the admin-token-file's token)"
+    );
     Ok(Admin {
         configured,
         bound,
@@ -292,6 +331,10 @@ struct Control {
     handed: Vec<(Tag, OwnedFd)>,
     /// The admin listener, if on.
     admin: Option<Admin>,
+    /// Who may act on the servers, and the state file (`epoll/operator.rs`).
+    operator: Arc<admin::Operator>,
+    /// The admin socket, if on.
+    admin_socket: Option<admin::socket::AdminSocket>,
     /// The upgrade socket file and how SIGUSR2 starts the next process.
     upgrade: Option<(Arc<SocketFile>, Reexec)>,
     /// Connections moved by upgrades, counted by every worker.
@@ -310,7 +353,10 @@ impl Control {
     fn new(plan: &Plan, upgradable: bool) -> io::Result<Control> {
         let syslog = open_syslog(&plan.config.global)?;
         let access_log = open_access_log(&plan.config, syslog.as_ref())?;
+        let operator = Arc::new(operator::operator(&plan.config.global)?);
         Ok(Control {
+            operator,
+            admin_socket: None,
             path: plan.path.clone(),
             workers: plan.workers.max(1),
             backlog: plan.backlog,
@@ -339,6 +385,21 @@ impl Control {
             resolve_every: plan.config.global.resolve_every(),
             resolver: None,
         })
+    }
+
+    /// What the admin endpoint and socket serve from: the registry, and
+    /// who may act.
+    fn operating(&self) -> (Arc<Published>, Arc<admin::Operator>) {
+        (self.published.clone(), self.operator.clone())
+    }
+
+    /// Writes `server-state-file`, if there is one (`when`: for the log).
+    fn save_server_states(&self, when: &str) {
+        if let Some(path) = &self.operator.state_file {
+            if let Err(e) = server_state::write_file(path, &self.published.get()) {
+                crate::error!("{when}: {e}");
+            }
+        }
     }
 
     /// Starts the workers, each waiting for its first [`Command::Apply`].
@@ -480,6 +541,12 @@ impl Control {
         if handed_over {
             self.handed_over().await;
         } else {
+            // The servers' states, for the next start; a new process of an
+            // upgrade has its own file and socket from now on.
+            self.save_server_states("stop");
+            if let Some(socket) = &self.admin_socket {
+                socket.remove_if_ours();
+            }
             self.published.set_stopping(Stopping::Lameduck);
             shutdown::lameduck(&signals, self.shutdown_delay, &first, || self.dump(true)).await;
             for tx in &self.senders {
@@ -570,6 +637,7 @@ impl Control {
         }
         let health = handover::standings(&self.running);
         let totals = handover::totals(&self.running);
+        let servers = server_state::lines(&self.published.get());
         crate::info!(
             "upgrade: lending {} listeners and {} backends' health to pid {pid}",
             listeners.len(),
@@ -579,6 +647,7 @@ impl Control {
             listeners,
             health,
             totals,
+            servers,
         })
     }
 
@@ -915,6 +984,7 @@ impl Control {
         }
         let summary = describe_changes(&self.running, &shared);
         self.apply(shared, listeners);
+        self.save_server_states("reload");
         crate::info!("reloaded {}: {summary}", path.display());
     }
 }
@@ -975,37 +1045,37 @@ impl Control {
             }
         }
         let old = &self.started_with;
-        let mut fixed = Vec::new();
-        if new.workers != old.workers {
-            fixed.push("workers");
-        }
-        if new.admin != old.admin {
-            fixed.push("admin");
-        }
-        if new.admin_request != old.admin_request {
-            fixed.push("timeout admin-request");
-        }
-        if new.access_log != old.access_log {
-            fixed.push("access-log");
-        }
-        if new.log_format != old.log_format {
-            fixed.push("log-format");
-        }
-        if new.log != old.log {
-            fixed.push("log");
-        }
-        if new.log_tag != old.log_tag {
-            fixed.push("log-tag");
-        }
-        if new.log_send_hostname != old.log_send_hostname {
-            fixed.push("log-send-hostname");
-        }
-        if new.upgrade_socket != old.upgrade_socket {
-            fixed.push("upgrade-socket");
-        }
-        if new.run_as != old.run_as {
-            fixed.push("user");
-        }
+        let fixed: Vec<&str> = [
+            ("workers", new.workers != old.workers),
+            ("admin", new.admin != old.admin),
+            (
+                "timeout admin-request",
+                new.admin_request != old.admin_request,
+            ),
+            ("admin-allow", new.admin_allow != old.admin_allow),
+            ("admin-socket", new.admin_socket != old.admin_socket),
+            (
+                "admin-token-file",
+                new.admin_token_file != old.admin_token_file,
+            ),
+            (
+                "server-state-file",
+                new.server_state_file != old.server_state_file,
+            ),
+            ("access-log", new.access_log != old.access_log),
+            ("log-format", new.log_format != old.log_format),
+            ("log", new.log != old.log),
+            ("log-tag", new.log_tag != old.log_tag),
+            (
+                "log-send-hostname",
+                new.log_send_hostname != old.log_send_hostname,
+            ),
+            ("upgrade-socket", new.upgrade_socket != old.upgrade_socket),
+            ("user", new.run_as != old.run_as),
+        ]
+        .into_iter()
+        .filter_map(|(name, changed)| changed.then_some(name))
+        .collect();
         if !fixed.is_empty() {
             crate::warn!(
                 "reload: {} changed in the file; read at startup only, it takes effect at the next \
@@ -1039,7 +1109,7 @@ fn describe_changes(old: &[Arc<Shared>], new: &[Arc<Shared>]) -> String {
         let before = old.iter().find(|o| o.frontend.name == *name);
         parts.push(match before {
             Some(o) if Arc::ptr_eq(o, s) => format!("{name}: unchanged"),
-            Some(_) => format!("{name}: changed"),
+            Some(o) => format!("{name}: changed{}", operator::servers_changed(o, s)),
             None => format!("{name}: added"),
         });
     }

@@ -17,6 +17,7 @@ use runtime::net::{ListenOptions, bind_std};
 
 use crate::ops::metrics::counters::FrontendCounters;
 use crate::policy::address::{AddressBook, Lookup, Place};
+use crate::policy::admin_state::AdminBoard;
 use crate::policy::health::{HealthBoard, OnChange};
 use crate::policy::limit::Limit;
 use crate::policy::route::Routes;
@@ -86,7 +87,8 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
         board: Arc::new(
             HealthBoard::new(&frontend.name, &servers)
                 .with_labels(frontend.backends.iter().map(|b| b.label()))
-                .with_changes(on_changes(frontend)),
+                .with_changes(on_changes(frontend))
+                .with_admin(admin_board(frontend, old)),
         ),
         limit,
         backend_limits,
@@ -162,6 +164,40 @@ fn address_book(frontend: &Frontend, old: Option<&Shared>) -> AddressBook {
         }
     });
     AddressBook::new(&frontend.name, places)
+}
+
+/// The operator's state and weight of each backend of `frontend`: those
+/// of the backend of the same group and name in `old`, when `old` has one
+/// (a reload keeps what the operator said of every server the file still
+/// names); else `ready` at its configured weight. A weight the operator
+/// never changed follows the file's.
+fn admin_board(frontend: &Frontend, old: Option<&Shared>) -> AdminBoard {
+    let board = AdminBoard::new(frontend.backends.iter().map(|b| b.weight));
+    let Some(old) = old else {
+        return board;
+    };
+    let before = old.board.admin();
+    for (index, b) in frontend.backends.iter().enumerate() {
+        let group = frontend.group_name_of(index);
+        let was = old
+            .frontend
+            .backends
+            .iter()
+            .enumerate()
+            .position(|(i, o)| o.name == b.name && old.frontend.group_name_of(i) == group);
+        let Some(was) = was else {
+            continue;
+        };
+        let (Some(setting), Some(configured)) = (before.setting(was), before.configured(was))
+        else {
+            continue;
+        };
+        board.store_state(index, setting.state);
+        if setting.weight != configured {
+            let _ = board.store_weight(index, setting.weight);
+        }
+    }
+    board
 }
 
 /// What each backend's changes of state do (`on-marked-down`,

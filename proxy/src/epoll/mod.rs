@@ -27,6 +27,7 @@
 //! | health (up / down)           | one [`HealthBoard`](crate::policy::health::HealthBoard) per frontend | one atomic load         |
 //! | where each backend is        | one [`AddressBook`](crate::policy::address::AddressBook) per frontend | four atomic loads (a seqlock) |
 //! | maxconn counts               | one [`Limit`](crate::policy::limit::Limit) each (global, frontend, backend) | a compare-and-swap |
+//! | the operator's states and weights (drain, maint, `set weight`) | one [`AdminBoard`](crate::policy::admin_state::AdminBoard) per frontend, in its health board | none: a change moves the board's generation |
 //!
 //! Each worker's balancer sees only its own connections, as nginx's workers
 //! do without a shared `zone`: with two workers, leastconn means least
@@ -70,6 +71,8 @@
 //!   new one: its totals and its servers' health;
 //! - [`moving`]: an established connection moved by an upgrade: parked and
 //!   handed over by the old process, adopted and relayed on by the new;
+//! - [`operator`]: who may act on the servers at runtime, and what their
+//!   admin states and weights survive (reload, upgrade, restart);
 //! - [`checker`]: the health-check thread;
 //! - [`resolver`]: the resolver thread: backends written with a host name
 //!   looked up again every `resolve-interval`;
@@ -93,6 +96,7 @@ pub mod dump;
 pub mod frontend;
 pub mod handover;
 pub mod moving;
+pub mod operator;
 pub mod orders;
 pub mod plan;
 pub mod probe;

@@ -16,7 +16,8 @@
 //! nothing of the crate. Beside the daemon's log it holds the ways the
 //! proxy writes values into lines, which the access log and the tools share:
 //! [`utc`] (dates, without a date library), [`json`] (JSON strings) and
-//! [`grouped`] (numbers by thousands), and [`syslog`], which the access log
+//! [`grouped`] (numbers by thousands), [`spelling`] (the "did you mean" of
+//! a message that refuses a name), and [`syslog`], which the access log
 //! sends its lines to as well.
 //!
 //! A proxy logs what an operator needs to see (a backend refusing, a
@@ -27,6 +28,7 @@
 
 pub mod grouped;
 pub mod json;
+pub mod spelling;
 pub mod syslog;
 pub mod utc;
 

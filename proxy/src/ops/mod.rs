@@ -8,7 +8,8 @@
 //! |---|---|
 //! | [`access_log`] | termination codes, one line (tcplog, JSON or the operator's `log-format`), and where lines go (stderr, a file, syslog) |
 //! | [`metrics`] | per-worker counters, the Prometheus exposition, the process's figures |
-//! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1, that junk cannot hold |
+//! | [`admin`] | `GET /metrics` and `GET /health`, over just enough HTTP/1.1, that junk cannot hold; the actions on servers, over HTTP with a token or the admin socket |
+//! | [`server_state`] | every server's admin state and weight as lines: `show servers state`, the `server-state-file`, an upgrade's |
 //! | [`shutdown`] | SIGTERM and SIGINT drain then exit; the signals blocked in every thread |
 //! | [`privileges`] | `user` and `group`: root dropped once the listeners are bound |
 //! | [`upgrade`] | listeners and established connections handed to a new process over a Unix socket, SIGUSR2 |
@@ -23,6 +24,7 @@ pub mod access_log;
 pub mod admin;
 pub mod metrics;
 pub mod privileges;
+pub mod server_state;
 pub mod shutdown;
 pub mod supervise;
 pub mod upgrade;

@@ -342,6 +342,14 @@ impl Balancer {
         self.rebuild(self.servers[index].backup);
     }
 
+    /// Sets server `index`'s configured weight (the operator's `set
+    /// weight`), then its weight in force from `percent` of it, as
+    /// [`Balancer::set_weight_percent`] does.
+    pub fn set_configured_weight(&mut self, index: usize, weight: u32, percent: u32) {
+        self.configured[index] = weight.min(MAX_WEIGHT);
+        self.set_weight_percent(index, percent);
+    }
+
     /// Whether server `index` is up (its last health verdict).
     pub fn is_up(&self, index: usize) -> bool {
         !self.state[index].down

@@ -116,6 +116,7 @@ use std::time::{Duration, Instant};
 
 use runtime::notify::{Notified, Notify};
 
+use super::admin_state::{AdminBoard, AdminState, WeightOutOfRange};
 use super::agent_state::AgentState;
 use super::check::Verdict;
 use super::check::agent::AgentReply;
@@ -170,6 +171,9 @@ pub struct HealthBoard {
     generation: AtomicU64,
     /// What the slowstart deadlines count from.
     epoch: Instant,
+    /// What the operator says of each server (`policy/admin_state.rs`):
+    /// its changes bump [`HealthBoard::generation`] too.
+    admin: AdminBoard,
 }
 
 #[derive(Debug)]
@@ -280,7 +284,74 @@ impl HealthBoard {
             servers,
             generation: AtomicU64::new(0),
             epoch: Instant::now(),
+            admin: AdminBoard::default(),
         }
+    }
+
+    /// The same board with the operator's states and weights (by default
+    /// none: every server `ready` at its configured weight).
+    pub fn with_admin(mut self, admin: AdminBoard) -> HealthBoard {
+        self.admin = admin;
+        self
+    }
+
+    /// What the operator says of each server (`policy/admin_state.rs`).
+    pub fn admin(&self) -> &AdminBoard {
+        &self.admin
+    }
+
+    /// Sets server `index`'s admin state and bumps the generation: every
+    /// pick that starts after this returns sees it. Logged when it changes.
+    /// False for an index beyond the board.
+    pub fn set_admin_state(&self, index: usize, state: AdminState) -> bool {
+        let before = self.admin.state(index);
+        if !self.admin.store_state(index, state) {
+            return false;
+        }
+        self.generation.fetch_add(1, Ordering::Release);
+        if before != state {
+            let name = self.servers.get(index).map(|s| self.name(s));
+            let name = name.unwrap_or_default();
+            crate::info!(
+                "{name}: admin state {} -> {} (operator)",
+                before.name(),
+                state.name()
+            );
+        }
+        true
+    }
+
+    /// Sets server `index`'s weight (0 to 256) and bumps the generation.
+    /// `Ok(false)` for an index beyond the board.
+    pub fn set_admin_weight(&self, index: usize, weight: u32) -> Result<bool, WeightOutOfRange> {
+        let before = self.admin.weight(index);
+        if !self.admin.store_weight(index, weight)? {
+            return Ok(false);
+        }
+        self.generation.fetch_add(1, Ordering::Release);
+        if let (Some(before), Some(server)) = (before, self.servers.get(index)) {
+            if before != weight {
+                let name = self.name(server);
+                crate::info!("{name}: weight {before} -> {weight} (operator)");
+            }
+        }
+        Ok(true)
+    }
+
+    /// Cuts server `index`'s open connections on the operator's behalf
+    /// (`shutdown sessions server`): each resets both sides and logs `KD`.
+    /// False for an index beyond the board.
+    pub fn shutdown_sessions(&self, index: usize) -> bool {
+        let Some(server) = self.servers.get(index) else {
+            return false;
+        };
+        self.admin.note_cut(index, true);
+        crate::warn!(
+            "{}: cutting its connections (operator: shutdown sessions)",
+            self.name(server)
+        );
+        server.cut.notify_all();
+        true
     }
 
     /// The same board with what each server's changes of state do, in
@@ -548,8 +619,16 @@ impl HealthBoard {
                 "{}: cutting its connections (on-marked-down shutdown-sessions)",
                 self.name(server)
             );
+            if let Some(index) = self.index_of(server) {
+                self.admin.note_cut(index, false);
+            }
             server.cut.notify_all();
         }
+    }
+
+    /// The index of `server`, one of this board's.
+    fn index_of(&self, server: &ServerHealth) -> Option<usize> {
+        self.servers.iter().position(|s| std::ptr::eq(s, server))
     }
 
     /// A server just back up: its slowstart begins, and its group's backups
@@ -568,6 +647,9 @@ impl HealthBoard {
                     self.name(backup),
                     server.label
                 );
+                if let Some(index) = self.index_of(backup) {
+                    self.admin.note_cut(index, false);
+                }
                 backup.cut.notify_all();
             }
         }

@@ -19,6 +19,7 @@
 //! | [`descriptors`] | how large may the global `maxconn` be, two descriptors a connection? |
 //! | [`health`] | which backends are up (rise and fall, from checks and traffic)? |
 //! | [`check`] | what does an active check say and expect (`option redis-check`...)? |
+//! | [`admin_state`] | what has the operator said of a server: ready, drain or maint, which weight? |
 //! | [`agent_state`] | what has a server's agent said: out of rotation, draining, which weight? |
 //! | [`balance`] | which backend gets this connection (the `balance` algorithms)? |
 //! | [`address`] | where is this backend now (its host name's last good answer)? |
@@ -31,6 +32,7 @@
 
 pub mod acl;
 pub mod address;
+pub mod admin_state;
 pub mod agent_state;
 pub mod balance;
 pub mod check;

@@ -20,6 +20,7 @@ use super::file;
 use super::resolve::{self, Answers};
 use crate::conn::splice::Splice;
 use crate::ops::admin::AdminOptions;
+use crate::ops::admin::access::read_token;
 use crate::policy::descriptors::{Budget, Maxconn, Opens};
 
 /// Checks the file at `path`; returns the exit status.
@@ -39,6 +40,11 @@ pub fn check_config(path: &Path) -> i32 {
             .maxconn(config.global.maxconn)
             .map_err(|e| vec![whole_file(path, e.0)])?;
         let answers = resolve::at_start(&path.display().to_string(), &config)?;
+        // The token file is read as a start reads it: a file a start would
+        // refuse (missing, too short, readable by all) is an error here.
+        if let Some(token) = &config.global.admin_token_file {
+            read_token(token).map_err(|e| vec![whole_file(path, e.to_string())])?;
+        }
         Ok((config, budget.describe(maxconn), answers))
     });
     match checked {

@@ -104,6 +104,18 @@ pub struct Global {
     /// send its whole request head (`None`: the admin listener's default,
     /// 1s).
     pub admin_request: Option<Duration>,
+    /// `admin-socket PATH`: the admin socket, mode 0600, for HAProxy's
+    /// runtime-API commands (`None`: off).
+    pub admin_socket: Option<PathBuf>,
+    /// `admin-token-file PATH`: the file whose content an HTTP action must
+    /// carry as `Authorization: Bearer TOKEN` (`None`: no HTTP action).
+    pub admin_token_file: Option<PathBuf>,
+    /// `admin-allow CIDR...`: who may use the admin endpoint over TCP
+    /// (empty: loopback only).
+    pub admin_allow: Vec<Cidr>,
+    /// `server-state-file PATH`: every server's admin state and weight,
+    /// written at each change and at a stop, read at start (`None`: off).
+    pub server_state_file: Option<PathBuf>,
     /// `upgrade-socket PATH`: where the running proxy offers its listeners
     /// to a new process (`--upgrade-from PATH`; `None`: off).
     pub upgrade_socket: Option<PathBuf>,

@@ -587,6 +587,13 @@ mod tests {
                 access_log: Some(AccessLogTarget::Stderr),
                 log_format: Some(Format::Tcplog),
                 admin_request: Some(Duration::from_secs(1)),
+                admin_allow: vec![
+                    Cidr::parse("127.0.0.0/8").unwrap(),
+                    Cidr::parse("::1").unwrap(),
+                ],
+                admin_socket: None,
+                admin_token_file: None,
+                server_state_file: None,
                 upgrade_socket: None,
                 log: Some(Destination {
                     target: Target::Udp(addr("127.0.0.1:514")),
@@ -1037,9 +1044,9 @@ backend redis
                  2001:db8::/32'",
             ),
             (
-                "global\n  admin 0.0.0.0:9100\n",
-                "lb.conf:2:9: admin: 0.0.0.0:9100 is not a loopback address; the admin \
-                 endpoint has no authentication, so it listens on 127.0.0.1 or ::1 only",
+                "global\n  admin-allow\n",
+                "lb.conf:2:3: 'admin-allow' needs address ranges, like 'admin-allow 10.0.0.0/8 \
+                 2001:db8::/32'",
             ),
             (
                 "global\n  log-format xml\n",
@@ -1115,7 +1122,8 @@ backend redis
                 "global\n  maxconns 10\n",
                 "lb.conf:2:3: unknown option 'maxconns' (did you mean 'maxconn'?) in 'global', \
                  which takes maxconn, workers, grace, shutdown-delay, admin, access-log, \
-                 log-format, log, log-tag, log-send-hostname, timeout, upgrade-socket, user and \
+                 log-format, log, log-tag, log-send-hostname, timeout, admin-socket, \
+                 admin-token-file, admin-allow, server-state-file, upgrade-socket, user and \
                  resolve-interval",
             ),
             (

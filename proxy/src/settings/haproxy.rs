@@ -133,8 +133,10 @@ const GLOBAL: &[(&str, &str)] = &[
     ),
     (
         "stats",
-        "its stats socket is three options here: 'admin ADDR' (GET /metrics, GET /health), \
-         'upgrade-socket PATH' (expose-fd listeners) and 'timeout admin-request' (stats timeout)",
+        "its stats socket is several options here: 'admin-socket PATH' (level admin: set server, \
+         set weight, shutdown sessions, show servers state), 'admin ADDR' (GET /metrics, GET \
+         /health), 'upgrade-socket PATH' (expose-fd listeners) and 'timeout admin-request' (stats \
+         timeout)",
     ),
     ("hard-stop-after", "write 'grace DURATION'"),
     (
@@ -514,7 +516,7 @@ mod tests {
             ),
             (
                 "global\n    stats X\nfrontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001\n",
-                "lb.conf:2:5: HAProxy's 'stats': its stats socket is three options here: 'admin ADDR' (GET /metrics, GET /health), 'upgrade-socket PATH' (expose-fd listeners) and 'timeout admin-request' (stats timeout)",
+                "lb.conf:2:5: HAProxy's 'stats': its stats socket is several options here: 'admin-socket PATH' (level admin: set server, set weight, shutdown sessions, show servers state), 'admin ADDR' (GET /metrics, GET /health), 'upgrade-socket PATH' (expose-fd listeners) and 'timeout admin-request' (stats timeout)",
             ),
             (
                 "global\n    hard-stop-after X\nfrontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001\n",

@@ -339,6 +339,31 @@ pub const GLOBAL: &[Opt<GlobalDraft>] = &[
         setter: Setter::Line(set_global_timeout),
     },
     Opt {
+        name: "admin-socket",
+        setter: Setter::Value {
+            hint: "a path, like /run/proxy/admin.sock",
+            set: |_, g, v| g.global.admin_socket = Some(v.text.into()),
+        },
+    },
+    Opt {
+        name: "admin-token-file",
+        setter: Setter::Value {
+            hint: "a path, like /etc/proxy/admin.token",
+            set: |_, g, v| g.global.admin_token_file = Some(v.text.into()),
+        },
+    },
+    Opt {
+        name: "admin-allow",
+        setter: Setter::Line(|r, g, words| add_ranges(r, &mut g.global.admin_allow, words)),
+    },
+    Opt {
+        name: "server-state-file",
+        setter: Setter::Value {
+            hint: "a path, like /var/lib/proxy/servers.state",
+            set: |_, g, v| g.global.server_state_file = Some(v.text.into()),
+        },
+    },
+    Opt {
         name: "upgrade-socket",
         setter: Setter::Value {
             hint: "a path, like /run/proxy/upgrade.sock",
@@ -406,17 +431,9 @@ fn set_admin(r: &mut Reader<'_>, g: &mut GlobalDraft, v: Word<'_>) {
     let Some(addr) = r.addr("admin", v) else {
         return;
     };
-    if addr.ip().is_loopback() {
-        g.global.admin = Some(addr);
-    } else {
-        r.error(
-            v.column,
-            format!(
-                "admin: {addr} is not a loopback address; the admin endpoint has no \
-                 authentication, so it listens on 127.0.0.1 or ::1 only"
-            ),
-        );
-    }
+    // Any address: who may use it is `admin-allow` (loopback only by
+    // default), and who may act, `admin-token-file`.
+    g.global.admin = Some(addr);
 }
 
 /// `shutdown-delay DURATION`; 0 is allowed and means none, the default.

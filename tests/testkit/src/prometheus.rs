@@ -581,10 +581,11 @@ mod tests {
             let counter = family.name.ends_with("_total");
             assert_eq!(family.kind == TextKind::Counter, counter, "{}", family.name);
         }
-        // 2 frontends x 14 families, 4 backends x 11 families, and the one
-        // checked backend's last check: 7 statuses and its duration.
+        // 2 frontends x 14 families, 4 backends x 11 families, the one
+        // checked backend's last check: 7 statuses and its duration, and
+        // each backend's admin state (one series per state: 3) and weight.
         let labelled = metrics.samples().filter(|s| !s.labels.is_empty()).count();
-        assert_eq!(labelled, 2 * 14 + 4 * 11 + 7 + 1);
+        assert_eq!(labelled, 2 * 14 + 4 * 11 + 7 + 1 + 4 * (3 + 1));
     }
 
     #[test]

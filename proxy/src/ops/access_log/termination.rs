@@ -6,7 +6,8 @@
 //! or it refused the connection), `P` the proxy (a deny rule, a bad PROXY
 //! header), `R` a local resource ran out (descriptors, memory, ports), `I`
 //! an internal error, `D` the server was marked down and its connections
-//! cut, `K` killed by the operator (the shutdown grace period ran out), `c`
+//! cut, `K` killed by the operator (the shutdown grace period ran out, or
+//! the operator shut a server's sessions down at runtime), `c`
 //! and `s` a client-side or server-side timeout. The second says where the
 //! connection was: `R` before a server was chosen (PROXY header, access
 //! control), `Q` waiting for a place, `C` connecting, `D` relaying data, `L`
@@ -35,6 +36,7 @@
 //! | no complete PROXY header within its timeout / the client closed first | `cR` / `CR` | `<NOSRV>` | `-1` | `-1` |
 //! | cut at the end of the shutdown grace period | `KD` (`KC`, `KQ`, `KR` before the relay) | server | wait | connect |
 //! | cut because its server was marked down | `DD` | server | wait | connect |
+//! | cut by the operator (`shutdown sessions server`, `maint shutdown-sessions`) | `KD` | server | wait | connect |
 //!
 //! Choices where HAProxy leaves room:
 //!

@@ -20,6 +20,9 @@ use runtime::time;
 use crate::ops::metrics::exposition::Published;
 
 use super::AdminOptions;
+use super::access::Refused;
+use super::actions;
+use super::http_action::{self, Operator};
 use super::places::{GiveWay, Place, Waiting};
 use super::request::{BadRequest, HeadScanner, parse_request};
 use super::response::{Response, respond};
@@ -34,8 +37,9 @@ const LINGER_BYTES: usize = 256 * 1024;
 /// How reading a request head ended, short of the peer leaving.
 #[derive(Debug)]
 enum Head {
-    /// The blank line came: the head is that many bytes.
-    Complete(usize),
+    /// The blank line came: the head is that many bytes, of that many
+    /// read (the rest, the start of a body).
+    Complete(usize, usize),
     /// A byte that shows it is no HTTP/1.x request.
     Bad(BadRequest),
     /// The buffer filled up first.
@@ -46,7 +50,7 @@ enum Head {
 pub(super) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
-    registry: &Published,
+    (registry, operator): (&Published, &Operator),
     options: &AdminOptions,
     mut place: Place,
     give_way: GiveWay,
@@ -74,7 +78,13 @@ pub(super) async fn serve(
         Either::Right(Ok(Ok(head))) => head,
     };
     place.work();
-    let response = answer(head, &buf, peer, registry, options);
+    let response = match operator.access.may_connect(peer.ip()) {
+        true => answer(head, &buf, (&stream, peer), (registry, operator), options).await,
+        false => {
+            crate::debug!("admin: {peer}: not in admin-allow; 403");
+            Response::text(403, Refused::Address.reason())
+        }
+    };
     let write = async {
         stream.write_all(&response.to_bytes()).await?;
         stream.shutdown(Shutdown::Write)
@@ -85,18 +95,24 @@ pub(super) async fn serve(
     }
 }
 
-/// The answer to what was read.
-fn answer(
+/// The answer to what was read: an action's ([`http_action`](super::http_action)),
+/// or a view's.
+async fn answer(
     head: Head,
     buf: &[u8],
-    peer: SocketAddr,
-    registry: &Published,
+    (stream, peer): (&TcpStream, SocketAddr),
+    (registry, operator): (&Published, &Operator),
     options: &AdminOptions,
 ) -> Response {
     // The whole head goes through `parse_request` once more: the function
     // the fuzz target calls is the one that decides.
+    let (len, filled) = match head {
+        Head::Complete(len, filled) => (len, filled),
+        _ => (0, 0),
+    };
+    let head_bytes = buf.get(..len).unwrap_or_default();
     let parsed = match head {
-        Head::Complete(len) => parse_request(buf.get(..len).unwrap_or_default()),
+        Head::Complete(..) => parse_request(head_bytes),
         Head::Bad(why) => Err(why),
         Head::TooLarge => {
             crate::debug!(
@@ -107,6 +123,13 @@ fn answer(
         }
     };
     match parsed {
+        Ok(request) if actions::parse_http(request.method, request.path, "").is_some() => {
+            let early = buf.get(len..filled).unwrap_or_default();
+            let what = (request.method, request.path);
+            let deadline = options.request_timeout;
+            let operating = (registry, operator);
+            http_action::answer(head_bytes, early, stream, what, operating, deadline).await
+        }
         Ok(request) => respond(&request, registry),
         Err(why) => {
             crate::debug!("admin: {peer}: bad request: {why}");
@@ -123,7 +146,7 @@ async fn read_head(stream: &TcpStream, buf: &mut [u8]) -> io::Result<Head> {
     let mut filled: usize = 0;
     loop {
         match scanner.feed(&buf[..filled]) {
-            Ok(Some(len)) => return Ok(Head::Complete(len)),
+            Ok(Some(len)) => return Ok(Head::Complete(len, filled)),
             Err(why) => return Ok(Head::Bad(why)),
             Ok(None) if filled == buf.len() => return Ok(Head::TooLarge),
             Ok(None) => {}

@@ -2,11 +2,14 @@
 //! and its rows as JSON and CSV) for a person, and `GET /health` and
 //! `GET /health/FRONTEND` for whoever asks whether the proxy, or one of its
 //! frontends, can take clients (a load balancer in front, a route
-//! announcer beside it: docs/CLUSTER.md), over just enough HTTP/1.1.
+//! announcer beside it: docs/CLUSTER.md), over just enough HTTP/1.1; and
+//! the actions that change a server at runtime (drain, maint, weight,
+//! shutdown sessions), over HTTP with a token or over the admin socket.
 //!
-//! It is off unless the configuration says `admin 127.0.0.1:9100`, and it
-//! listens on a loopback address only (a remote scraper goes through an SSH
-//! tunnel or a sidecar): [`spawn`] refuses any other address.
+//! It is off unless the configuration says `admin 127.0.0.1:9100`. The
+//! proxy lets it listen on any address; who may use it is the allow list
+//! of [`access`] (loopback only by default). [`spawn`] alone refuses an
+//! address that is not loopback unless [`AdminOptions::allow_remote`].
 //!
 //! | file | what it holds |
 //! |---|---|
@@ -17,6 +20,10 @@
 //! | `response` | which answer a request gets, and its bytes |
 //! | [`views`] | the rows of `/stats.json` and `/stats.csv`: every frontend, group and server |
 //! | [`page`] | `/stats`: the page that draws them, one self-contained HTML file |
+//! | [`access`] | who may read (`admin-allow`), who may act (`admin-token-file`) |
+//! | [`actions`] | the actions, in the runtime API's words and as HTTP requests, carried out |
+//! | [`http_action`] | an action over HTTP: its body, its right, its answer |
+//! | [`socket`] | the admin socket (`admin-socket PATH`), one command per connection |
 //!
 //! ## Its own thread, its own runtime
 //!
@@ -29,7 +36,8 @@
 //! ## Just enough HTTP/1.1
 //!
 //! One request per connection, then `Connection: close`; no keep-alive, no
-//! chunking, no body read. What a Prometheus scraper and `curl` send is all
+//! chunking, no body read but an action's (at most 1 KiB, by its
+//! `Content-Length`: [`http_action`]). What a Prometheus scraper and `curl` send is all
 //! it needs to understand, and everything else gets a precise refusal:
 //!
 //! ```text
@@ -40,6 +48,9 @@
 //!   GET /stats.json HTTP/1.1   200  every frontend, group and server, as JSON ([`views`])
 //!   GET /stats.csv HTTP/1.1    200  the same, as CSV in HAProxy's `show stat` layout
 //!   GET /stats HTTP/1.1        200  the page that draws them ([`page`])
+//!   GET /servers/state, POST /servers/FRONTEND/SERVER/state|weight|shutdown-sessions
+//!                              the actions ([`actions`]; 403 without the token)
+//!   from outside admin-allow   403
 //!   HEAD on any of them        200  the same head, no body
 //!   POST /metrics ...          405  Allow: GET, HEAD
 //!   GET /anything-else         404
@@ -88,13 +99,18 @@ use runtime::{spawn as spawn_task, time};
 use crate::conn::accept::AcceptErrors;
 use crate::ops::metrics::exposition::Published;
 
+pub mod access;
+pub mod actions;
 mod connection;
+pub mod http_action;
 pub mod page;
 mod places;
 pub mod request;
 mod response;
+pub mod socket;
 pub mod views;
 
+pub use http_action::Operator;
 pub use request::{BadRequest, HeadScanner, Request, parse_request};
 
 use places::Places;
@@ -109,8 +125,9 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 /// [`spawn`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdminOptions {
-    /// Listen on an address that is not loopback. Off by default; the proxy
-    /// never turns it on.
+    /// Listen on an address that is not loopback. Off by default; the
+    /// proxy turns it on, and lets in only the addresses of `admin-allow`
+    /// ([`access`]).
     pub allow_remote: bool,
     /// How long a client has to send its whole request head, from its
     /// accept ([`DEFAULT_REQUEST_TIMEOUT`]).
@@ -163,7 +180,12 @@ pub fn spawn_with(
     options: AdminOptions,
 ) -> io::Result<(SocketAddr, JoinHandle<()>)> {
     let listener = bind(addr, &options)?;
-    serve_on(listener, registry, options, Arc::default())
+    serve_on(
+        listener,
+        (registry, Arc::default()),
+        options,
+        Arc::default(),
+    )
 }
 
 /// Binds the admin listener on `addr` (a loopback address unless the
@@ -190,7 +212,7 @@ pub fn bind(addr: SocketAddr, options: &AdminOptions) -> io::Result<std::net::Tc
 /// says to stop accepting. Returns the address and the thread.
 pub fn serve_on(
     listener: std::net::TcpListener,
-    registry: Arc<Published>,
+    (registry, operator): (Arc<Published>, Arc<Operator>),
     options: AdminOptions,
     stop: Arc<StopAccepting>,
 ) -> io::Result<(SocketAddr, JoinHandle<()>)> {
@@ -213,7 +235,11 @@ pub fn serve_on(
                     let stopped = stop.stopped();
                     // Stopped: the accept loop and its listener are dropped;
                     // the connections it spawned run on to their end.
-                    let _ = select(serve_forever(listener, registry, options), stopped).await;
+                    let _ = select(
+                        serve_forever(listener, (registry, operator), options),
+                        stopped,
+                    )
+                    .await;
                     std::future::pending::<()>().await;
                 }
                 Err(e) => {
@@ -271,7 +297,11 @@ fn is_loopback(ip: IpAddr) -> bool {
 /// Accepts forever, one task per connection, each in a place
 /// ([`places`]): at most `max_connections` at once, the oldest waiting one
 /// giving way to a newcomer when all are taken.
-async fn serve_forever(listener: TcpListener, registry: Arc<Published>, options: AdminOptions) {
+async fn serve_forever(
+    listener: TcpListener,
+    (registry, operator): (Arc<Published>, Arc<Operator>),
+    options: AdminOptions,
+) {
     let sampled = registry.clone();
     spawn_task(async move {
         let mut every = time::interval(SAMPLE_EVERY);
@@ -286,9 +316,10 @@ async fn serve_forever(listener: TcpListener, registry: Arc<Published>, options:
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let (place, give_way) = places.take().await;
-                let registry = registry.clone();
+                let (registry, operator) = (registry.clone(), operator.clone());
                 spawn_task(async move {
-                    connection::serve(stream, peer, &registry, &options, place, give_way).await;
+                    let operating = (&*registry, &*operator);
+                    connection::serve(stream, peer, operating, &options, place, give_way).await;
                 });
             }
             Err(e) => {

@@ -94,8 +94,13 @@ fn frontend_health(registry: &Published, name: &str) -> Response {
 const REASONS: &[(u16, &str)] = &[
     (200, "OK"),
     (400, "Bad Request"),
+    (403, "Forbidden"),
     (404, "Not Found"),
     (405, "Method Not Allowed"),
+    (408, "Request Timeout"),
+    (409, "Conflict"),
+    (411, "Length Required"),
+    (413, "Content Too Large"),
     (431, "Request Header Fields Too Large"),
     (503, "Service Unavailable"),
 ];
@@ -109,7 +114,7 @@ pub(super) struct Response {
     /// Add `Allow: GET, HEAD` (a 405).
     allow: bool,
     /// A HEAD request: the head of the GET answer, without its body.
-    head_only: bool,
+    pub(super) head_only: bool,
 }
 
 impl Response {

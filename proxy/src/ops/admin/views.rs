@@ -25,6 +25,7 @@ use crate::ops::metrics::exposition::{
     BackendCounter, FrontendCounter, FrontendView, Published, Registry,
 };
 use crate::ops::metrics::rates::Recent;
+use crate::policy::admin_state::AdminState;
 use crate::policy::health::HealthBoard;
 
 /// What a row is: HAProxy's `type` column (0, 1, 2).
@@ -114,13 +115,19 @@ impl Row {
     }
 }
 
-/// The state of server `index` of `board`: `up` or `down` by its health
-/// (`up` for a server the board does not have: one without health).
-/// Every row's state comes from here (a group's from its servers').
+/// The state of server `index` of `board`: `maint` while the operator
+/// keeps it so (`policy/admin_state.rs`), else `down` by its health, else
+/// `drain` while the operator drains it, else `up` (`up` for a server the
+/// board does not have: one without health). Every row's state comes from
+/// here (a group's from its servers').
 pub fn server_state(board: &HealthBoard, index: usize) -> &'static str {
-    match index < board.len() && !board.is_up(index) {
-        true => "down",
-        false => "up",
+    let admin = board.admin().state(index);
+    let down = index < board.len() && !board.is_up(index);
+    match (admin, down) {
+        (AdminState::Maint, _) => admin.name(),
+        (_, true) => "down",
+        (AdminState::Drain, false) => admin.name(),
+        (AdminState::Ready, false) => "up",
     }
 }
 
@@ -210,7 +217,13 @@ fn server_row(registry: &Registry, f: &FrontendView<'_>, index: usize) -> Row {
         state: server_state(board, index),
         checked,
         check,
-        weight: u64::from(f.weights.get(index).copied().unwrap_or(1)),
+        weight: u64::from(
+            board
+                .admin()
+                .weight(index)
+                .or(f.weights.get(index).copied())
+                .unwrap_or(1),
+        ),
         scur: sum(|c| &c.active),
         smax: sum(|c| &c.max_active),
         stot: sum(|c| &c.connections),

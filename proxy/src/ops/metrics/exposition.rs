@@ -27,6 +27,7 @@ use crate::policy::health::HealthBoard;
 use super::counters::{BackendCounters, FrontendCounters, MoveCounters};
 use super::process::Process;
 use super::rates::Rates;
+use crate::policy::admin_state::AdminState;
 
 /// One frontend as [`Registry::from_counters`] takes it.
 #[derive(Debug)]
@@ -293,8 +294,9 @@ impl Registry {
     }
 
     /// Whether frontend `name` can serve a new client now: how many of its
-    /// servers are usable (up, with a weight above 0, HAProxy's `nbsrv`,
-    /// and with an address), out of how many. `None` if no frontend has
+    /// servers are usable (up, with a weight above 0, not in the
+    /// operator's `drain` or `maint`, HAProxy's `nbsrv`, and with an
+    /// address), out of how many. `None` if no frontend has
     /// that name.
     pub fn frontend_health(&self, name: &str) -> Option<FrontendHealth> {
         let frontend = self.frontends.iter().find(|f| f.name == name)?;
@@ -306,7 +308,11 @@ impl Registry {
                 .is_none_or(|a| a.get(i).is_some())
         };
         let usable = (0..servers.min(frontend.board.len()))
-            .filter(|&i| frontend.board.is_up(i) && frontend.weights.get(i) != Some(&0))
+            .filter(|&i| frontend.board.is_up(i) && frontend.board.admin().takes_new(i))
+            .filter(|&i| {
+                let admin = frontend.board.admin().weight(i);
+                admin.or(frontend.weights.get(i).copied()) != Some(0)
+            })
             .filter(|&i| located(i))
             .count();
         Some(FrontendHealth { usable, servers })
@@ -324,6 +330,19 @@ impl Registry {
                 weights: &f.weights,
                 board: &f.board,
             })
+    }
+
+    /// Frontend `name`'s health board (which holds the operator's states
+    /// and weights) and its servers' labels by index, for the admin
+    /// actions (`ops/admin/actions.rs`).
+    pub fn servers(&self, name: &str) -> Option<(&Arc<HealthBoard>, &[ServerLabels])> {
+        let frontend = self.frontends.iter().find(|f| f.name == name)?;
+        Some((&frontend.board, &frontend.backends))
+    }
+
+    /// Every frontend's name, in order.
+    pub fn frontend_names(&self) -> Vec<&str> {
+        self.frontends.iter().map(|f| f.name.as_str()).collect()
     }
 
     /// How many workers' counters are kept.
@@ -454,6 +473,35 @@ impl Registry {
         }
         self.render_last_checks(out, &backends);
         self.render_addresses(out, &backends);
+        self.render_admin(out, &backends);
+    }
+
+    /// What the operator said of each server (`policy/admin_state.rs`):
+    /// `proxy_server_admin_state`, one series per state, 1 for the one it
+    /// is in (the usual way to export an enum), and `proxy_server_weight`.
+    fn render_admin(&self, out: &mut Exposition, backends: &[(usize, usize, Labels)]) {
+        let name = "proxy_server_admin_state";
+        let help = "The operator's state of a server: 1 for the one it is in (ready: in \
+                    rotation; drain: no new connection; maint: none, and no health check).";
+        out.family(name, Kind::Gauge, help);
+        for (f, b, labels) in backends {
+            let admin = self.frontends[*f].board.admin();
+            for state in AdminState::ALL {
+                let [frontend, backend, group, server] = borrowed(labels);
+                let labels = [frontend, backend, group, server, ("state", state.name())];
+                out.sample(name, &labels, u8::from(admin.state(*b) == state));
+            }
+        }
+        let name = "proxy_server_weight";
+        let help =
+            "A server's weight (0 to 256): its configured one, or the operator's (set weight).";
+        out.family(name, Kind::Gauge, help);
+        for (f, b, labels) in backends {
+            let frontend = &self.frontends[*f];
+            let weight = frontend.board.admin().weight(*b);
+            let weight = weight.or(frontend.weights.get(*b).copied()).unwrap_or(0);
+            out.sample(name, &borrowed(labels), weight);
+        }
     }
 
     /// The backends written with a host name: where each connects now, and

@@ -38,6 +38,7 @@ use super::hand::{self, Outbound};
 use super::progress::{self, Tally, Way};
 use super::socket::{Endpoint, SocketFile};
 use super::wire::{BackendStanding, Message, PARCEL_VERSION, Tag, Totals, VERSION};
+use crate::ops::server_state::ServerLine;
 
 /// How long each step of a session may take while the new process only
 /// reads and writes messages.
@@ -59,6 +60,8 @@ pub struct Offer {
     pub health: Vec<BackendStanding>,
     /// The frontends' and backends' counters.
     pub totals: Vec<Totals>,
+    /// What the operator said of each server.
+    pub servers: Vec<ServerLine>,
 }
 
 /// What the upgrade thread asks of the control thread.
@@ -222,6 +225,9 @@ fn send_offer(endpoint: &Endpoint, offer: &Offer) -> io::Result<()> {
     for batch in offer.totals.chunks(HEALTH_PER_MESSAGE) {
         endpoint.send(&Message::Counters(batch.to_vec()), &[])?;
     }
+    for batch in offer.servers.chunks(HEALTH_PER_MESSAGE) {
+        endpoint.send(&Message::Servers(batch.to_vec()), &[])?;
+    }
     endpoint.send(
         &Message::End {
             pid: std::process::id(),
@@ -266,6 +272,7 @@ mod tests {
                 .collect(),
             health: Vec::new(),
             totals: Vec::new(),
+            servers: Vec::new(),
         };
         let new = Endpoint::connect(&path).expect("connect");
         new.set_deadline(Duration::from_secs(10)).expect("deadline");

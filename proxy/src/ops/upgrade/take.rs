@@ -18,6 +18,7 @@ use super::adopt::{Arrival, adopt_connections};
 use super::progress::{self, Tally, Way};
 use super::socket::Endpoint;
 use super::wire::{BackendStanding, Fate, Message, PARCEL_VERSION, Tag, Totals, VERSION};
+use crate::ops::server_state::ServerLine;
 
 /// How long the old process may take to answer each message.
 const STEP: Duration = Duration::from_secs(10);
@@ -36,6 +37,8 @@ pub struct Handed {
     pub health: Vec<BackendStanding>,
     /// Its counters' totals, which this process goes on from.
     pub totals: Vec<Totals>,
+    /// What the operator said of each server, which this process keeps.
+    pub servers: Vec<ServerLine>,
     endpoint: Endpoint,
 }
 
@@ -71,6 +74,7 @@ fn take_from(path: &Path, user: Option<u32>) -> io::Result<Handed> {
     let mut listeners = Vec::new();
     let mut health = Vec::new();
     let mut totals = Vec::new();
+    let mut servers = Vec::new();
     for _ in 0..MAX_MESSAGES {
         let (message, fds) = endpoint.recv()?;
         match message {
@@ -89,12 +93,14 @@ fn take_from(path: &Path, user: Option<u32>) -> io::Result<Handed> {
             }
             Message::Health(standings) => health.extend(standings),
             Message::Counters(more) => totals.extend(more),
+            Message::Servers(more) => servers.extend(more),
             Message::End { pid } => {
                 return Ok(Handed {
                     old_pid: pid,
                     listeners,
                     health,
                     totals,
+                    servers,
                     endpoint,
                 });
             }

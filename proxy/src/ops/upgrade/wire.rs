@@ -11,6 +11,8 @@
 //!   old ─▶ new   health                            each checked backend, where it stands:
 //!                NAME BACKEND up|down FAILURES SUCCESSES
 //!   old ─▶ new   end PID                           everything was sent
+//!   old ─▶ new   servers                           what the operator said of each server (ops/server_state.rs):
+//!                FRONTEND GROUP SERVER STATE WEIGHT CONFIGURED HEALTH
 //!   old ─▶ new   counters                          the totals so far, that the new process goes on from:
 //!                frontend NAME KEY=N ...           a frontend's
 //!                backend NAME ADDR KEY=N ...       one of its backends'
@@ -41,6 +43,7 @@ use std::net::SocketAddr;
 
 use super::parcel::Parcel;
 use crate::conn::side::Side;
+use crate::ops::server_state::ServerLine;
 use crate::policy::health::Standing;
 
 /// The version a `hello` announces; another one is refused.
@@ -129,6 +132,8 @@ pub enum Message {
     Ok,
     /// The counters' totals so far.
     Counters(Vec<Totals>),
+    /// Every server's admin state and weight.
+    Servers(Vec<ServerLine>),
     /// The new process takes established connections in this format.
     Adopt {
         /// The parcel format it reads.
@@ -211,6 +216,7 @@ impl Message {
             Message::Taken { pid } => format!("taken {pid}\n"),
             Message::Ok => "ok\n".to_string(),
             Message::Counters(totals) => lines("counters", totals.iter().map(totals_line)),
+            Message::Servers(servers) => lines("servers", servers.iter().map(ServerLine::line)),
             Message::Adopt { version } => format!("adopt {version}\n"),
             Message::Connections(parcels) => {
                 let head = format!("connections {}", parcels.len());
@@ -267,6 +273,11 @@ impl Message {
                 pid: head.number_at(pid, "a pid")?,
             },
             ["ok"] => Message::Ok,
+            ["servers"] => Message::Servers(
+                rest.iter()
+                    .map(|l| ServerLine::parse(&l.words.join(" ")).map_err(|why| l.error(why)))
+                    .collect::<Result<_, _>>()?,
+            ),
             ["counters"] => {
                 Message::Counters(rest.iter().map(Line::totals).collect::<Result<_, _>>()?)
             }
@@ -284,6 +295,7 @@ impl Message {
             Message::Listeners(_)
                 | Message::Health(_)
                 | Message::Counters(_)
+                | Message::Servers(_)
                 | Message::Connections(_)
                 | Message::Adopted(_)
         );
