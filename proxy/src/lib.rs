@@ -28,8 +28,8 @@
 //!  │        checker probe resolver dump     │         event_loop           │
 //!  │        handover moving carry operator  │ ctl/ args client             │
 //!  ├────────────────────────────────────────┴──────────────────────────────┤
-//!  │ settings/ cli flags config file sections haproxy logging probes       │  what was asked
-//!  │           reader words check address resolve groups                   │
+//!  │ settings/ cli flags config file drafts sections haproxy logging       │  what was asked
+//!  │           probes reader words check address resolve groups            │
 //!  ├───────────────────────────────────────────────────────────────────────┤
 //!  │ ops/ access_log/ (termination record custom format sink) metrics/     │  what an operator
 //!  │      (counters exposition process rates) admin/ (request places       │  sees and does

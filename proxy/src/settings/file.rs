@@ -18,13 +18,14 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use super::config::{Config, ConfigError, Frontend};
+use super::drafts::{FrontendDraft, GlobalDraft, GroupDraft};
 use super::groups;
 use super::haproxy;
 use super::probes;
 use super::reader::Reader;
 use super::sections::{
-    FRONTEND, FrontendDraft, GLOBAL, GROUP, GlobalDraft, GroupDraft, SECTIONS, names,
-    unknown_in_frontend, unknown_in_global, unknown_in_group,
+    FRONTEND, GLOBAL, GROUP, SECTIONS, names, unknown_in_frontend, unknown_in_global,
+    unknown_in_group,
 };
 use super::words::{Word, did_you_mean, words};
 
@@ -309,10 +310,22 @@ impl File<'_> {
         let mut frontends = Vec::new();
         let mut listening = Listening::default();
         for group in self.groups.values_mut() {
-            probes::finish(&mut self.r, &mut group.pool);
+            let pool = &mut group.pool;
+            probes::finish(
+                &mut self.r,
+                &mut pool.probe,
+                &mut pool.backends,
+                pool.backend_lines,
+            );
         }
         for draft in &mut self.frontends {
-            probes::finish(&mut self.r, &mut draft.pool);
+            let pool = &mut draft.pool;
+            probes::finish(
+                &mut self.r,
+                &mut pool.probe,
+                &mut pool.backends,
+                pool.backend_lines,
+            );
         }
         self.global.finish(&mut self.r);
         self.check_groups();

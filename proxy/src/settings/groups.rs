@@ -22,8 +22,8 @@
 use std::collections::HashMap;
 
 use super::config::{Address, BackendServer, Group};
+use super::drafts::{FrontendDraft, GroupDraft};
 use super::reader::Reader;
-use super::sections::{FrontendDraft, GroupDraft};
 use super::words::did_you_mean;
 use crate::policy::balance::Algorithm;
 use crate::policy::route::Routes;

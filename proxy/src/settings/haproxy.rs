@@ -20,7 +20,7 @@
 //! its own), and remembers its name, so that a `default-group` naming it
 //! is not reported again.
 
-use super::sections::is_server_name;
+use super::words::is_server_name;
 
 /// Why the HTTP words have no equivalent: said once.
 const HTTP: &str = "not supported: an HTTP feature, and this proxy relays TCP without reading \

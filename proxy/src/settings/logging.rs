@@ -18,8 +18,8 @@ use crate::log::syslog::target::Target;
 use crate::log::syslog::{DEFAULT_LEN, Destination, LEN_RANGE};
 
 use super::config;
+use super::drafts::{FrontendDraft, GlobalDraft};
 use super::reader::{Draft, Reader};
-use super::sections::{FrontendDraft, GlobalDraft};
 use super::words::{Word, list, not_one_of, unquote};
 
 /// HAProxy's `format` choices without a syslog header of ours: for its

@@ -13,6 +13,7 @@
 //! | [`address`] | a backend's address as written: an IP address or a host name, and `init-addr` |
 //! | [`resolve`] | host names to addresses, by the system's resolver, at start and at a reload |
 //! | [`file`](mod@file) | reading a file: sections, then the checks of a complete frontend |
+//! | [`drafts`] | a section while its lines are read, everything still optional |
 //! | [`sections`] | every option of every section, one table each |
 //! | [`logging`] | the logging options' values: `log` (syslog), `log-tag`, `log-format`, `dontlognull` |
 //! | [`probes`] | a section's health check: `option redis-check`, `tcp-check` steps, `http-check` |
@@ -34,6 +35,7 @@ pub mod address;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod drafts;
 pub mod file;
 pub mod flags;
 pub mod groups;

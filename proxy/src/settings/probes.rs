@@ -26,9 +26,9 @@
 //! escapes left to it (`policy/check/regex.rs`). HAProxy's words that this
 //! proxy does not do are refused with the reason, never ignored.
 
+use super::config::BackendServer;
 use super::haproxy;
 use super::reader::Reader;
-use super::sections::PoolDraft;
 use super::words::{Word, did_you_mean, list};
 use crate::policy::check::Probe;
 use crate::policy::check::http::{HttpCheck, HttpExpect, HttpMatch};
@@ -101,7 +101,7 @@ const REFUSED_OPTIONS: &[(&str, &str)] = &[
 ];
 
 /// `option NAME ...`: one check per section.
-pub fn option(r: &mut Reader<'_>, pool: &mut PoolDraft, words: &[Word<'_>]) {
+pub fn option(r: &mut Reader<'_>, draft: &mut ProbeDraft, words: &[Word<'_>]) {
     let hint = "a check, like 'option redis-check' or 'option tcp-check'";
     let Some(name) = r.value(words, 0, hint) else {
         return;
@@ -119,7 +119,6 @@ pub fn option(r: &mut Reader<'_>, pool: &mut PoolDraft, words: &[Word<'_>]) {
     let Some(probe) = probe else {
         return;
     };
-    let draft = &mut pool.probe;
     if let Some((earlier, line, _)) = &draft.chosen {
         let message = format!(
             "'option {}' and 'option {}' (line {line}) exclude each other: a section has one \
@@ -309,7 +308,7 @@ fn smtpchk(r: &mut Reader<'_>, name: Word<'_>, args: &[Word<'_>]) -> Option<Smtp
 // ---- tcp-check ----
 
 /// `tcp-check ACTION ...`: one step.
-pub fn tcp_check(r: &mut Reader<'_>, pool: &mut PoolDraft, words: &[Word<'_>]) {
+pub fn tcp_check(r: &mut Reader<'_>, draft: &mut ProbeDraft, words: &[Word<'_>]) {
     let hint = "an action: connect, send, send-binary, expect or comment";
     let Some(action) = r.value(words, 0, hint) else {
         return;
@@ -340,7 +339,6 @@ pub fn tcp_check(r: &mut Reader<'_>, pool: &mut PoolDraft, words: &[Word<'_>]) {
             None
         }
     };
-    let draft = &mut pool.probe;
     draft
         .first_tcp_check
         .get_or_insert((r.line, words[0].column));
@@ -459,7 +457,7 @@ fn pattern(r: &mut Reader<'_>, action: Word<'_>, args: &[Word<'_>]) -> Option<Pa
 // ---- http-check ----
 
 /// `http-check expect ...` or `http-check send ...`.
-pub fn http_check(r: &mut Reader<'_>, pool: &mut PoolDraft, words: &[Word<'_>]) {
+pub fn http_check(r: &mut Reader<'_>, draft: &mut ProbeDraft, words: &[Word<'_>]) {
     let Some(action) = r.value(words, 0, "'expect' or 'send'") else {
         return;
     };
@@ -483,7 +481,6 @@ pub fn http_check(r: &mut Reader<'_>, pool: &mut PoolDraft, words: &[Word<'_>]) 
             None
         }
     };
-    let draft = &mut pool.probe;
     draft
         .first_http_check
         .get_or_insert((r.line, words[0].column));
@@ -729,21 +726,21 @@ fn hex_value(r: &mut Reader<'_>, kind: Word<'_>, rest: &[Word<'_>]) -> Option<Ve
 
 // ---- the end of a section ----
 
-/// The section's check, built from its lines and given to each of `pool`'s
+/// The section's check, built from its lines and given to each of the section's
 /// backends with `check`; what cannot be known before the section ends is
 /// reported here, at the line it is about.
-pub fn finish(r: &mut Reader<'_>, pool: &mut PoolDraft) {
-    let draft = std::mem::take(&mut pool.probe);
-    let Some(probe) = build(r, draft) else {
+pub fn finish(
+    r: &mut Reader<'_>,
+    draft: &mut ProbeDraft,
+    backends: &mut [BackendServer],
+    backend_lines: usize,
+) {
+    let Some(probe) = build(r, std::mem::take(draft)) else {
         return;
     };
     let (probe, line, column) = probe;
-    let mut checked = pool
-        .backends
-        .iter_mut()
-        .filter(|b| b.check.is_some())
-        .peekable();
-    if checked.peek().is_none() && pool.backend_lines > 0 {
+    let mut checked = backends.iter_mut().filter(|b| b.check.is_some()).peekable();
+    if checked.peek().is_none() && backend_lines > 0 {
         r.line = line;
         let message = format!(
             "option {}: no backend of this section has 'check', so nothing would run it; add \

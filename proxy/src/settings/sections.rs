@@ -23,7 +23,6 @@
 //! HAProxy's or nginx's words for ours) are answered here too, from the
 //! tables, so the lists in the messages cannot drift from what is read.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -31,7 +30,7 @@ use std::time::Duration;
 use crate::conn::proxy_protocol::Version;
 use crate::conn::splice::Splice;
 use crate::conn::timeouts::Timeouts;
-use crate::ops::privileges::{FoundUser, find_group, find_user, group_name};
+use crate::ops::privileges::{find_group, find_user, group_name};
 use crate::policy::acl::AccessList;
 use crate::policy::address::Family;
 use crate::policy::balance::Algorithm;
@@ -44,28 +43,15 @@ use super::config::{
     AccessLogTarget, Address, BackendServer, DEFAULT_RETRIES, Global, HostLine, InitAddr,
     MAX_WEIGHT,
 };
+use super::drafts::{FrontendDraft, GlobalDraft, GroupDraft, PoolDraft, RuleDraft};
 use super::haproxy;
 use super::logging;
-use super::probes::{self, ProbeDraft};
-use super::reader::{Draft, Opt, Reader, Seen, Setter};
-use super::words::{Word, did_you_mean, list, not_one_of, parse_duration, suggest};
+use super::probes;
+use super::reader::{Opt, Reader, Seen, Setter};
+use super::words::{Word, did_you_mean, is_server_name, list, not_one_of, parse_duration, suggest};
 
 /// The section headers.
 pub const SECTIONS: &[&str] = &["global", "frontend", "group"];
-
-/// The `global` section while its lines are read.
-#[derive(Debug, Default)]
-pub struct GlobalDraft {
-    /// What it says so far.
-    pub global: Global,
-    /// The line of its header, once there is one.
-    pub line: Option<usize>,
-    /// `user`'s user: found, as written, with its line and column.
-    user: Option<(FoundUser, String, usize, usize)>,
-    /// `user`'s group, if given: its gid, as written.
-    group: Option<(u32, String)>,
-    seen: Seen,
-}
 
 impl GlobalDraft {
     /// What only the whole section says: who to run as (the group given,
@@ -95,92 +81,6 @@ impl GlobalDraft {
         }
         run_as.user = Some((word, found.uid));
     }
-}
-
-/// The backends of a frontend or a group while their lines are read.
-#[derive(Debug, Default)]
-pub struct PoolDraft {
-    /// `balance`.
-    pub balance: Algorithm,
-    /// Where `balance` was given (its line and column), if it was.
-    pub balance_at: Option<(usize, usize)>,
-    /// `backend` lines that were good, in file order.
-    pub backends: Vec<BackendServer>,
-    /// The address of each good `backend` line, with its line: a second
-    /// line for an address is found in one look-up, not by comparing it with
-    /// every backend before it (a frontend may have 100,000).
-    pub backend_at: HashMap<Address, usize>,
-    /// The good `backend` lines written with a host name, where they are.
-    pub hosts: Vec<HostLine>,
-    /// The name of each good `backend` line (its address for an unnamed
-    /// one), with its line: names are unique in a section.
-    pub name_at: HashMap<String, usize>,
-    /// `backend` lines, good or bad (a bad one is reported on its own).
-    pub backend_lines: usize,
-    /// `option redis-check`, `tcp-check` lines...: the check its servers
-    /// with `check` get (`probes.rs`).
-    pub probe: ProbeDraft,
-}
-
-/// A `use-group GROUP sni NAME...` line's pattern, as it was read.
-#[derive(Debug)]
-pub struct RuleDraft {
-    /// The group named, with its column.
-    pub group: (String, usize),
-    /// The pattern, with its column.
-    pub pattern: (Pattern, usize),
-    /// The line.
-    pub line: usize,
-}
-
-/// A frontend while its lines are read: everything optional until the end.
-#[derive(Debug)]
-pub struct FrontendDraft {
-    /// Its name, unique in the file.
-    pub name: String,
-    /// Where its header is.
-    pub line: usize,
-    /// The column of its header.
-    pub column: usize,
-    /// `listen` addresses, each with the line and column of its word.
-    pub listen: Vec<(SocketAddr, usize, usize)>,
-    /// `freebind` on a `listen` line.
-    pub freebind: bool,
-    /// `balance` and `backend` lines: its default group, unless
-    /// `default-group`.
-    pub pool: PoolDraft,
-    /// `maxconn`.
-    pub maxconn: Option<u32>,
-    /// `timeout ...`.
-    pub timeouts: Timeouts,
-    /// `retries`.
-    pub retries: u32,
-    /// `allow`, `deny`.
-    pub access: AccessList,
-    /// `maxconn-per-source`.
-    pub maxconn_per_source: Option<u32>,
-    /// `rate-limit sessions`.
-    pub rate_limit: Option<u32>,
-    /// `rate-limit-per-source`.
-    pub rate_limit_per_source: Option<(u32, Duration)>,
-    /// `accept-proxy`.
-    pub accept_proxy: bool,
-    /// `accept-proxy RANGE...`.
-    pub proxy_from: Vec<Cidr>,
-    /// `default-group NAME`, with its line and column.
-    pub default_group: Option<(String, usize, usize)>,
-    /// `use-group` patterns, in file order.
-    pub rules: Vec<RuleDraft>,
-    /// `not-tls`, with its line and column.
-    pub not_tls: Option<(NotTls, usize, usize)>,
-    /// `splice`.
-    pub splice: Splice,
-    /// `dontlognull`.
-    pub dontlognull: bool,
-    /// A line of it was in error: whether it is complete (a `listen`, a
-    /// backend) is then not judged.
-    pub erred: bool,
-    seen: Seen,
 }
 
 impl FrontendDraft {
@@ -213,22 +113,6 @@ impl FrontendDraft {
     }
 }
 
-/// A `group NAME` section while its lines are read.
-#[derive(Debug)]
-pub struct GroupDraft {
-    /// Its name, unique among groups.
-    pub name: String,
-    /// Where its header is.
-    pub line: usize,
-    /// The column of its header.
-    pub column: usize,
-    /// `balance` and `backend` lines.
-    pub pool: PoolDraft,
-    /// A line of it was in error ([`FrontendDraft::erred`]).
-    pub erred: bool,
-    seen: Seen,
-}
-
 impl GroupDraft {
     /// A group named `name` whose header is at `line`, `column`.
     pub fn new(name: &str, line: usize, column: usize) -> GroupDraft {
@@ -240,24 +124,6 @@ impl GroupDraft {
             erred: false,
             seen: Seen::default(),
         }
-    }
-}
-
-impl Draft for GroupDraft {
-    fn seen(&mut self) -> &mut Seen {
-        &mut self.seen
-    }
-}
-
-impl Draft for GlobalDraft {
-    fn seen(&mut self) -> &mut Seen {
-        &mut self.seen
-    }
-}
-
-impl Draft for FrontendDraft {
-    fn seen(&mut self) -> &mut Seen {
-        &mut self.seen
     }
 }
 
@@ -568,15 +434,15 @@ pub const FRONTEND: &[Opt<FrontendDraft>] = &[
     },
     Opt {
         name: "option",
-        setter: Setter::Line(|r, f, words| probes::option(r, &mut f.pool, words)),
+        setter: Setter::Line(|r, f, words| probes::option(r, &mut f.pool.probe, words)),
     },
     Opt {
         name: "tcp-check",
-        setter: Setter::Line(|r, f, words| probes::tcp_check(r, &mut f.pool, words)),
+        setter: Setter::Line(|r, f, words| probes::tcp_check(r, &mut f.pool.probe, words)),
     },
     Opt {
         name: "http-check",
-        setter: Setter::Line(|r, f, words| probes::http_check(r, &mut f.pool, words)),
+        setter: Setter::Line(|r, f, words| probes::http_check(r, &mut f.pool.probe, words)),
     },
 ];
 
@@ -660,15 +526,15 @@ pub const GROUP: &[Opt<GroupDraft>] = &[
     },
     Opt {
         name: "option",
-        setter: Setter::Line(|r, g, words| probes::option(r, &mut g.pool, words)),
+        setter: Setter::Line(|r, g, words| probes::option(r, &mut g.pool.probe, words)),
     },
     Opt {
         name: "tcp-check",
-        setter: Setter::Line(|r, g, words| probes::tcp_check(r, &mut g.pool, words)),
+        setter: Setter::Line(|r, g, words| probes::tcp_check(r, &mut g.pool.probe, words)),
     },
     Opt {
         name: "http-check",
-        setter: Setter::Line(|r, g, words| probes::http_check(r, &mut g.pool, words)),
+        setter: Setter::Line(|r, g, words| probes::http_check(r, &mut g.pool.probe, words)),
     },
 ];
 
@@ -1101,14 +967,6 @@ fn name_and_address<'w>(
     let hint = "an address after its name, like 'backend db1 127.0.0.1:9001'";
     let v = r.value(words, 1, hint)?;
     Some((Some(first), v))
-}
-
-/// A word that names a server (`backend db1 ADDR`) rather than being its
-/// address: letters, digits, `-`, `_` and `.`, and not an IP address (a
-/// forgotten port is the address's error, not a name).
-pub fn is_server_name(word: &str) -> bool {
-    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
-    !word.is_empty() && word.chars().all(allowed) && word.parse::<std::net::IpAddr>().is_err()
 }
 
 /// A `backend` line's server while its parameters are read.

@@ -146,6 +146,14 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("'{value}' is too long"))
 }
 
+/// A word that names a server (`backend db1 ADDR`) rather than being its
+/// address: letters, digits, `-`, `_` and `.`, and not an IP address (a
+/// forgotten port is the address's error, not a name).
+pub fn is_server_name(word: &str) -> bool {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    !word.is_empty() && word.chars().all(allowed) && word.parse::<std::net::IpAddr>().is_err()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
