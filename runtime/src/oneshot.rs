@@ -13,7 +13,7 @@
 //! Both halves share one small state behind a mutex:
 //!
 //! ```text
-//!                 Arc<Mutex<Slot>>
+//!                 Arc<Mutex<Handoff>>
 //!               ┌───────────────────────────┐
 //!   Sender ───▶ │ value:    Option<T>       │ ◀─── Receiver (a Future)
 //!    send(v)    │ rx_waker: Option<Waker>   │       poll / try_recv
@@ -84,7 +84,7 @@ use crate::waker::store;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
-    let shared = Arc::new(Mutex::new(Slot {
+    let shared = Arc::new(Mutex::new(Handoff {
         value: None,
         rx_waker: None,
         tx_done: false,
@@ -98,17 +98,17 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 
 /// The sending half of a one-shot channel. Sending consumes it.
 pub struct Sender<T> {
-    shared: Arc<Mutex<Slot<T>>>,
+    shared: Arc<Mutex<Handoff<T>>>,
 }
 
 /// The receiving half of a one-shot channel: a future that resolves to the
 /// sent value, or to [`RecvError`] if the sender was dropped without sending.
 pub struct Receiver<T> {
-    shared: Arc<Mutex<Slot<T>>>,
+    shared: Arc<Mutex<Handoff<T>>>,
 }
 
 /// Everything the two halves share, guarded by one mutex.
-struct Slot<T> {
+struct Handoff<T> {
     /// The sent value, until the receiver takes it.
     value: Option<T>,
     /// The waker of the last poll that found nothing; woken on send or on

@@ -190,7 +190,7 @@ impl Algorithm {
 
 /// What the balancer knows about one server beyond its configuration.
 #[derive(Debug, Clone, Default)]
-struct Tally {
+struct ServerTally {
     /// The last health verdict; servers start up.
     down: bool,
     /// Connections opened to it and not yet closed.
@@ -207,7 +207,7 @@ pub struct Balancer {
     servers: Vec<Server>,
     /// Each server's weight as configured.
     configured: Vec<u32>,
-    state: Vec<Tally>,
+    state: Vec<ServerTally>,
     algorithm: Algorithm,
     /// Where leastconn's scan starts: just after the previous winner.
     next: usize,
@@ -250,7 +250,7 @@ impl Balancer {
             servers.len()
         );
         let mut balancer = Balancer {
-            state: vec![Tally::default(); servers.len()],
+            state: vec![ServerTally::default(); servers.len()],
             configured: servers.iter().map(|s| s.weight).collect(),
             servers,
             algorithm,
