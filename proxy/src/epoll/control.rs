@@ -345,6 +345,14 @@ struct Control {
     resolver: Option<Resolver>,
 }
 
+/// The global `maxconn`, which lends pipes the descriptors of the room's
+/// `lendable` pairs that connections leave (policy/limit.rs).
+fn lending(maxconn: u32, lendable: u32) -> Arc<Limit> {
+    let global = Limit::new(Some(maxconn));
+    global.set_lendable(lendable);
+    global
+}
+
 /// Per frontend, per worker: the new listeners of each frontend.
 type Listeners = Vec<PerWorker>;
 
@@ -362,7 +370,7 @@ impl Control {
             backlog: plan.backlog,
             // Never `None`: without a global maxconn the budget's applies, so
             // that accepting stops before a backend socket could not be made.
-            global: Limit::new(Some(plan.maxconn.get())),
+            global: lending(plan.maxconn.get(), plan.budget.lendable()),
             pipes: Limit::new(Some(plan.budget.pipes(plan.maxconn))),
             budget: plan.budget.clone(),
             maxconn: plan.maxconn,
@@ -976,6 +984,7 @@ impl Control {
             crate::info!("reload: {}", budget.describe(maxconn));
         }
         self.global.set_max(Some(maxconn.get()));
+        self.global.set_lendable(budget.lendable());
         self.pipes.set_max(Some(budget.pipes(maxconn)));
         self.budget = budget;
         self.maxconn = maxconn;
