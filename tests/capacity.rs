@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use backend::child::{self, ChildProcess};
+use tools::process::child::{self, ChildProcess};
 
 use common::*;
 

@@ -44,8 +44,9 @@ pub struct WorkerContext {
     pub moves: Arc<MoveCounters>,
     /// Clients refused after they had gone, not yet said.
     pub gone: RefCell<GoneClients>,
-    /// The process's pipe budget for the splice path (shared by every
-    /// worker; none until [`WorkerContext::with_pipes`]: copy only).
+    /// The process's pipes for the splice path: their ceiling, shared by
+    /// every worker (none until [`WorkerContext::with_pipes`]: copy only),
+    /// and the global `maxconn`, which lends them their descriptors.
     pub pipes: Pipes,
     /// The once-a-second line for connections that fell back from splice.
     pub splice_fallbacks: RefCell<Throttle>,
@@ -104,8 +105,9 @@ impl WorkerContext {
         }
     }
 
-    /// The same context with the process's pipe budget, so that its
-    /// connections may splice (`conn/splice.rs`).
+    /// The same context with the process's pipe ceiling, so that its
+    /// connections may splice (`conn/splice.rs`), lent descriptors by its
+    /// global `maxconn`.
     pub fn with_pipes(self, ceiling: Arc<Limit>) -> WorkerContext {
         let pipes = Pipes::new(ceiling, self.global.clone());
         WorkerContext { pipes, ..self }

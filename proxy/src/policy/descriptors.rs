@@ -42,8 +42,8 @@ pub const SOCKETS_PER_CONNECTION: u64 = 2;
 
 /// Pipe descriptors a connection holds for its whole life: none. A relay by
 /// `splice(2)` holds a pipe (2 descriptors) per direction, but only while
-/// bytes flow, so pipes are not counted per connection: they have a budget
-/// of their own ([`Budget::pipes`]).
+/// bytes flow, so pipes are not counted per connection: they are lent
+/// descriptors from the connections' room while held (this file's opening).
 pub const PIPES_PER_CONNECTION: u64 = 0;
 
 /// Descriptors one proxied connection holds, for its whole life.
@@ -91,7 +91,7 @@ pub struct Opens {
     /// The admin listener, with the most connections it takes at once.
     pub admin_connections: Option<u64>,
     /// Some frontend may splice (`splice auto` or `on`, the epoll mode):
-    /// pipes get a budget ([`Budget::pipes`]).
+    /// pipes get a ceiling ([`Budget::pipes`]) and are lent descriptors.
     pub splice: bool,
     /// An upgrade socket is set (ops/upgrade/).
     pub upgrade: bool,
