@@ -424,7 +424,7 @@ fn budget_flood(mode: Mode, workers: usize) {
         inherited: inherited as u64,
         workers: workers as u64,
         listen_addresses: 1,
-        // The default `splice auto`: the derived maxconn leaves room for pipes.
+        // The default `splice auto`: pipes are lent, the same maxconn derived.
         splice: true,
         ..Default::default()
     };

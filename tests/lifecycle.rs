@@ -946,6 +946,44 @@ fn reload_adds_and_removes_frontends() {
     stop_cleanly(proxy);
 }
 
+// One worker runs on the main thread (epoll/control.rs, `OnThisThread`): the
+// process has one thread, and it still reloads, serves, and stops with 0.
+#[test]
+fn one_worker_runs_on_the_main_thread_and_still_reloads() {
+    let echo = fixture(1, FixtureMode::Echo);
+    let reply = fixture(1, FixtureMode::Reply);
+    let config = ConfigFile::new("one-thread", &frontend("a", "127.0.0.1:0", echo.addrs()));
+    let path = config.path().display().to_string();
+    let args: Vec<String> = ["--config", &path, "--workers", "1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut proxy = child::proxy(proxy_exe(), &args)
+        .start()
+        .unwrap_or_else(|e| panic!("start the proxy: {e}"));
+    let addr_a = proxy.frontend_addr("a").expect("frontend a");
+    let mut open_on_a = client(addr_a).expect("connect to a");
+    echo_line(&mut open_on_a, "before")
+        .unwrap_or_else(|e| panic!("{e}; stderr:\n{}", said(&proxy)));
+    let tasks = || fs::read_dir(format!("/proc/{}/task", proxy.pid())).map(Iterator::count);
+    assert_eq!(tasks().ok(), Some(1), "one thread with one worker");
+
+    config.write(&frontend("b", "127.0.0.1:0", reply.addrs()));
+    proxy.signal(Signal::SIGHUP).expect("SIGHUP");
+    expect_log(&proxy, "reloaded");
+    let addr_b = proxy.frontend_addr("b").expect("frontend b announced");
+    let port = request(addr_b, "after the reload")
+        .unwrap_or_else(|e| panic!("through b: {e}; stderr:\n{}", said(&proxy)));
+    assert_eq!(port, reply.addrs()[0].port());
+    echo_line(&mut open_on_a, "after")
+        .unwrap_or_else(|e| panic!("the connection open on a: {e}; stderr:\n{}", said(&proxy)));
+    assert_eq!(tasks().ok(), Some(1), "still one thread after a reload");
+    open_on_a.shutdown(Shutdown::Write).expect("FIN");
+    assert_eq!(read_all(&open_on_a).expect("to EOF"), b"");
+    assert_running(&mut proxy, "after the reload");
+    stop_cleanly(proxy);
+}
+
 /// SIGHUP in a mode or a run without a file, and SIGUSR1 without a log file:
 /// logged, ignored, still serving.
 fn sighup_without_config(mode: Mode) {

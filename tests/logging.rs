@@ -21,7 +21,7 @@
 mod common;
 
 use std::fs;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -596,13 +596,19 @@ fn v2_proxy(source: SocketAddr, destination: SocketAddr) -> Vec<u8> {
 
 /// Connects, sends `bytes` (maybe none) and closes; waits for the proxy to
 /// close its side (its verdict, whatever it is), so that the connection is
-/// over before the next one.
+/// over before the next one. A proxy that refuses what was sent (a PROXY
+/// header it does not accept) may reset the connection before our FIN:
+/// then the FIN finds it gone (`NotConnected`), which is that verdict.
 fn say_and_leave(addr: SocketAddr, bytes: &[u8]) {
     let mut stream = connect(addr);
     if !bytes.is_empty() {
         stream.write_all(bytes).expect("send");
     }
-    stream.shutdown(Shutdown::Write).expect("FIN");
+    match stream.shutdown(Shutdown::Write) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::NotConnected => return,
+        Err(e) => panic!("FIN: {e}"),
+    }
     let mut rest = Vec::new();
     let _ = stream.read_to_end(&mut rest);
 }

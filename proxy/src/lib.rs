@@ -183,6 +183,10 @@ fn run(settings: &cli::Settings, args: &[String]) -> Result<(), Exit> {
         };
     }
     raise_descriptor_limit();
+    // Before any thread allocates: each thread's first heap is sized then.
+    if !runtime::heap::pad_heap_growth(conn::buffers::HEAP_GROWTH) {
+        info!("the allocator is not glibc's: its heaps grow as it decides");
+    }
     let plan = match settings.mode {
         Mode::Epoll => Some(Plan::new(settings).map_err(|errors| {
             check::print_errors(&errors);

@@ -15,7 +15,7 @@
 //!  ┌──────────────────────────────────────────────────────────────────────────┐
 //!  │ executor   block_on, spawn, the run loop          threads (N runtimes)    │  top
 //!  ├──────────────────────────────────────────────────────────────────────────┤
-//!  │ async_fd <- net, signal    time    fd_limit  fd_passing  pipe <- net     │  what tasks use
+//!  │ async_fd <- net, signal  time  fd_limit  fd_passing  heap  pipe <- net   │  what tasks use
 //!  │ oneshot  mpsc  notify  combinator  thread_pool                            │
 //!  ├──────────────────────────────────────────────────────────────────────────┤
 //!  │ run_queue <- context <- coop, task                                        │  tasks and wakes
@@ -42,7 +42,8 @@
 //! 7. [`async_fd`], [`net`], [`time`], [`signal`]: the futures a program
 //!    uses; [`pipe`]: the kernel-side buffer `splice(2)` moves bytes
 //!    through; [`fd_limit`]: how many descriptors it may hold;
-//!    [`fd_passing`]: descriptors handed to another process.
+//!    [`fd_passing`]: descriptors handed to another process; [`heap`]: how
+//!    the allocator grows a thread's heap.
 //! 8. [`oneshot`], [`mpsc`], [`notify`], [`combinator`]: waiting for one
 //!    value, for a stream of them, for an event many tasks wait on, and for
 //!    two futures at once.
@@ -121,6 +122,7 @@ pub mod async_fd;
 pub mod combinator;
 pub mod fd_limit;
 pub mod fd_passing;
+pub mod heap;
 pub mod mpsc;
 pub mod net;
 pub mod notify;

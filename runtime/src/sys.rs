@@ -359,6 +359,26 @@ pub(crate) fn send_before_fin(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usiz
 }
 
 // ---------------------------------------------------------------------------
+// the allocator
+// ---------------------------------------------------------------------------
+
+/// `mallopt(M_TOP_PAD, bytes)`: how much more than asked glibc grows a heap
+/// by. True if glibc took it.
+#[cfg(target_env = "gnu")]
+pub(crate) fn set_malloc_top_pad(bytes: usize) -> bool {
+    let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: mallopt takes two ints and touches no memory of ours; glibc
+    // takes its arenas' locks to change the setting, so any thread may call it.
+    unsafe { libc::mallopt(libc::M_TOP_PAD, bytes) == 1 }
+}
+
+/// Not glibc: no such setting.
+#[cfg(not(target_env = "gnu"))]
+pub(crate) fn set_malloc_top_pad(_bytes: usize) -> bool {
+    false
+}
+
+// ---------------------------------------------------------------------------
 // pipes and splice
 // ---------------------------------------------------------------------------
 

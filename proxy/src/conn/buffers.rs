@@ -13,6 +13,13 @@ use std::cell::RefCell;
 /// calls; it is only held while data is in flight.
 pub const BUFFER_SIZE: usize = 64 * 1024;
 
+/// How much more than asked the allocator grows a thread's heap by
+/// (runtime::heap, set at startup): sixteen buffers, so that as concurrency
+/// rises a worker's heap grows one system call (`mprotect`, or `brk` on the
+/// main thread) per sixteen buffers taken, not per one or two. Address
+/// space, not memory, until written.
+pub const HEAP_GROWTH: usize = 16 * BUFFER_SIZE;
+
 /// How many free buffers a thread keeps for reuse.
 const POOL_LIMIT: usize = 256;
 

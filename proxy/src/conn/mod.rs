@@ -19,7 +19,8 @@
 //! | [`side`] | the client or the backend |
 //!
 //! May import: the ground floor ([`crate::log`]), the runtime, and
-//! [`crate::policy::limit`] (a pipe is a place under the pipe budget). The
+//! [`crate::policy::limit`] (a pipe is a place under the pipe ceiling and a
+//! loan from the global `maxconn`). The
 //! layers above take their parameters as plain values (the connection's
 //! [`timeouts::Timeouts`], a PROXY [`proxy_protocol::Version`]). The
 //! machine, its alarm and its snapshot import nothing but [`side`] and

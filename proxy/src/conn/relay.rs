@@ -647,6 +647,7 @@ mod tests {
     use std::net::{Ipv4Addr, TcpListener};
 
     use super::*;
+    use crate::conn::splice::Pipes;
     use crate::policy::limit::Limit;
 
     /// A connected pair on loopback: (our end, registered; the std peer).
@@ -670,7 +671,7 @@ mod tests {
         runtime::Runtime::new().unwrap().block_on(async {
             let (source, mut writer) = pair();
             let (destination, mut reader) = pair();
-            let pipes = Limit::new(Some(1));
+            let pipes = Pipes::new(Limit::new(Some(1)), Limit::new(None));
             let mut sp = SpliceState::new(Splicing {
                 mode: Splice::On,
                 pipes: &pipes,
@@ -722,7 +723,11 @@ mod tests {
             reader.read_to_string(&mut got).unwrap();
             assert_eq!(got, "first, then the rest", "in order, then the FIN");
             drop(carrier);
-            assert_eq!(pipes.open(), 1, "the emptied pipe went back to the pool");
+            assert_eq!(
+                pipes.ceiling.open(),
+                1,
+                "the emptied pipe went back to the pool"
+            );
         });
     }
 
@@ -744,7 +749,7 @@ mod tests {
             reader.read_to_end(&mut got).unwrap();
             got
         });
-        let pipes = Limit::new(Some(4));
+        let pipes = Pipes::new(Limit::new(Some(4)), Limit::new(None));
         let t = Timeouts::default();
         let splicing = Splicing {
             mode: Splice::Auto,
@@ -778,7 +783,7 @@ mod tests {
                     TcpStream::from_std(source).unwrap(),
                     TcpStream::from_std(destination).unwrap(),
                 );
-                let pipes = Limit::new(Some(4));
+                let pipes = Pipes::new(Limit::new(Some(4)), Limit::new(None));
                 let splicing = Splicing {
                     mode: Splice::Auto,
                     pipes: &pipes,
@@ -835,7 +840,7 @@ mod tests {
         };
         writer.write_all(b", world").unwrap();
         writer.shutdown(Shutdown::Write).unwrap();
-        let pipes = Limit::new(Some(0));
+        let pipes = Pipes::new(Limit::new(Some(0)), Limit::new(None));
         let t = Timeouts::default();
         let splicing = Splicing {
             mode: Splice::Off,

@@ -33,11 +33,21 @@
 //! same few pipes without a system call. A pipe given back with bytes still
 //! in it (its relay ended mid-transfer) is closed, never reused.
 //!
-//! Every pipe, in use or pooled, holds a place under the process's pipe
-//! budget (a [`Limit`] that `policy/descriptors.rs` sizes from what the
-//! global `maxconn` leaves): a pipe can never take a descriptor the budget
-//! promised to a backend socket. No place left, or `pipe2` failing with
+//! Every pipe, in use or pooled, holds two things: a place under the
+//! process's pipe ceiling (a [`Limit`], one pipe per four connections of
+//! `maxconn`, a bound on the memory pipes pin), and a loan of its two
+//! descriptors from the global `maxconn`'s room ([`Limit::lend`]): a pipe is
+//! lent a pair only while connections leave the last few free, and a
+//! connection is admitted only where the loans leave its pair, so a pipe
+//! can never take a descriptor a backend socket needs
+//! (`policy/descriptors.rs`). No place or no loan, or `pipe2` failing with
 //! EMFILE (or any error): the direction copies, and the connection goes on.
+//!
+//! A pooled pipe goes back (closed, its loan returned) when it has been
+//! idle for [`POOL_IDLE`], and when the connections need its descriptors:
+//! a pipe given back while the loans no longer fit is closed, not pooled,
+//! and an accept loop that finds no room while pipes are lent empties its
+//! worker's pool ([`give_back_pooled`]).
 //!
 //! ## Falling back
 //!
@@ -58,10 +68,11 @@
 use std::cell::RefCell;
 use std::io;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use runtime::pipe::Pipe;
 
-use crate::policy::limit::{Limit, Permit};
+use crate::policy::limit::{Limit, Loan, Permit};
 
 /// The pipe size asked for (`F_SETPIPE_SZ`): four times the copy buffer, so
 /// one splice moves what four reads would. Bounded by
@@ -74,6 +85,9 @@ pub const PIPE_SIZE: usize = 256 * 1024;
 
 /// How many empty pipes a worker keeps for reuse.
 pub const POOL_LIMIT: usize = 64;
+
+/// How long an empty pipe stays pooled unused before it is closed.
+pub const POOL_IDLE: Duration = Duration::from_secs(10);
 
 /// A frontend's `splice` option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -106,14 +120,31 @@ impl Splice {
     }
 }
 
+/// The process's pipes: how many may be open at once, and who lends them
+/// their descriptors.
+#[derive(Debug, Clone)]
+pub struct Pipes {
+    /// Pipes open in the whole process (in use or pooled), and how many may be.
+    pub ceiling: Arc<Limit>,
+    /// The global `maxconn`, which lends each pipe its descriptors.
+    pub lender: Arc<Limit>,
+}
+
+impl Pipes {
+    /// Pipes under `ceiling`, lent their descriptors by `lender`.
+    pub fn new(ceiling: Arc<Limit>, lender: Arc<Limit>) -> Pipes {
+        Pipes { ceiling, lender }
+    }
+}
+
 /// What a relay needs to splice: the frontend's option and the process's
-/// pipe budget.
+/// pipes.
 #[derive(Debug, Clone, Copy)]
 pub struct Splicing<'a> {
     /// `splice auto | on | off`.
     pub mode: Splice,
-    /// Pipes open in the whole process (in use or pooled), and how many may be.
-    pub pipes: &'a Arc<Limit>,
+    /// The process's pipes.
+    pub pipes: &'a Pipes,
 }
 
 /// A pipe and its place under the budget.
@@ -121,6 +152,7 @@ pub struct Splicing<'a> {
 pub(crate) struct Held {
     pub(crate) pipe: Pipe,
     _place: Permit,
+    loan: Loan,
 }
 
 /// Why no pipe was had.
@@ -133,7 +165,8 @@ pub(crate) enum NoPipe {
 }
 
 thread_local! {
-    static POOL: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
+    /// Empty pipes, each with when it was given back; the newest last.
+    static POOL: RefCell<Vec<(Held, Instant)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A connection's splice state, shared by its two directions: a fallback
@@ -190,33 +223,77 @@ impl<'a> SpliceState<'a> {
     }
 }
 
-/// An empty pipe from this worker's pool, or a new one under the budget.
-pub(crate) fn take(pipes: &Arc<Limit>) -> Result<Held, NoPipe> {
-    if let Some(held) = POOL.with(|p| p.borrow_mut().pop()) {
+/// An empty pipe from this worker's pool, or a new one under the pipe
+/// ceiling and lent its descriptors.
+pub(crate) fn take(pipes: &Pipes) -> Result<Held, NoPipe> {
+    let now = Instant::now();
+    if let Some(held) = POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        close_idle(&mut pool, now);
+        pool.pop().map(|(held, _)| held)
+    }) {
         return Ok(held);
     }
-    let place = pipes.try_acquire().ok_or(NoPipe::Budget)?;
+    let place = pipes.ceiling.try_acquire().ok_or(NoPipe::Budget)?;
+    let loan = pipes.lender.lend().ok_or(NoPipe::Budget)?;
     match Pipe::new(PIPE_SIZE) {
         Ok(pipe) => Ok(Held {
             pipe,
             _place: place,
+            loan,
         }),
         Err(_) => Err(NoPipe::Failed),
     }
 }
 
-/// Gives a pipe back: to the pool if it is empty and the pool has room,
-/// else closed (its place under the budget with it).
+/// Gives a pipe back: to the pool if it is empty, the pool has room and the
+/// connections do not need its descriptors, else closed (its place and its
+/// loan with it).
 pub(crate) fn give(held: Held) {
-    if !held.pipe.is_empty() {
+    if !held.pipe.is_empty() || !held.loan.fits() {
         return;
     }
+    let now = Instant::now();
     POOL.with(|p| {
         let mut pool = p.borrow_mut();
+        close_idle(&mut pool, now);
         if pool.len() < POOL_LIMIT {
-            pool.push(held);
+            pool.push((held, now));
         }
     });
+}
+
+/// Closes this worker's pooled pipes, returning their descriptors: for an
+/// accept loop that found no room while pipes are lent. How many it closed.
+pub fn give_back_pooled() -> usize {
+    POOL.with(|p| p.borrow_mut().drain(..).count())
+}
+
+/// Closes this worker's pooled pipes idle for [`POOL_IDLE`], or all of them
+/// if the loans of `lender` no longer fit (connections need the room): what
+/// a worker does every half [`POOL_IDLE`] while its pool is not empty
+/// (epoll/worker.rs), so that a pipe idle for long goes back even on a
+/// worker that splices no more. How many it closed.
+pub fn tidy_pool(lender: &Limit) -> usize {
+    if !lender.loans_fit() {
+        return give_back_pooled();
+    }
+    let now = Instant::now();
+    POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        let before = pool.len();
+        close_idle(&mut pool, now);
+        before - pool.len()
+    })
+}
+
+/// Closes the pooled pipes unused for [`POOL_IDLE`] (the oldest are first).
+fn close_idle(pool: &mut Vec<(Held, Instant)>, now: Instant) {
+    let fresh = pool
+        .iter()
+        .position(|(_, since)| now.duration_since(*since) < POOL_IDLE)
+        .unwrap_or(pool.len());
+    pool.drain(..fresh);
 }
 
 /// Does `err` mean "this pair of descriptors cannot splice" (a socket type
@@ -244,16 +321,42 @@ mod tests {
     #[test]
     fn pipes_come_back_to_the_pool_and_the_budget_bounds_them() {
         let budget = Limit::new(Some(2));
-        let a = take(&budget).unwrap();
-        let b = take(&budget).unwrap();
-        assert_eq!(take(&budget).unwrap_err(), NoPipe::Budget, "two at most");
+        let lender = Limit::new(Some(100));
+        lender.set_lendable(100);
+        let pipes = Pipes::new(budget.clone(), lender.clone());
+        let a = take(&pipes).unwrap();
+        let b = take(&pipes).unwrap();
+        assert_eq!(take(&pipes).unwrap_err(), NoPipe::Budget, "two at most");
+        assert_eq!(lender.lent(), 2);
         give(a);
         // Reused from the pool: the budget still counts it.
-        let c = take(&budget).unwrap();
+        let c = take(&pipes).unwrap();
         assert_eq!(budget.open(), 2);
         drop(c);
         drop(b);
         assert_eq!(budget.open(), 0, "a closed pipe gives its place back");
+        assert_eq!(lender.lent(), 0, "and its loan");
+    }
+
+    #[test]
+    fn connections_come_first_a_pooled_pipe_goes_back_when_they_need_it() {
+        // Ten pairs, eight kept for connections: two pipes may be lent.
+        let lender = Limit::new(Some(10));
+        lender.set_lendable(10);
+        let pipes = Pipes::new(Limit::new(Some(10)), lender.clone());
+        let a = take(&pipes).unwrap();
+        let b = take(&pipes).unwrap();
+        assert_eq!(take(&pipes).unwrap_err(), NoPipe::Budget);
+        give(a);
+        assert_eq!(lender.lent(), 2, "pooled, still lent");
+        // Eight connections: every pair is taken, none is free.
+        let conns: Vec<_> = (0..10).filter_map(|_| lender.try_acquire()).collect();
+        assert_eq!(conns.len(), 8);
+        give(b);
+        assert_eq!(lender.lent(), 1, "given back while short: closed");
+        assert_eq!(give_back_pooled(), 1);
+        assert_eq!(lender.lent(), 0);
+        assert!(lender.try_acquire().is_some(), "a pair for a connection");
     }
 
     #[test]

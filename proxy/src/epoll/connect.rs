@@ -34,7 +34,7 @@ use crate::policy::health;
 use crate::policy::limit::Permit;
 
 use super::backend_socket::Backend;
-use super::connection::{Local, Refusal, Trace};
+use super::connection::{Elapsed, Local, Refusal, Trace};
 
 /// Why no backend could be picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,15 +85,15 @@ impl Local {
             // Tw ends, and Tc begins, at the first connect attempt; a
             // client that never got one logs Tw as -1, as HAProxy does.
             let started = *connecting.get_or_insert_with(Instant::now);
-            trace.wait.get_or_insert(started - waiting);
-            trace.backend = Some(index);
+            trace.wait.first(started - waiting);
+            trace.backend = u32::try_from(index).ok();
             trace.server_addr = self.shared.addresses.get(index);
             if let Some(last) = &failure {
                 self.note_retry(trace, attempt, last, index);
             }
             match self.attempt(index, trace.server_addr).await {
                 Ok(stream) => {
-                    trace.connect = Some(started.elapsed());
+                    trace.connect = Elapsed::of(Some(started.elapsed()));
                     return Ok((index, stream, place));
                 }
                 Err(Failed::Fatal(refusal)) => return Err(refusal),
@@ -134,14 +134,14 @@ impl Local {
         match (picked, failure) {
             (Ok(picked), _) => Ok(picked),
             (Err(NoBackend::Full), _) => {
-                trace.wait.get_or_insert(waiting.elapsed());
+                trace.wait.first(waiting.elapsed());
                 Err(Refusal::new(
                     "every backend is at its maxconn, past the timeout queue",
                     Termination::QUEUE_TIMEOUT,
                 ))
             }
             (Err(NoBackend::QueuesFull), _) => {
-                trace.wait.get_or_insert(waiting.elapsed());
+                trace.wait.first(waiting.elapsed());
                 Err(Refusal::new(
                     "every backend is at its maxconn and its queue at its maxqueue",
                     Termination::QUEUE_FULL,

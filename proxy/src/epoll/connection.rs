@@ -128,15 +128,17 @@ pub(super) struct Trace {
     pub(super) client: SocketAddr,
     /// The group its backends are chosen from (0: the default).
     pub(super) group: usize,
-    /// The backend connected to, or the last one tried.
-    pub(super) backend: Option<usize>,
+    /// The backend connected to, or the last one tried (its index: a
+    /// `u32` rather than a `usize`, as the two waits below are 4 bytes
+    /// rather than 16: the trace is kept for the connection's whole life).
+    pub(super) backend: Option<u32>,
     /// Where that backend was when this connection went there: its
     /// address, or its host name's answer then (`%si:%sp`, `server_addr`).
     pub(super) server_addr: Option<SocketAddr>,
     /// Time spent waiting for places (HAProxy's `Tw`).
-    pub(super) wait: Option<Duration>,
+    pub(super) wait: Elapsed,
     /// Time from the first connect attempt to a connected backend (`Tc`).
-    pub(super) connect: Option<Duration>,
+    pub(super) connect: Elapsed,
     pub(super) retries: u32,
     pub(super) bytes_up: u64,
     pub(super) bytes_down: u64,
@@ -156,6 +158,39 @@ pub(super) struct Trace {
     pub(super) id: u64,
     /// How many upgrades moved it to a new process (epoll/moving.rs).
     pub(super) moves: u32,
+}
+
+/// A time a connection took, or none yet, in four bytes: microseconds,
+/// up to 71 minutes (longer reads as that), `u32::MAX` for none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Elapsed(u32);
+
+impl Elapsed {
+    /// None yet.
+    pub(super) const NONE: Elapsed = Elapsed(u32::MAX);
+
+    /// `d`, or none.
+    pub(super) fn of(d: Option<Duration>) -> Elapsed {
+        d.map_or(Elapsed::NONE, |d| {
+            Elapsed(
+                u32::try_from(d.as_micros())
+                    .unwrap_or(u32::MAX - 1)
+                    .min(u32::MAX - 1),
+            )
+        })
+    }
+
+    /// The time, if one was set.
+    pub(super) fn get(self) -> Option<Duration> {
+        (self != Elapsed::NONE).then(|| Duration::from_micros(u64::from(self.0)))
+    }
+
+    /// Sets `d` unless a time is set already (the first one counts).
+    pub(super) fn first(&mut self, d: Duration) {
+        if *self == Elapsed::NONE {
+            *self = Elapsed::of(Some(d));
+        }
+    }
 }
 
 /// What only some connections have, kept apart so that the others do not
@@ -303,8 +338,8 @@ impl Trace {
             group: 0,
             backend: None,
             server_addr: None,
-            wait: None,
-            connect: None,
+            wait: Elapsed::NONE,
+            connect: Elapsed::NONE,
             retries: 0,
             bytes_up: 0,
             bytes_down: 0,
@@ -405,7 +440,7 @@ pub(crate) fn cut_while_waiting(
     counters::inc(&local.counters.connections);
     let counted = local.worker.log_needs.counter;
     let trace = Trace {
-        wait: Some(started.elapsed()),
+        wait: Elapsed::of(Some(started.elapsed())),
         termination: Termination::new(Cause::Killed, Phase::Queue),
         phase: Phase::Queue,
         ..Trace::at(peer, accepted, started, counted)
@@ -821,7 +856,9 @@ impl Local {
         if frontend.dontlognull && !trace.client_sent && !has_bytes_waiting(client) {
             return;
         }
-        let backend = trace.backend.and_then(|i| frontend.backends.get(i));
+        let backend = trace
+            .backend
+            .and_then(|i| frontend.backends.get(usize::try_from(i).ok()?));
         let group = frontend.group(trace.group);
         let frontend_addr = match self.worker.log_needs.frontend_addr {
             true => trace
@@ -843,8 +880,8 @@ impl Local {
                 name: &b.name,
                 addr: trace.server_addr,
             }),
-            wait: trace.wait,
-            connect: trace.connect,
+            wait: trace.wait.get(),
+            connect: trace.connect.get(),
             total: trace.started.elapsed(),
             bytes_down: trace.bytes_down,
             bytes_up: trace.bytes_up,
@@ -941,13 +978,34 @@ mod tests {
             std::mem::size_of_val(&future)
         });
         println!(
-            "epoll mode: serve's future {bytes} bytes; the runtime's TcpStream {} bytes",
+            "epoll mode: serve's future {bytes} bytes; its Trace {}; the runtime's TcpStream {} \
+             bytes",
+            std::mem::size_of::<Trace>(),
             std::mem::size_of::<TcpStream>()
         );
         // Kept for the connection's whole life: held under 1 KiB, with
         // the rest of what an idle connection keeps (docs/EPOLL.md, "What
         // an idle connection keeps").
         assert!(bytes > 0 && bytes < 1024, "{bytes}");
+    }
+
+    #[test]
+    fn an_elapsed_time_keeps_the_first_and_says_none_until_set() {
+        let mut wait = Elapsed::NONE;
+        assert_eq!(wait.get(), None);
+        wait.first(Duration::from_micros(1500));
+        wait.first(Duration::from_secs(9));
+        assert_eq!(
+            wait.get(),
+            Some(Duration::from_micros(1500)),
+            "the first counts"
+        );
+        let long = Elapsed::of(Some(Duration::from_secs(5 * 3600)));
+        assert_eq!(
+            long.get(),
+            Some(Duration::from_micros(u64::from(u32::MAX - 1)))
+        );
+        assert_eq!(Elapsed::of(None), Elapsed::NONE);
     }
 
     // A refused client whose connection is reset, or whose FIN

@@ -98,7 +98,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     // file open. Before any other thread starts, and before serving.
     switch_user(plan, socket_file.as_ref(), control.access_log.as_deref())?;
     carry_over(plan, &shared, handed.as_ref());
-    control.start_workers()?;
+    let on_this_thread = control.start_workers()?;
     control.apply(shared, listeners);
     control.admin = admin
         .map(|listener| start_admin(plan, listener, &control.operating(), control.upgradable))
@@ -107,7 +107,16 @@ pub fn run(plan: &Plan) -> io::Result<()> {
     let path = plan.config.global.upgrade_socket.as_deref();
     let requests = control.open_for_upgrades(socket_file, handed, path)?;
     let rt = runtime::Runtime::new()?;
-    rt.block_on(control.until_stopped(requests))
+    rt.block_on(async move {
+        if let Some(worker) = on_this_thread {
+            runtime::spawn_detached(async move {
+                if let Err(e) = worker.await {
+                    crate::error!("the worker stopped: {e}");
+                }
+            });
+        }
+        control.until_stopped(requests).await
+    })
 }
 
 /// What the frontends keep from before this process: what the old process
@@ -143,6 +152,16 @@ fn start_admin_socket(
     );
     Ok(Some(socket))
 }
+
+/// The one worker's loop, when it runs on the control's thread: with
+/// `--workers 1` the process has one thread on the hot path, so its system
+/// calls on descriptors take the kernel's single-threaded shortcuts (a
+/// process with one thread skips the file table's reference counting) and
+/// no wake-up crosses threads. The control's work (signals, reload, the
+/// health board's results) is rare and runs between the worker's events;
+/// only a reload's host-name lookups block, the worker with them, for as
+/// long as the resolver takes.
+type OnThisThread = std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<()>>>>;
 
 /// `user` in `global`: the files made as root handed to that user, then
 /// root dropped for good (ops/privileges.rs). The upgrade socket's
@@ -345,6 +364,14 @@ struct Control {
     resolver: Option<Resolver>,
 }
 
+/// The global `maxconn`, which lends pipes the descriptors of the room's
+/// `lendable` pairs that connections leave (policy/limit.rs).
+fn lending(maxconn: u32, lendable: u32) -> Arc<Limit> {
+    let global = Limit::new(Some(maxconn));
+    global.set_lendable(lendable);
+    global
+}
+
 /// Per frontend, per worker: the new listeners of each frontend.
 type Listeners = Vec<PerWorker>;
 
@@ -362,7 +389,7 @@ impl Control {
             backlog: plan.backlog,
             // Never `None`: without a global maxconn the budget's applies, so
             // that accepting stops before a backend socket could not be made.
-            global: Limit::new(Some(plan.maxconn.get())),
+            global: lending(plan.maxconn.get(), plan.budget.lendable()),
             pipes: Limit::new(Some(plan.budget.pipes(plan.maxconn))),
             budget: plan.budget.clone(),
             maxconn: plan.maxconn,
@@ -402,8 +429,16 @@ impl Control {
         }
     }
 
-    /// Starts the workers, each waiting for its first [`Command::Apply`].
-    fn start_workers(&mut self) -> io::Result<()> {
+    /// Starts the workers, each waiting for its first [`Command::Apply`]:
+    /// a thread each, or with one worker, none: its loop is returned, to
+    /// run on this thread beside the control ([`OnThisThread`]).
+    fn start_workers(&mut self) -> io::Result<Option<OnThisThread>> {
+        if self.workers == 1 {
+            let (tx, rx) = mpsc::channel();
+            self.senders.push(tx);
+            let context = self.worker_context(0);
+            return Ok(Some(Box::pin(worker(Some(rx), Rc::new(context)))));
+        }
         let mut receivers = Vec::new();
         for _ in 0..self.workers {
             let (tx, rx) = mpsc::channel();
@@ -432,7 +467,15 @@ impl Control {
                 .with_moves(moves.clone());
                 worker(commands, Rc::new(context))
             })?;
-        Ok(())
+        Ok(None)
+    }
+
+    /// Worker `index`'s context, for a worker on this thread.
+    fn worker_context(&self, index: usize) -> WorkerContext {
+        let sink = self.access_log.as_ref().map(|log| log.sink());
+        WorkerContext::new(index, self.global.clone(), sink)
+            .with_pipes(self.pipes.clone())
+            .with_moves(self.moves.clone())
     }
 
     /// Once the workers accept: a new process tells the old one it took
@@ -976,6 +1019,7 @@ impl Control {
             crate::info!("reload: {}", budget.describe(maxconn));
         }
         self.global.set_max(Some(maxconn.get()));
+        self.global.set_lendable(budget.lendable());
         self.pipes.set_max(Some(budget.pipes(maxconn)));
         self.budget = budget;
         self.maxconn = maxconn;
@@ -991,7 +1035,7 @@ impl Control {
 
 impl Control {
     /// A reload's lookups: every host name of `config` looked up again
-    /// (blocking this thread, which serves no connection). `None`, said in
+    /// (blocking this thread, and with one worker the worker on it). `None`, said in
     /// the log, if one does not resolve and its line does not say to start
     /// without it, unless a running backend keeps its last good address:
     /// the running configuration then stays.

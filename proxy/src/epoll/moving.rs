@@ -31,7 +31,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use runtime::net::TcpStream;
 use runtime::oneshot;
 
-use super::connection::{Extra, Local, Trace};
+use super::connection::{Elapsed, Extra, Local, Trace};
 use crate::conn::relay::{Parked, Start};
 use crate::conn::side::Side;
 use crate::conn::snapshot;
@@ -145,8 +145,8 @@ fn parcel_of(local: &Local, trace: &Trace, parked: &Parked, index: usize, early:
         client: trace.client,
         accepted_unix_us: u64::try_from(accepted.as_micros()).unwrap_or(u64::MAX),
         age: now.saturating_duration_since(trace.started),
-        wait: trace.wait,
-        connect: trace.connect,
+        wait: trace.wait.get(),
+        connect: trace.connect.get(),
         retries: trace.retries,
         early,
         spliced: parked.spliced,
@@ -249,10 +249,10 @@ fn trace_of(local: &Local, parcel: &Parcel, index: usize, now: Instant) -> Trace
         false,
     );
     trace.group = local.shared.frontend.group_of(index);
-    trace.backend = Some(index);
+    trace.backend = u32::try_from(index).ok();
     trace.server_addr = Some(parcel.server);
-    trace.wait = parcel.wait;
-    trace.connect = parcel.connect;
+    trace.wait = Elapsed::of(parcel.wait);
+    trace.connect = Elapsed::of(parcel.connect);
     trace.retries = parcel.retries;
     trace.client_sent = parcel.client_sent;
     if parcel.sni.is_some() || parcel.destination.is_some() || parcel.backend_source.is_some() {

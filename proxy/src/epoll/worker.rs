@@ -1,7 +1,8 @@
 //! One worker: an event loop that runs what the control thread says
 //! ([`Command`]): one accept loop per listener of each frontend (one per
 //! listen address, or more where a handover gave this worker several:
-//! ops/upgrade/), one task per connection, and the access-log flush timer.
+//! ops/upgrade/), one task per connection, the access-log flush timer, and
+//! the timer that closes pipes pooled unused.
 //! A frontend's accept loops share one state (`connection::Local`): whatever address
 //! a client came in on, it takes its places under the same limits.
 
@@ -17,6 +18,7 @@ use runtime::net::{TcpListener, TcpStream};
 use runtime::{JoinHandle, mpsc, oneshot, spawn, spawn_detached, time};
 
 use crate::conn::accept::AcceptErrors;
+use crate::conn::splice;
 use crate::ops::metrics::counters;
 
 use super::connection::{self, Local, Places};
@@ -192,6 +194,8 @@ pub async fn worker(
     if context.sink.is_some() {
         spawn(flush_every(context.clone(), ACCESS_LOG_FLUSH));
     }
+    // Even with splice off: a reload may turn it on.
+    spawn(tidy_pipes(context.clone()));
     let mut running: Vec<Running> = Vec::new();
     while let Some(command) = commands.recv().await {
         match command {
@@ -224,36 +228,47 @@ pub async fn worker(
                 context.moving.outbound.replace(Some(outbound));
                 context.orders.give(Order::Park);
             }
-            Command::Adopt(arrival, until, fate) => {
-                let id = arrival.parcel.id;
-                // Past `until`, the adopt thread no longer waits for this
-                // answer, and the old process would resume what it adopted.
-                let adopted = match Instant::now() <= until {
-                    true => adopt(&running, *arrival),
-                    false => Err("the new process's workers were too slow to adopt it".into()),
-                };
-                let _ = fate.send((id, adopted));
-            }
+            Command::Adopt(arrival, until, fate) => adopt_until(&running, *arrival, until, &fate),
             Command::Flush(done) => {
                 flush(&context);
                 let _ = done.send(());
             }
-            Command::Cut(done) => {
-                context.orders.give(Order::Kill);
-                // The connections woken by the switch run before this task
-                // comes back from its yields (a yield goes to the back of
-                // the queue): by then each has reset its sockets and
-                // written its access-log line.
-                for _ in 0..3 {
-                    runtime::yield_now().await;
-                }
-                flush(&context);
-                let _ = done.send(());
-            }
+            Command::Cut(done) => cut(&context, done).await,
         }
     }
     // The main thread never drops its senders before the process exits.
     std::future::pending().await
+}
+
+/// Adopts a connection an old process handed over unless `until` is past,
+/// and says its fate.
+fn adopt_until(
+    running: &[Running],
+    arrival: Arrival,
+    until: Instant,
+    fate: &std::sync::mpsc::Sender<(u64, Fate)>,
+) {
+    let id = arrival.parcel.id;
+    // Past `until`, the adopt thread no longer waits for this answer, and
+    // the old process would resume what it adopted.
+    let adopted = match Instant::now() <= until {
+        true => adopt(running, arrival),
+        false => Err("the new process's workers were too slow to adopt it".into()),
+    };
+    let _ = fate.send((id, adopted));
+}
+
+/// Resets every open connection, writes the access log, then answers.
+async fn cut(context: &WorkerContext, done: oneshot::Sender<()>) {
+    context.orders.give(Order::Kill);
+    // The connections woken by the switch run before this task comes back
+    // from its yields (a yield goes to the back of the queue): by then each
+    // has reset its sockets and written its access-log line.
+    for _ in 0..3 {
+        runtime::yield_now().await;
+    }
+    flush(context);
+    let _ = done.send(());
 }
 
 /// How long an access-log line may wait in a worker's buffer: lines are
@@ -265,6 +280,16 @@ async fn flush_every(context: Rc<WorkerContext>, period: Duration) {
     loop {
         time::sleep(period).await;
         flush(&context);
+    }
+}
+
+/// Every half [`splice::POOL_IDLE`], closes the pooled pipes idle that long
+/// or all of them if connections need their descriptors (conn/splice.rs):
+/// a pipe idle for long goes back even on a worker that splices no more.
+async fn tidy_pipes(context: Rc<WorkerContext>) {
+    loop {
+        time::sleep(splice::POOL_IDLE / 2).await;
+        splice::tidy_pool(&context.global);
     }
 }
 
@@ -365,6 +390,7 @@ async fn admit(slot: &RefCell<Rc<Local>>) -> (Rc<Local>, Places) {
         if local.worker.global.has_room() {
             local.shared.limit.room().await;
         } else {
+            splice::tidy_pool(&local.worker.global);
             local.worker.global.room().await;
         }
     }
@@ -379,6 +405,10 @@ async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<Local>>>) {
     let mut errors = AcceptErrors::new();
     loop {
         let local = slot.borrow().clone();
+        if !local.worker.global.has_room() {
+            // Connections come first: pooled pipes give their descriptors back.
+            splice::tidy_pool(&local.worker.global);
+        }
         local.worker.global.room().await;
         local.shared.limit.room().await;
         if let Some(rate) = &local.shared.session_rate {

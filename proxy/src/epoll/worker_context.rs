@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::conn::accept::Throttle;
+use crate::conn::splice::Pipes;
 use crate::ops::access_log::custom::Needs;
 use crate::ops::access_log::sink::Sink;
 use crate::ops::metrics::counters::MoveCounters;
@@ -43,9 +44,10 @@ pub struct WorkerContext {
     pub moves: Arc<MoveCounters>,
     /// Clients refused after they had gone, not yet said.
     pub gone: RefCell<GoneClients>,
-    /// The process's pipe budget for the splice path (shared by every
-    /// worker; none until [`WorkerContext::with_pipes`]: copy only).
-    pub pipes: Arc<Limit>,
+    /// The process's pipes for the splice path: their ceiling, shared by
+    /// every worker (none until [`WorkerContext::with_pipes`]: copy only),
+    /// and the global `maxconn`, which lends them their descriptors.
+    pub pipes: Pipes,
     /// The once-a-second line for connections that fell back from splice.
     pub splice_fallbacks: RefCell<Throttle>,
     /// A new process took the listeners (ops/upgrade/): a client accepted
@@ -84,6 +86,7 @@ impl WorkerContext {
     /// its access-log buffer, with no order given and no gone
     /// client noted yet.
     pub fn new(index: usize, global: Arc<Limit>, sink: Option<Sink>) -> WorkerContext {
+        let pipes = Pipes::new(Limit::new(Some(0)), global.clone());
         WorkerContext {
             index,
             global,
@@ -96,15 +99,17 @@ impl WorkerContext {
             moving: Moving::default(),
             moves: Arc::default(),
             gone: RefCell::default(),
-            pipes: Limit::new(Some(0)),
+            pipes,
             splice_fallbacks: RefCell::default(),
             handed_over: Cell::new(false),
         }
     }
 
-    /// The same context with the process's pipe budget, so that its
-    /// connections may splice (`conn/splice.rs`).
-    pub fn with_pipes(self, pipes: Arc<Limit>) -> WorkerContext {
+    /// The same context with the process's pipe ceiling, so that its
+    /// connections may splice (`conn/splice.rs`), lent descriptors by its
+    /// global `maxconn`.
+    pub fn with_pipes(self, ceiling: Arc<Limit>) -> WorkerContext {
+        let pipes = Pipes::new(ceiling, self.global.clone());
         WorkerContext { pipes, ..self }
     }
 

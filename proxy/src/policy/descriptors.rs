@@ -14,6 +14,19 @@
 //!     = room for connections;  ÷ PER_CONNECTION (2)  =  the largest maxconn
 //! ```
 //!
+//! ## Pipes are lent, not reserved
+//!
+//! With splice on, a pipe (two descriptors) is had only while a direction
+//! moves bytes through it. Its descriptors are lent from the same room as
+//! the connections' ([`Limit::lend`](super::limit::Limit::lend)), so the
+//! derived `maxconn` is the same with `splice off` as with `auto` or `on`:
+//! a pipe takes a pair only while connections leave one free, never the last
+//! [`kept_for_connections`] of them, and a connection is admitted
+//! only where the pipes lent leave its pair. When descriptors run short, a
+//! new direction copies. (HAProxy instead sets `maxpipes` aside: `maxconn /
+//! 4` pipes off the derived `maxconn`, a fifth of the connections given up
+//! whether anything splices or not.)
+//!
 //! Decisions only, from plain numbers: the settings count what a
 //! configuration opens ([`Opens`]), the caller reads the limit, and
 //! [`Budget`] says what `maxconn` applies or why an explicit one cannot be
@@ -21,6 +34,7 @@
 
 use std::fmt::{self, Write as _};
 
+use super::limit::kept_for_connections;
 use crate::log::grouped::grouped;
 
 /// Sockets one proxied connection holds: the client's and the backend's.
@@ -28,8 +42,8 @@ pub const SOCKETS_PER_CONNECTION: u64 = 2;
 
 /// Pipe descriptors a connection holds for its whole life: none. A relay by
 /// `splice(2)` holds a pipe (2 descriptors) per direction, but only while
-/// bytes flow, so pipes are not counted per connection: they have a budget
-/// of their own ([`Budget::pipes`]).
+/// bytes flow, so pipes are not counted per connection: they are lent
+/// descriptors from the connections' room while held (this file's opening).
 pub const PIPES_PER_CONNECTION: u64 = 0;
 
 /// Descriptors one proxied connection holds, for its whole life.
@@ -38,8 +52,9 @@ pub const PER_CONNECTION: u64 = SOCKETS_PER_CONNECTION + PIPES_PER_CONNECTION;
 /// Descriptors of one pipe.
 pub const PER_PIPE: u64 = 2;
 
-/// With splice on, a pipe for every this many connections: HAProxy's
-/// default `maxpipes` is `maxconn / 4`.
+/// With splice on, at most a pipe for every this many connections open at
+/// once (HAProxy's default `maxpipes` is `maxconn / 4`): a bound on the
+/// memory pipes pin (256 KiB each), not a share of descriptors.
 pub const CONNECTIONS_PER_PIPE: u64 = 4;
 
 /// Kept spare on top of everything counted: the configuration file read on
@@ -76,7 +91,7 @@ pub struct Opens {
     /// The admin listener, with the most connections it takes at once.
     pub admin_connections: Option<u64>,
     /// Some frontend may splice (`splice auto` or `on`, the epoll mode):
-    /// pipes get a budget ([`Budget::pipes`]).
+    /// pipes get a ceiling ([`Budget::pipes`]) and are lent descriptors.
     pub splice: bool,
     /// An upgrade socket is set (ops/upgrade/).
     pub upgrade: bool,
@@ -272,34 +287,29 @@ impl Budget {
         u32::try_from(room).unwrap_or(u32::MAX).min(u32::MAX - 1)
     }
 
-    /// The `maxconn` derived when none is given: the largest, or with
-    /// splice, the largest that leaves a pipe for every
-    /// [`CONNECTIONS_PER_PIPE`] connections (`n × 2 + n / 4 × 2 ≤ room`, as
-    /// HAProxy derives `maxconn` and `maxpipes` together).
+    /// The `maxconn` derived when none is given: the largest, splice or
+    /// not (pipes are lent, not set aside: this file's opening).
     fn derived_maxconn(&self) -> u32 {
-        if !self.splice {
-            return self.largest_maxconn();
-        }
-        let per_four = CONNECTIONS_PER_PIPE * PER_CONNECTION + PER_PIPE;
-        let n = self.room() * CONNECTIONS_PER_PIPE / per_four;
-        // At least one connection where one fits: pipes are the extra.
-        u32::try_from(n.max(1))
-            .unwrap_or(u32::MAX)
-            .min(self.largest_maxconn())
+        self.largest_maxconn()
     }
 
-    /// The pipes the splice path may hold at once, in use or pooled, under
-    /// `maxconn`: a pipe for every [`CONNECTIONS_PER_PIPE`] connections, but
-    /// only from what `maxconn`'s sockets leave, so that a pipe never takes
-    /// a descriptor a backend socket was promised. None left: copy.
+    /// The most pipes the splice path may hold at once, in use or pooled:
+    /// one for every [`CONNECTIONS_PER_PIPE`] connections of `maxconn`
+    /// (none under 4), each lent its descriptors while it is held. None with
+    /// splice off everywhere.
     pub fn pipes(&self, maxconn: Maxconn) -> u32 {
         if !self.splice {
             return 0;
         }
-        let sockets = u64::from(maxconn.get()) * PER_CONNECTION;
-        let left = self.room().saturating_sub(sockets) / PER_PIPE;
         let wanted = u64::from(maxconn.get()) / CONNECTIONS_PER_PIPE;
-        u32::try_from(left.min(wanted)).unwrap_or(u32::MAX - 1)
+        u32::try_from(wanted).unwrap_or(u32::MAX - 1)
+    }
+
+    /// The descriptor room in pairs, which connections and lent pipes
+    /// share: [`Budget::largest_maxconn`], whatever `maxconn` applies (an
+    /// explicit one below it leaves the difference to pipes alone).
+    pub fn lendable(&self) -> u32 {
+        self.largest_maxconn()
     }
 
     /// The global `maxconn` to run with: `explicit` if the budget can honour
@@ -360,20 +370,28 @@ impl Budget {
         format!("{line}; {}", self.describe_pipes(maxconn))
     }
 
-    /// What the splice path may hold: `splice: 25 pipes (...)`.
+    /// How the splice path is lent its pipes: `splice: up to 2,496 pipes
+    /// at once, lent (...)`.
     pub fn describe_pipes(&self, maxconn: Maxconn) -> String {
         if !self.splice {
             return "splice: off everywhere, no pipes".to_string();
         }
-        let pipes = self.pipes(maxconn);
-        let why = if u64::from(pipes) == u64::from(maxconn.get()) / CONNECTIONS_PER_PIPE {
-            format!("one per {CONNECTIONS_PER_PIPE} connections")
+        let over = self.lendable().saturating_sub(maxconn.get());
+        let spare = if over > 0 {
+            format!(
+                " ({} to pipes alone, the room over maxconn)",
+                grouped(u64::from(over))
+            )
         } else {
-            "what maxconn leaves; copy when none is left".to_string()
+            String::new()
         };
         format!(
-            "splice: {} pipes ({why}, {PER_PIPE} descriptors each)",
-            grouped(u64::from(pipes))
+            "splice: up to {} pipes at once (one per {CONNECTIONS_PER_PIPE} connections), \
+             {PER_PIPE} descriptors each lent from the connections' room while a pipe is \
+             held{spare}, never the last {} pairs (kept for connections); a direction copies \
+             when none is lent",
+            grouped(u64::from(self.pipes(maxconn))),
+            grouped(u64::from(kept_for_connections(maxconn.get())))
         )
     }
 }
@@ -517,32 +535,42 @@ mod tests {
     }
 
     #[test]
-    fn with_splice_a_derived_maxconn_leaves_a_pipe_for_every_four_connections() {
+    fn with_splice_the_derived_maxconn_is_the_same_and_pipes_are_lent() {
         let splice = Opens {
             splice: true,
             ..one_worker()
         };
-        // ulimit -n 256: room 229; n × 2 + n / 4 × 2 ≤ 229 gives 91, and
-        // 22 pipes: 182 + 44 = 226 descriptors.
+        // ulimit -n 256: room 229, 114 connections either way.
         let budget = Budget::new(256, 256, &splice);
         let maxconn = budget.maxconn(None).unwrap();
-        assert_eq!(maxconn, Maxconn::Derived(91));
-        assert_eq!(budget.pipes(maxconn), 22);
-        // The explicit limit is still judged on sockets alone (114 fits);
-        // the pipes then get only what it leaves: one descriptor, no pipe.
-        let full = budget.maxconn(Some(114)).unwrap();
-        assert_eq!(full, Maxconn::Explicit(114));
-        assert_eq!(budget.pipes(full), 0, "no pipe left: copy");
+        assert_eq!(maxconn, Maxconn::Derived(114));
+        assert_eq!(
+            Budget::new(256, 256, &one_worker()).maxconn(None),
+            Ok(maxconn)
+        );
+        assert_eq!(budget.pipes(maxconn), 28, "114 / 4");
+        assert_eq!(budget.lendable(), 114);
+        let said = budget.describe(maxconn);
+        assert!(said.contains("splice: up to 28 pipes at once"), "{said}");
+        assert!(said.contains("never the last 8 pairs"), "{said}");
+        // An explicit maxconn below the room leaves the rest to pipes.
+        let small = Maxconn::Explicit(40);
+        assert_eq!(budget.pipes(small), 10);
         assert!(
             budget
-                .describe(full)
-                .contains("splice: 0 pipes (what maxconn leaves")
+                .describe(small)
+                .contains("(74 to pipes alone, the room over maxconn)")
         );
-        // A small maxconn leaves plenty, and gets its quarter.
-        assert_eq!(budget.pipes(Maxconn::Explicit(40)), 10);
-        // Without splice, no pipe and the old arithmetic.
+        // 20,000 descriptors, the hard limit of the machine the benchmarks
+        // run on: 9,986 either way.
+        let big = Budget::new(20_000, 20_000, &splice);
+        assert_eq!(big.maxconn(None), Ok(Maxconn::Derived(9_986)));
+        assert_eq!(
+            Budget::new(20_000, 20_000, &one_worker()).maxconn(None),
+            Ok(Maxconn::Derived(9_986))
+        );
+        // Without splice, no pipe.
         let copy = Budget::new(256, 256, &one_worker());
-        assert_eq!(copy.maxconn(None), Ok(Maxconn::Derived(114)));
         assert_eq!(copy.pipes(Maxconn::Derived(114)), 0);
     }
 }

@@ -38,9 +38,28 @@
 //! a second `Notify`, notified only by the release that empties the limit,
 //! so the draining thread is woken once, when the last connection ends,
 //! not at every close.
+//!
+//! ## Lending places
+//!
+//! The global `maxconn` is a count of descriptor pairs: two sockets a
+//! connection. A pipe for `splice(2)` is a pair too, and borrows its
+//! descriptors from the same count ([`Limit::lend`]) instead of having a
+//! share set aside: a place lent is not a connection ([`Limit::open`] does
+//! not count it) but it is not free either, so a connection is admitted only
+//! where `open + lent` leaves room, and no backend socket ever finds its
+//! descriptor taken by a pipe. Connections come first: a loan is made only
+//! while `keep` places stay free for them ([`kept_for_connections`]), and only under the descriptor
+//! room ([`Limit::set_lendable`]), which may be larger than the ceiling
+//! when an explicit `maxconn` leaves descriptors over. Open and lent live in
+//! one atomic word, so the two checks never race each other.
+//!
+//! ```text
+//!   connection:  open < max  and  open + lent < lendable          → open += 1
+//!   loan:        lent + 1 + min(max, open + keep) ≤ lendable       → lent += 1
+//! ```
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 
 use runtime::notify::{Notified, Notify};
 
@@ -50,8 +69,11 @@ pub struct Limit {
     /// The ceiling; `u32::MAX` when there is none. Atomic only so that a
     /// reload can move it ([`Limit::set_max`]).
     max: AtomicU32,
-    /// Places taken now.
-    open: AtomicU32,
+    /// The descriptor room in pairs, which loans may use up to; `u32::MAX`
+    /// (no loans are made from such a limit but the checks hold).
+    lendable: AtomicU32,
+    /// Places taken now (the low 32 bits) and places lent (the high 32).
+    places: AtomicU64,
     /// Notified when a place is given back or the ceiling moves.
     room: Notify,
     /// Notified when the last place is given back.
@@ -64,12 +86,42 @@ pub struct Permit {
     limit: Arc<Limit>,
 }
 
+/// A place lent under a [`Limit`] (a pipe's two descriptors); dropping it
+/// gives the place back.
+#[derive(Debug)]
+pub struct Loan {
+    limit: Arc<Limit>,
+}
+
+/// Loans never take the last `max / KEEP_FOR_CONNECTIONS` places (at least
+/// [`KEEP_AT_LEAST`]): kept for connections that arrive while pipes are
+/// out, so that they are admitted at once rather than after a pipe drains.
+pub const KEEP_FOR_CONNECTIONS: u32 = 16;
+
+/// The fewest places kept for connections (see [`KEEP_FOR_CONNECTIONS`]).
+pub const KEEP_AT_LEAST: u32 = 8;
+
+/// The places loans leave free for connections under a ceiling of `max`.
+pub fn kept_for_connections(max: u32) -> u32 {
+    (max / KEEP_FOR_CONNECTIONS).max(KEEP_AT_LEAST)
+}
+
+/// One place lent, in [`Limit`]'s `places` word.
+const LENT_ONE: u64 = 1 << 32;
+
+/// `(open, lent)` of a `places` word.
+fn split(places: u64) -> (u32, u32) {
+    // Truncation is the point: the low half, then the high half.
+    (places as u32, (places >> 32) as u32)
+}
+
 impl Limit {
     /// A limit of `max` places (`None`: no ceiling, only counting).
     pub fn new(max: Option<u32>) -> Arc<Limit> {
         Arc::new(Limit {
             max: AtomicU32::new(max.unwrap_or(u32::MAX)),
-            open: AtomicU32::new(0),
+            lendable: AtomicU32::new(u32::MAX),
+            places: AtomicU64::new(0),
             room: Notify::new(),
             emptied: Notify::new(),
         })
@@ -89,35 +141,77 @@ impl Limit {
         self.room.notify_all();
     }
 
-    /// Places taken now.
+    /// Sets the descriptor room, in pairs, that loans may use
+    /// ([`Limit::lend`]): at least the ceiling; waiters are woken in case
+    /// it rose.
+    pub fn set_lendable(&self, pairs: u32) {
+        self.lendable.store(pairs, SeqCst);
+        self.room.notify_all();
+    }
+
+    /// Places taken now (connections; loans are not counted).
     pub fn open(&self) -> u32 {
-        self.open.load(SeqCst)
+        split(self.places.load(SeqCst)).0
+    }
+
+    /// Places lent now (pipes).
+    pub fn lent(&self) -> u32 {
+        split(self.places.load(SeqCst)).1
     }
 
     /// Whether a place is free now (it may be gone by the time it is taken).
     pub fn has_room(&self) -> bool {
-        self.open() < self.max.load(SeqCst)
+        self.admits(self.places.load(SeqCst), u32::MAX)
+    }
+
+    /// Whether `places` leaves room for one more connection under `cap`.
+    fn admits(&self, places: u64, cap: u32) -> bool {
+        let (open, lent) = split(places);
+        let lendable = u64::from(self.lendable.load(SeqCst));
+        open < self.max.load(SeqCst).min(cap) && u64::from(open) + u64::from(lent) < lendable
     }
 
     /// Takes a place if one is free.
     pub fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
-        self.open
-            .fetch_update(SeqCst, SeqCst, |open| {
-                (open < self.max.load(SeqCst)).then_some(open + 1)
+        self.try_acquire_under(None)
+    }
+
+    /// Lends a place (a pipe's descriptors) if one is free in the descriptor
+    /// room and [`kept_for_connections`] more stay free for connections
+    /// after it: the rule in this file's opening. `None`: copy instead.
+    pub fn lend(self: &Arc<Self>) -> Option<Loan> {
+        self.places
+            .fetch_update(SeqCst, SeqCst, |places| {
+                self.lends(places + LENT_ONE).then_some(places + LENT_ONE)
             })
             .ok()
-            .map(|_| Permit {
+            .map(|_| Loan {
                 limit: self.clone(),
             })
+    }
+
+    /// Whether the loans made now still keep to the rule: a pooled pipe may
+    /// stay pooled (conn/splice.rs); false when connections need the room.
+    pub fn loans_fit(&self) -> bool {
+        self.lends(self.places.load(SeqCst))
+    }
+
+    /// Whether `places` keeps the loans' rule (this file's opening).
+    fn lends(&self, places: u64) -> bool {
+        let (open, lent) = split(places);
+        let max = self.max.load(SeqCst);
+        let keep = u64::from(kept_for_connections(max));
+        let first = u64::from(max).min(u64::from(open) + keep);
+        u64::from(lent) + first <= u64::from(self.lendable.load(SeqCst))
     }
 
     /// Takes a place if one is free below `cap` as well as the ceiling (a
     /// backend in its slowstart, whose `maxconn` grows back: health.rs).
     pub fn try_acquire_under(self: &Arc<Self>, cap: Option<u32>) -> Option<Permit> {
         let cap = cap.unwrap_or(u32::MAX);
-        self.open
-            .fetch_update(SeqCst, SeqCst, |open| {
-                (open < self.max.load(SeqCst).min(cap)).then_some(open + 1)
+        self.places
+            .fetch_update(SeqCst, SeqCst, |places| {
+                self.admits(places, cap).then_some(places + 1)
             })
             .ok()
             .map(|_| Permit {
@@ -132,7 +226,7 @@ impl Limit {
     /// accept loop, once. HAProxy's maxconn is exceeded the same way by the
     /// few clients its threads accept in a race.
     pub fn acquire_over(self: &Arc<Self>) -> Permit {
-        self.open.fetch_add(1, SeqCst);
+        self.places.fetch_add(1, SeqCst);
         Permit {
             limit: self.clone(),
         }
@@ -168,7 +262,7 @@ impl Limit {
     }
 
     fn release(&self) {
-        if self.open.fetch_sub(1, SeqCst) == 1 {
+        if split(self.places.fetch_sub(1, SeqCst)).0 == 1 {
             self.emptied.notify_all();
         }
         self.room.notify_all();
@@ -178,6 +272,21 @@ impl Limit {
 impl Drop for Permit {
     fn drop(&mut self) {
         self.limit.release();
+    }
+}
+
+impl Loan {
+    /// Whether the loans of its limit still keep to the rule
+    /// ([`Limit::loans_fit`]): false when connections need the room.
+    pub fn fits(&self) -> bool {
+        self.limit.loans_fit()
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        self.limit.places.fetch_sub(LENT_ONE, SeqCst);
+        self.limit.room.notify_all();
     }
 }
 
@@ -305,5 +414,41 @@ mod tests {
             assert!(waited.is_ok(), "the release was missed");
         });
         assert!(limit.has_room());
+    }
+
+    #[test]
+    fn loans_leave_room_for_connections_and_connections_see_loans() {
+        // 20 places; loans keep 8 free for connections.
+        let limit = Limit::new(Some(20));
+        limit.set_lendable(20);
+        assert_eq!(kept_for_connections(20), KEEP_AT_LEAST);
+        let loans: Vec<Loan> = (0..30).filter_map(|_| limit.lend()).collect();
+        assert_eq!(loans.len(), 12, "eight kept for connections");
+        assert_eq!((limit.open(), limit.lent()), (0, 12));
+        let kept: Vec<Permit> = (0..30).filter_map(|_| limit.try_acquire()).collect();
+        assert_eq!(kept.len(), 8, "the loans hold the rest");
+        assert!(!limit.has_room());
+        assert!(limit.lend().is_none(), "no descriptor left for a pipe");
+        assert!(!limit.loans_fit(), "connections need the room back");
+        drop(loans);
+        assert!(limit.has_room(), "loans given back make room");
+        let more: Vec<Permit> = (0..30).filter_map(|_| limit.try_acquire()).collect();
+        assert_eq!(more.len(), 12, "the ceiling still counts connections");
+        drop((kept, more));
+        assert_eq!(limit.open(), 0);
+    }
+
+    #[test]
+    fn descriptors_over_the_ceiling_are_lent_first() {
+        // maxconn 4 in a room of 6 pairs: two pipes whatever the load.
+        let limit = Limit::new(Some(4));
+        limit.set_lendable(6);
+        let conns: Vec<Permit> = (0..4).filter_map(|_| limit.try_acquire()).collect();
+        assert_eq!(conns.len(), 4);
+        let loans: Vec<Loan> = (0..5).filter_map(|_| limit.lend()).collect();
+        assert_eq!(loans.len(), 2);
+        assert!(limit.loans_fit());
+        drop((loans, conns));
+        assert_eq!(limit.lent(), 0);
     }
 }

@@ -146,7 +146,7 @@ const GLOBAL: &[(&str, &str)] = &[
     ),
     (
         "maxpipes",
-        "not supported: the splice path's pipes are budgeted from the descriptor limit",
+        "not supported: the splice path's pipes are lent descriptors from the connections' room as they are needed",
     ),
     ("nosplice", "write 'splice off' in each frontend"),
     (
@@ -528,7 +528,7 @@ mod tests {
             ),
             (
                 "global\n    maxpipes X\nfrontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001\n",
-                "lb.conf:2:5: HAProxy's 'maxpipes': not supported: the splice path's pipes are budgeted from the descriptor limit",
+                "lb.conf:2:5: HAProxy's 'maxpipes': not supported: the splice path's pipes are lent descriptors from the connections' room as they are needed",
             ),
             (
                 "global\n    nosplice X\nfrontend web\n    listen 127.0.0.1:8080\n    backend 127.0.0.1:9001\n",

@@ -1,7 +1,7 @@
 //! The `bench` command line.
 //!
 //! ```text
-//! bench --proxy target/release/proxy [--baseline PATH] [--quick] [--out DIR] [--no-peers] [--only a,b,c,wrk,census]
+//! bench --proxy target/release/proxy [--baseline PATH] [--quick] [--out DIR] [--no-peers] [--only a,b,c,wrk,census,held]
 //! ```
 //!
 //! One table of flags, read by the proxy's own flag reader
@@ -49,6 +49,8 @@ pub struct Parts {
     pub wrk: bool,
     /// System calls per connection and per request (strace).
     pub census: bool,
+    /// Idle connections held beside a keep-alive load.
+    pub held: bool,
 }
 
 impl Parts {
@@ -59,6 +61,7 @@ impl Parts {
         c: true,
         wrk: true,
         census: true,
+        held: true,
     };
 
     const NONE: Parts = Parts {
@@ -67,6 +70,7 @@ impl Parts {
         c: false,
         wrk: false,
         census: false,
+        held: false,
     };
 }
 
@@ -107,6 +111,8 @@ PARTS (--only)
     census  system calls per new connection and per keep-alive request, one
             thread each, counted by strace -c (needs strace and ptrace; with
             --no-peers, ours only)
+    held    0, 3,000 and 7,000 idle connections held while a keep-alive load
+            runs: CPU per request and memory per held connection, one thread each
 ";
 
 /// What the flags set; [`parse`] turns it into a [`Config`].
@@ -193,7 +199,7 @@ const FLAGS: &[Flag<Args>] = &[
         name: "--only",
         arg: "LIST",
         needs: "a list like a,c",
-        help: "only these parts, comma-separated: a, b, c, wrk, census\n\
+        help: "only these parts, comma-separated: a, b, c, wrk, census, held\n\
                \x20                            [default: all of them]",
         set: |a, v| {
             a.parts = parse_parts(v)?;
@@ -212,9 +218,10 @@ fn parse_parts(list: &str) -> Result<Parts, String> {
             "c" => &mut parts.c,
             "wrk" => &mut parts.wrk,
             "census" => &mut parts.census,
+            "held" => &mut parts.held,
             other => {
                 return Err(format!(
-                    "unknown part '{other}'; use a, b, c, wrk or census"
+                    "unknown part '{other}'; use a, b, c, wrk, census or held"
                 ));
             }
         };

@@ -18,6 +18,7 @@
 //!        │               stop it
 //!        ├─ C's keep-alive as HTTP (http.rs: wrk.rs against nginx backends)
 //!        ├─ the system-call census (census.rs: strace.rs on each proxy)
+//!        ├─ idle connections held beside a keep-alive load (held.rs)
 //!        └─ report/ (report/mod.rs, charts.rs, svg.rs) ──▶ BENCHMARKS.md, bench/*.svg
 //! ```
 //!
@@ -35,6 +36,7 @@
 //!   interleaved, and the median run of each subject.
 //! - [`http`] and [`wrk`]: workload C's keep-alive as HTTP, through wrk.
 //! - [`census`] and [`strace`]: system calls per connection and request.
+//! - [`held`]: idle connections held beside a keep-alive load.
 //! - [`report`]: a room of its own: what a run found ([`report::results`],
 //!   plain data the files above fill) and the report written from it, with
 //!   its charts.
@@ -50,6 +52,7 @@
 
 pub mod census;
 pub mod cli;
+pub mod held;
 pub mod http;
 pub mod machine;
 pub mod measure;
@@ -115,6 +118,11 @@ pub fn run(config: &Config) -> io::Result<Results> {
         .census
         .then(|| census::census(&setup, &sizes, &config.out))
         .transpose()?;
+    let room = nofile.saturating_sub(SPARE_DESCRIPTORS) / 2;
+    let held = parts
+        .held
+        .then(|| held::held(&setup, &sizes, room as usize))
+        .transpose()?;
     let results = Results {
         machine,
         date,
@@ -127,6 +135,7 @@ pub fn run(config: &Config) -> io::Result<Results> {
         c,
         http,
         census,
+        held,
         elapsed: started.elapsed(),
         notes,
     };

@@ -6,7 +6,8 @@
 //! - this file: the frame, workloads A and B, and the hand-written section
 //!   carried over;
 //! - [`cost_report`] (workload C and the ratios), [`http_report`] (C's wrk
-//!   rows), [`census_report`] (the census);
+//!   rows), [`census_report`] (the census), [`held_report`] (the idle
+//!   connections held beside a keep-alive load);
 //! - [`markdown`] (tables, number formats), [`rank`] (whether the runs of
 //!   two subjects can tell them apart), [`seed`] (the seed's table);
 //! - [`charts`] and [`svg`]: the charts, and how a chart is drawn.
@@ -31,6 +32,7 @@
 pub mod census_report;
 pub mod charts;
 pub mod cost_report;
+pub mod held_report;
 pub mod http_report;
 pub mod markdown;
 pub mod rank;
@@ -104,6 +106,9 @@ pub fn render(results: &Results, interpretation: Option<&str>) -> (String, Vec<C
     }
     if let Some(census) = &results.census {
         census_report::section(&mut out, census, &results.sizes);
+    }
+    if let Some(held) = &results.held {
+        charts.extend(held_report::section(&mut out, held));
     }
     method(&mut out, results);
     (out, charts)

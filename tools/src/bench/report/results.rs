@@ -309,6 +309,60 @@ pub struct Census {
     pub rows: Vec<CensusRow>,
 }
 
+/// One level's measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    /// Idle connections held through the load.
+    pub held: usize,
+    /// Keep-alive requests served meanwhile.
+    pub requests: u64,
+    /// The proxy's CPU over the load.
+    pub cpu: Duration,
+    /// Its resident memory at the end of the load, held connections open.
+    pub rss_kib: u64,
+}
+
+impl Level {
+    /// The proxy's CPU per request, in microseconds.
+    pub fn cpu_per_request_us(&self) -> Option<f64> {
+        (self.requests > 0).then(|| self.cpu.as_secs_f64() * 1e6 / self.requests as f64)
+    }
+}
+
+/// One subject's levels, or why it has none.
+#[derive(Debug, Clone)]
+pub struct HeldRow {
+    /// Whose.
+    pub subject: Subject,
+    /// Its levels, in order, or what went wrong.
+    pub levels: Result<Vec<Level>, String>,
+}
+
+impl HeldRow {
+    /// KiB of resident memory per held connection at `level`, above level 0's.
+    pub fn kib_per_held(&self, level: &Level) -> Option<f64> {
+        let base = self.levels.as_ref().ok()?.first()?;
+        (level.held > 0 && base.held == 0)
+            .then(|| (level.rss_kib as f64 - base.rss_kib as f64) / level.held as f64)
+    }
+}
+
+/// The held-connections workload (bench/held.rs): a proxy's CPU per
+/// keep-alive request and memory per idle connection held beside.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The levels asked for.
+    pub levels: Vec<usize>,
+    /// Concurrent keep-alive clients of the load.
+    pub clients: usize,
+    /// Keep-alive requests per connection of the load.
+    pub per_connection: usize,
+    /// How long each level's load ran.
+    pub run_for: Duration,
+    /// One row per subject.
+    pub rows: Vec<HeldRow>,
+}
+
 /// Everything one run found.
 #[derive(Debug, Clone)]
 pub struct Results {
@@ -334,6 +388,8 @@ pub struct Results {
     pub http: Option<HttpKeepAlive>,
     /// The system-call census.
     pub census: Option<Census>,
+    /// Idle connections held beside a keep-alive load.
+    pub held: Option<Held>,
     /// How long the whole run took.
     pub elapsed: Duration,
     /// What the report should say about the run itself (a size reduced to
