@@ -23,7 +23,7 @@
 //!  ├────────────────────────────────────────┬──────────────────────────────┤
 //!  │ epoll/ plan control orders worker      │ blocking/ single pool picker │  the modes
 //!  │        worker_context frontend         │         relay                │
-//!  │        connection connect              │ states/ interest deadlines   │
+//!  │        connection trace connect        │ states/ interest deadlines   │
 //!  │        backend_socket choose_group     │         connection           │
 //!  │        checker probe resolver dump     │         event_loop           │
 //!  │        handover moving carry operator  │ ctl/ args client             │

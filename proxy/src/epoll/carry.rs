@@ -27,10 +27,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::ops::metrics::exposition::{backend_totals, frontend_totals};
 use crate::settings::config::BackendServer;
 
-use super::frontend::Shared;
+use super::frontend::SharedFrontend;
 
 /// Carries `old`'s totals and health into `new` (module docs).
-pub fn carry(old: &Shared, new: &Shared) {
+pub fn carry(old: &SharedFrontend, new: &SharedFrontend) {
     let (Some(into), false) = (new.counters.first(), old.counters.is_empty()) else {
         return;
     };
@@ -56,7 +56,8 @@ pub fn carry(old: &Shared, new: &Shared) {
                 counter(counters).fetch_add(total, Relaxed);
             }
         }
-        let checked = |s: &Shared, i: usize| i < s.board.len() && s.board.checked(i).is_some();
+        let checked =
+            |s: &SharedFrontend, i: usize| i < s.board.len() && s.board.checked(i).is_some();
         if checked(old, was) && checked(new, at) {
             let kept = "as it was before the reload";
             new.board.seed_as(at, old.board.standing(was), kept);

@@ -13,7 +13,7 @@
 //!
 //! A frontend without rules never comes here: its connections read
 //! nothing before their backend is chosen, as before (no extra system
-//! call). These are methods of the connection's `Local`, in a file of
+//! call). These are methods of the connection's `WorkerFrontend`, in a file of
 //! their own because they are one idea, as `connect.rs` is.
 
 use crate::conn::client_hello::{self, HelloError};
@@ -22,9 +22,11 @@ use crate::ops::metrics::counters;
 use crate::policy::route::{NotTls, Unmatched};
 use runtime::net::TcpStream;
 
-use super::connection::{Local, Refusal, Trace};
+use super::connection::Refusal;
+use super::frontend::WorkerFrontend;
+use super::trace::Trace;
 
-impl Local {
+impl WorkerFrontend {
     /// The group this connection goes to (0, the default, without rules),
     /// with its ClientHello's bytes added to `early`.
     pub(super) async fn route(

@@ -13,7 +13,7 @@
 //!   the relay (connection.rs)
 //! ```
 //!
-//! These are methods of the connection's `Local`, in a file of their own
+//! These are methods of the connection's `WorkerFrontend`, in a file of their own
 //! because they are one idea: the rest of a connection's steps are in
 //! `connection.rs`. Nothing has been sent to a backend before it accepts,
 //! so a retry never duplicates data; a backend is never tried twice for one
@@ -34,7 +34,9 @@ use crate::policy::health;
 use crate::policy::limit::Permit;
 
 use super::backend_socket::Backend;
-use super::connection::{Elapsed, Local, Refusal, Trace};
+use super::connection::Refusal;
+use super::frontend::WorkerFrontend;
+use super::trace::{Elapsed, Trace};
 
 /// Why no backend could be picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +64,7 @@ enum Failed {
     Fatal(Refusal),
 }
 
-impl Local {
+impl WorkerFrontend {
     /// Connects to a backend, trying another one after each failure, up to
     /// the frontend's `retries`. Returns the backend's index, the socket and
     /// its place under the backend's maxconn. `waiting` is when the wait

@@ -23,7 +23,7 @@
 //! verdict (`--` for both FINs passed on, `CD` for a client reset...).
 //!
 //! Everything here runs on one worker's event loop. The state it reads is
-//! either the worker's own (`Local`: the balancer, the access-log buffer)
+//! either the worker's own (`WorkerFrontend`: the balancer, the access-log buffer)
 //! or shared through atomics (limits, health): no lock on this path.
 
 use std::cell::{Cell, RefCell};
@@ -33,9 +33,8 @@ use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use nix::errno::Errno;
 use nix::sys::socket::{MsgFlags, recv};
@@ -44,9 +43,10 @@ use runtime::net::TcpStream;
 use runtime::notify::Notified;
 
 use super::backend_socket::Backend;
-use super::frontend::Shared;
+use super::frontend::{SharedFrontend, WorkerFrontend};
 use super::moving::{self, Handed};
 use super::orders::{Heard, Order};
+use super::trace::{Elapsed, Trace};
 use super::worker_context::WorkerContext;
 use crate::conn::machine::{Ending, Outcome};
 use crate::conn::proxy_protocol::{self, Addresses};
@@ -61,21 +61,6 @@ use crate::policy::limit::Permit;
 use crate::policy::source_limit::SourcePermit;
 use crate::settings::config::BackendServer;
 
-/// One frontend as one worker sees it: the shared state plus the worker's
-/// own balancer.
-#[derive(Debug)]
-pub(crate) struct Local {
-    pub shared: Arc<Shared>,
-    pub worker: Rc<WorkerContext>,
-    /// This worker's counters for this frontend.
-    pub counters: Arc<FrontendCounters>,
-    /// One balancer per group (`Frontend::group`), over its backends.
-    pub(super) balancers: RefCell<Vec<Balancer>>,
-    /// The generations of the health board and of the address book last
-    /// copied into `balancers`.
-    pub(super) seen_generation: Cell<(u64, u64)>,
-}
-
 /// A connection ready for its relay: the backend's socket, which backend,
 /// the client's bytes sent before the relay (counted with its own), and the
 /// places it holds until it ends (its source's, its backend's, and the
@@ -89,7 +74,7 @@ pub(super) struct Connected<'a> {
 }
 
 /// The places a connection holds under the global and frontend maxconn.
-pub(crate) type Places = (Permit, Permit);
+pub(crate) type Admission = (Permit, Permit);
 
 /// A client turned away: why (for the daemon's log) and how (for the
 /// access log).
@@ -119,98 +104,11 @@ impl Refusal {
     }
 }
 
-/// What happened to one connection, gathered for its access-log line.
-#[derive(Debug)]
-pub(super) struct Trace {
-    pub(super) accepted: SystemTime,
-    pub(super) started: Instant,
-    /// The client: the peer address, or the one its PROXY header gave.
-    pub(super) client: SocketAddr,
-    /// The group its backends are chosen from (0: the default).
-    pub(super) group: usize,
-    /// The backend connected to, or the last one tried (its index: a
-    /// `u32` rather than a `usize`, as the two waits below are 4 bytes
-    /// rather than 16: the trace is kept for the connection's whole life).
-    pub(super) backend: Option<u32>,
-    /// Where that backend was when this connection went there: its
-    /// address, or its host name's answer then (`%si:%sp`, `server_addr`).
-    pub(super) server_addr: Option<SocketAddr>,
-    /// Time spent waiting for places (HAProxy's `Tw`).
-    pub(super) wait: Elapsed,
-    /// Time from the first connect attempt to a connected backend (`Tc`).
-    pub(super) connect: Elapsed,
-    pub(super) retries: u32,
-    pub(super) bytes_up: u64,
-    pub(super) bytes_down: u64,
-    pub(super) termination: Termination,
-    /// The backend's open connections at the end of the relay, this one
-    /// included (`%sc`).
-    pub(super) server_open: u32,
-    /// Where the connection is in its life, for the second letter of its
-    /// termination code if a graceful stop cuts it (`KR`, `KQ`, `KC`).
-    pub(super) phase: Phase,
-    /// The client sent a byte that was read (its PROXY header aside, if
-    /// valid): what `dontlognull` asks.
-    pub(super) client_sent: bool,
-    /// What only some connections have (`None` for the others).
-    pub(super) extra: Option<Box<Extra>>,
-    /// Its number in the process (only for a log format that shows it).
-    pub(super) id: u64,
-    /// How many upgrades moved it to a new process (epoll/moving.rs).
-    pub(super) moves: u32,
-}
-
-/// A time a connection took, or none yet, in four bytes: microseconds,
-/// up to 71 minutes (longer reads as that), `u32::MAX` for none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Elapsed(u32);
-
-impl Elapsed {
-    /// None yet.
-    pub(super) const NONE: Elapsed = Elapsed(u32::MAX);
-
-    /// `d`, or none.
-    pub(super) fn of(d: Option<Duration>) -> Elapsed {
-        d.map_or(Elapsed::NONE, |d| {
-            Elapsed(
-                u32::try_from(d.as_micros())
-                    .unwrap_or(u32::MAX - 1)
-                    .min(u32::MAX - 1),
-            )
-        })
-    }
-
-    /// The time, if one was set.
-    pub(super) fn get(self) -> Option<Duration> {
-        (self != Elapsed::NONE).then(|| Duration::from_micros(u64::from(self.0)))
-    }
-
-    /// Sets `d` unless a time is set already (the first one counts).
-    pub(super) fn first(&mut self, d: Duration) {
-        if *self == Elapsed::NONE {
-            *self = Elapsed::of(Some(d));
-        }
-    }
-}
-
-/// What only some connections have, kept apart so that the others do not
-/// carry its room for their whole life (88 bytes, against a box's 8).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(super) struct Extra {
-    /// The server name of its ClientHello (a frontend with rules).
-    pub(super) sni: Option<String>,
-    /// Where the client connected to, as its PROXY header says.
-    pub(super) destination: Option<SocketAddr>,
-    /// Where the backend was connected from (only for a log format that
-    /// shows it).
-    pub(super) backend_source: Option<SocketAddr>,
-}
-
-/// The future of [`Local::interrupt`], written by hand: a relaying
+/// The future of [`WorkerFrontend::interrupt`], written by hand: a relaying
 /// connection keeps it for its whole life, and an `async` block would keep
 /// a reference to each thing it waits on besides the waits themselves.
 pub(super) struct Interrupting<'a, 'n> {
-    local: &'a Local,
+    local: &'a WorkerFrontend,
     heard: Heard<'a>,
     cut: Pin<&'a mut Notified<'n>>,
     server_cut: &'a Cell<bool>,
@@ -242,20 +140,17 @@ impl Future for Interrupting<'_, '_> {
     }
 }
 
-/// Connections accepted by this process, for `%rt` and `%ID`.
-static ACCEPTED: AtomicU64 = AtomicU64::new(0);
-
 /// One connection's whole life (module docs). `places` are its places
 /// under the global and frontend maxconn, taken by the accept loop; they
 /// also keep it in the count a graceful stop waits on.
 pub(crate) fn serve(
     client: TcpStream,
     peer: SocketAddr,
-    local: Rc<Local>,
-    places: Places,
+    local: Rc<WorkerFrontend>,
+    places: Admission,
 ) -> impl Future<Output = ()> {
     // A block, not an `async fn`, so that what it captures is kept once
-    // (Local::relay_phase says why); the trace made now, at the accept, so
+    // (WorkerFrontend::relay_phase says why); the trace made now, at the accept, so
     // that the block keeps it and not the peer's address besides.
     let mut trace = Trace::new(peer, local.worker.log_needs.counter);
     async move {
@@ -301,67 +196,10 @@ pub(crate) fn serve(
     }
 }
 
-impl Trace {
-    /// What only some connections have, or nothing.
-    pub(super) fn extra(&self) -> &Extra {
-        static NONE: Extra = Extra {
-            sni: None,
-            destination: None,
-            backend_source: None,
-        };
-        self.extra.as_deref().unwrap_or(&NONE)
-    }
-
-    /// What only some connections have, made when first needed.
-    pub(super) fn extra_mut(&mut self) -> &mut Extra {
-        self.extra.get_or_insert_with(Box::default)
-    }
-
-    /// A connection just accepted from `peer`: nothing done yet; numbered
-    /// if `counted`.
-    fn new(peer: SocketAddr, counted: bool) -> Trace {
-        Trace::at(peer, SystemTime::now(), Instant::now(), counted)
-    }
-
-    /// A connection accepted from `peer` at `accepted` (`started` on the
-    /// monotonic clock).
-    pub(super) fn at(
-        peer: SocketAddr,
-        accepted: SystemTime,
-        started: Instant,
-        counted: bool,
-    ) -> Trace {
-        Trace {
-            accepted,
-            started,
-            client: peer,
-            group: 0,
-            backend: None,
-            server_addr: None,
-            wait: Elapsed::NONE,
-            connect: Elapsed::NONE,
-            retries: 0,
-            bytes_up: 0,
-            bytes_down: 0,
-            termination: Termination::COMPLETE,
-            server_open: 0,
-            phase: Phase::Request,
-            client_sent: false,
-            extra: None,
-            id: if counted {
-                ACCEPTED.fetch_add(1, Ordering::Relaxed) + 1
-            } else {
-                0
-            },
-            moves: 0,
-        }
-    }
-}
-
-impl Local {
+impl WorkerFrontend {
     /// A connection refused before its relay: counted and logged as
-    /// [`Local::refused`] says, then closed.
-    fn turn_away(&self, client: TcpStream, mut trace: Trace, refusal: Refusal, places: Places) {
+    /// [`WorkerFrontend::refused`] says, then closed.
+    fn turn_away(&self, client: TcpStream, mut trace: Trace, refusal: Refusal, places: Admission) {
         self.refused(&client, &mut trace, refusal);
         self.close(client, &trace, places);
     }
@@ -370,7 +208,7 @@ impl Local {
     /// closed, then its places given back. The descriptor goes first: the
     /// place freed may let another client be accepted at once, and the
     /// descriptor budget counts two descriptors per place (descriptors.rs).
-    fn close(&self, client: TcpStream, trace: &Trace, places: Places) {
+    fn close(&self, client: TcpStream, trace: &Trace, places: Admission) {
         self.log(&client, trace);
         drop(client);
         drop(places);
@@ -435,7 +273,7 @@ pub(crate) fn cut_while_waiting(
     peer: SocketAddr,
     accepted: SystemTime,
     started: Instant,
-    local: &Local,
+    local: &WorkerFrontend,
 ) {
     counters::inc(&local.counters.connections);
     let counted = local.worker.log_needs.counter;
@@ -456,8 +294,8 @@ pub(crate) fn cut_while_waiting(
     drop(client);
 }
 
-impl Local {
-    pub fn new(shared: Arc<Shared>, worker: &Rc<WorkerContext>) -> Local {
+impl WorkerFrontend {
+    pub fn new(shared: Arc<SharedFrontend>, worker: &Rc<WorkerContext>) -> WorkerFrontend {
         let frontend = &shared.frontend;
         let balancers = (0..frontend.group_count())
             .filter_map(|g| frontend.group(g))
@@ -471,7 +309,7 @@ impl Local {
             .get(worker.index)
             .cloned()
             .unwrap_or_else(|| Arc::new(FrontendCounters::new(shared.frontend.backends.len())));
-        Local {
+        WorkerFrontend {
             shared,
             worker: worker.clone(),
             counters,
@@ -831,14 +669,14 @@ impl Local {
     }
 
     /// A place under the global and the frontend maxconn, if both have one.
-    pub fn try_admit(&self) -> Option<Places> {
+    pub fn try_admit(&self) -> Option<Admission> {
         let global = self.worker.global.try_acquire()?;
         let frontend = self.shared.limit.try_acquire()?;
         Some((global, frontend))
     }
 
     /// A place under both even at their ceilings ([`Limit::acquire_over`]).
-    pub fn admit_over(&self) -> Places {
+    pub fn admit_over(&self) -> Admission {
         (
             self.worker.global.acquire_over(),
             self.shared.limit.acquire_over(),
@@ -952,6 +790,7 @@ mod tests {
     use crate::policy::limit::Limit;
     use crate::settings::cli::Settings;
     use std::io::Write;
+    use std::time::Duration;
 
     /// What one connection holds in this mode: the task's future, the
     /// state machine the compiler writes for `serve` (docs/STATES.md sets
@@ -972,7 +811,7 @@ mod tests {
             let config = settings.to_config();
             let shared = frontend::share(&config.frontends[0], None, 1);
             let context = Rc::new(WorkerContext::new(0, Limit::new(None), None));
-            let local = Rc::new(Local::new(shared, &context));
+            let local = Rc::new(WorkerFrontend::new(shared, &context));
             let places = local.try_admit().expect("no limits");
             let future = serve(client, addr, local, places);
             std::mem::size_of_val(&future)
@@ -987,25 +826,6 @@ mod tests {
         // the rest of what an idle connection keeps (docs/EPOLL.md, "What
         // an idle connection keeps").
         assert!(bytes > 0 && bytes < 1024, "{bytes}");
-    }
-
-    #[test]
-    fn an_elapsed_time_keeps_the_first_and_says_none_until_set() {
-        let mut wait = Elapsed::NONE;
-        assert_eq!(wait.get(), None);
-        wait.first(Duration::from_micros(1500));
-        wait.first(Duration::from_secs(9));
-        assert_eq!(
-            wait.get(),
-            Some(Duration::from_micros(1500)),
-            "the first counts"
-        );
-        let long = Elapsed::of(Some(Duration::from_secs(5 * 3600)));
-        assert_eq!(
-            long.get(),
-            Some(Duration::from_micros(u64::from(u32::MAX - 1)))
-        );
-        assert_eq!(Elapsed::of(None), Elapsed::NONE);
     }
 
     // A refused client whose connection is reset, or whose FIN

@@ -51,7 +51,7 @@ use super::carry;
 use super::checker;
 use super::dump;
 use super::dump::Bound;
-use super::frontend::{PerWorker, Shared, bind_addresses, share, spread_handed};
+use super::frontend::{PerWorker, SharedFrontend, bind_addresses, share, spread_handed};
 use super::handover;
 use super::operator;
 use super::plan::Plan;
@@ -123,7 +123,7 @@ pub fn run(plan: &Plan) -> io::Result<()> {
 /// of an upgrade handed over (its servers' health, its counters, the
 /// operator's states and weights), or else the states of
 /// `server-state-file` (`epoll/operator.rs`).
-fn carry_over(plan: &Plan, shared: &[Arc<Shared>], handed: Option<&Handed>) {
+fn carry_over(plan: &Plan, shared: &[Arc<SharedFrontend>], handed: Option<&Handed>) {
     match handed {
         Some(handed) => {
             handover::seed(shared, &handed.health);
@@ -328,7 +328,7 @@ struct Control {
     listening: Vec<Bound>,
     senders: Vec<mpsc::Sender<Command>>,
     /// The frontends running now, in file order.
-    running: Vec<Arc<Shared>>,
+    running: Vec<Arc<SharedFrontend>>,
     /// What the admin endpoint shows, republished after each reload.
     published: Arc<Published>,
     /// The access log, for SIGUSR1 (`None`: off).
@@ -763,7 +763,7 @@ impl Control {
     /// them for a new frontend; those a reload added to a running one).
     /// Binding happens here, on the main thread, so that a port in use
     /// refuses the whole configuration before any worker sees it.
-    fn prepare(&mut self, config: &Config) -> io::Result<(Vec<Arc<Shared>>, Listeners)> {
+    fn prepare(&mut self, config: &Config) -> io::Result<(Vec<Arc<SharedFrontend>>, Listeners)> {
         let mut shared = Vec::new();
         let mut listeners = Vec::new();
         for frontend in &config.frontends {
@@ -831,7 +831,7 @@ impl Control {
 
     /// Hands the frontends to every worker, starts their health checks, and
     /// logs where each listens.
-    fn apply(&mut self, shared: Vec<Arc<Shared>>, listeners: Listeners) {
+    fn apply(&mut self, shared: Vec<Arc<SharedFrontend>>, listeners: Listeners) {
         let fresh_boards: Vec<_> = shared
             .iter()
             .filter(|s| !self.running.iter().any(|r| Arc::ptr_eq(r, s)))
@@ -922,7 +922,7 @@ impl Control {
     /// Sends every worker its share: each frontend, and that worker's
     /// listeners of it. Each listener is moved, not duplicated: a listener
     /// costs one descriptor, even while it is handed out.
-    fn hand_out(&self, shared: &[Arc<Shared>], mut listeners: Listeners) {
+    fn hand_out(&self, shared: &[Arc<SharedFrontend>], mut listeners: Listeners) {
         let mut listeners: Vec<_> = listeners.drain(..).map(Vec::into_iter).collect();
         for (index, tx) in self.senders.iter().enumerate() {
             let assignments = shared
@@ -1146,7 +1146,7 @@ impl Control {
 }
 
 /// "web: unchanged; api: changed; old: removed", for the reload's log line.
-fn describe_changes(old: &[Arc<Shared>], new: &[Arc<Shared>]) -> String {
+fn describe_changes(old: &[Arc<SharedFrontend>], new: &[Arc<SharedFrontend>]) -> String {
     let mut parts = Vec::new();
     for s in new {
         let name = &s.frontend.name;

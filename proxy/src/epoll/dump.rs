@@ -39,7 +39,7 @@ use crate::ops::upgrade::progress;
 use crate::policy::descriptors::{Budget, Maxconn};
 use crate::policy::limit::Limit;
 
-use super::frontend::Shared;
+use super::frontend::SharedFrontend;
 
 /// What a dump reads.
 #[derive(Debug)]
@@ -57,7 +57,7 @@ pub struct Sources<'a> {
     /// A graceful stop has begun.
     pub draining: bool,
     /// The frontends running now.
-    pub frontends: &'a [Arc<Shared>],
+    pub frontends: &'a [Arc<SharedFrontend>],
     /// Where each listens, as bound (a `listen` address not in this list
     /// is shown as configured).
     pub listening: &'a [Bound],
@@ -124,7 +124,7 @@ impl Sources<'_> {
     }
 }
 
-fn frontend_line(shared: &Shared, listen: &str) -> String {
+fn frontend_line(shared: &SharedFrontend, listen: &str) -> String {
     let f = &shared.frontend;
     let sum = |counter: fn(&FrontendCounters) -> &AtomicU64| {
         shared
@@ -156,7 +156,7 @@ fn frontend_line(shared: &Shared, listen: &str) -> String {
     )
 }
 
-fn backend_line(shared: &Shared, index: usize) -> String {
+fn backend_line(shared: &SharedFrontend, index: usize) -> String {
     let f = &shared.frontend;
     let server = &f.backends[index];
     let sum = |counter: fn(&BackendCounters) -> &AtomicU64| {
@@ -199,7 +199,7 @@ fn backend_line(shared: &Shared, index: usize) -> String {
 /// `; db.internal at 10.0.0.7:5432, resolving (0 failed lookups)` for a
 /// backend written with a host name, or that its lookups fail, since when
 /// and why; nothing for one written with an IP address.
-fn whereabouts(shared: &Shared, index: usize) -> String {
+fn whereabouts(shared: &SharedFrontend, index: usize) -> String {
     let book = &shared.addresses;
     let Some(lookup) = book.lookup(index) else {
         return String::new();
@@ -229,7 +229,7 @@ fn whereabouts(shared: &Shared, index: usize) -> String {
 /// `UP`, `DOWN`, or `UP (slowstart: 12%)` while it ramps up (the share of
 /// its configured weight it gets now); `NO ADDRESS` for a backend whose
 /// host name has not resolved yet (out of rotation, whatever its checks).
-fn health_of(shared: &Shared, index: usize) -> String {
+fn health_of(shared: &SharedFrontend, index: usize) -> String {
     let board = &shared.board;
     if shared.addresses.get(index).is_none() {
         return "NO ADDRESS".to_string();
@@ -248,7 +248,7 @@ fn health_of(shared: &Shared, index: usize) -> String {
 }
 
 /// `, 2 queued (maxqueue 10)` for a backend with a `maxqueue`.
-fn queue_of(shared: &Shared, index: usize) -> String {
+fn queue_of(shared: &SharedFrontend, index: usize) -> String {
     match shared.queues.get(index).and_then(Option::as_ref) {
         Some(queue) => format!(", {} queued (maxqueue {})", queue.open(), max_of(queue)),
         None => String::new(),
@@ -257,7 +257,7 @@ fn queue_of(shared: &Shared, index: usize) -> String {
 
 /// `checks (redis-check): 10 ok, 0 failed, last L7OK in 1.2ms: redis:
 /// +PONG`, then the agent's word if it has one; or `not checked`.
-fn checks(shared: &Shared, index: usize) -> String {
+fn checks(shared: &SharedFrontend, index: usize) -> String {
     let board = &shared.board;
     let server = &shared.frontend.backends[index];
     let checked = index < board.len() && board.checked(index).is_some();

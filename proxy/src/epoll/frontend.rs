@@ -1,4 +1,4 @@
-//! One frontend as every worker shares it ([`Shared`]): its configuration,
+//! One frontend as every worker shares it ([`SharedFrontend`]): its configuration,
 //! its health board, where its backends are, its limits and its counters,
 //! built anew by a reload that changes the frontend ([`share`]), with the
 //! limits and the addresses of backends written with a host name carried
@@ -6,18 +6,22 @@
 //! its listening sockets, one per worker and listen address
 //! ([`bind_addresses`]), or the ones an old process handed over, spread over
 //! the workers ([`spread_handed`]). Every listen address of a frontend
-//! shares the one [`Shared`]: its limits and counters count the clients of
+//! shares the one [`SharedFrontend`]: its limits and counters count the clients of
 //! all of them together.
 
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use runtime::net::{ListenOptions, bind_std};
 
+use super::worker_context::WorkerContext;
 use crate::ops::metrics::counters::FrontendCounters;
 use crate::policy::address::{AddressBook, Lookup, Place};
 use crate::policy::admin_state::AdminBoard;
+use crate::policy::balance::Balancer;
 use crate::policy::health::{HealthBoard, OnChange};
 use crate::policy::limit::Limit;
 use crate::policy::route::Routes;
@@ -28,7 +32,7 @@ use crate::settings::config::{BackendServer, Frontend};
 
 /// One frontend's state shared by every worker.
 #[derive(Debug)]
-pub struct Shared {
+pub struct SharedFrontend {
     /// Its configuration, as the file (or the flags) gave it.
     pub frontend: Frontend,
     /// Which of its backends are up.
@@ -55,10 +59,29 @@ pub struct Shared {
     pub counters: Vec<Arc<FrontendCounters>>,
 }
 
+/// One frontend as one worker sees it: the shared state plus the worker's
+/// own balancer.
+#[derive(Debug)]
+pub(crate) struct WorkerFrontend {
+    pub shared: Arc<SharedFrontend>,
+    pub worker: Rc<WorkerContext>,
+    /// This worker's counters for this frontend.
+    pub counters: Arc<FrontendCounters>,
+    /// One balancer per group (`Frontend::group`), over its backends.
+    pub(super) balancers: RefCell<Vec<Balancer>>,
+    /// The generations of the health board and of the address book last
+    /// copied into `balancers`.
+    pub(super) seen_generation: Cell<(u64, u64)>,
+}
+
 /// The shared state of one frontend; `old` is the state it replaces, whose
 /// limits carry over (their counts include the connections still open
 /// under the old configuration).
-pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<Shared> {
+pub fn share(
+    frontend: &Frontend,
+    old: Option<&SharedFrontend>,
+    workers: usize,
+) -> Arc<SharedFrontend> {
     // The board's addresses are not read (its labels name the servers in
     // its lines): a backend written with a host name gets the unspecified
     // address with its port.
@@ -81,7 +104,7 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
         .iter()
         .map(|b| b.maxqueue.map(|n| Limit::new(Some(n))))
         .collect();
-    Arc::new(Shared {
+    Arc::new(SharedFrontend {
         queues,
         addresses: Arc::new(address_book(frontend, old)),
         board: Arc::new(
@@ -112,7 +135,7 @@ pub fn share(frontend: &Frontend, old: Option<&Shared>, workers: usize) -> Arc<S
 
 /// Each backend's `maxconn` limit: the one of the same address in `old`,
 /// its ceiling moved, so that its count goes on; else a new one.
-fn backend_limits(frontend: &Frontend, old: Option<&Shared>) -> Vec<Arc<Limit>> {
+fn backend_limits(frontend: &Frontend, old: Option<&SharedFrontend>) -> Vec<Arc<Limit>> {
     frontend
         .backends
         .iter()
@@ -140,7 +163,7 @@ fn backend_limits(frontend: &Frontend, old: Option<&Shared>) -> Vec<Arc<Limit>> 
 /// written with a host name, the address the same backend (its name and
 /// its address as written) has in `old`, else its `init-addr` one, else
 /// none, until the answers of this start or reload are given to the book.
-fn address_book(frontend: &Frontend, old: Option<&Shared>) -> AddressBook {
+fn address_book(frontend: &Frontend, old: Option<&SharedFrontend>) -> AddressBook {
     let places = frontend.backends.iter().map(|b| {
         let lookup = b.addr.host().map(|host| Lookup {
             host: host.to_string(),
@@ -171,7 +194,7 @@ fn address_book(frontend: &Frontend, old: Option<&Shared>) -> AddressBook {
 /// (a reload keeps what the operator said of every server the file still
 /// names); else `ready` at its configured weight. A weight the operator
 /// never changed follows the file's.
-fn admin_board(frontend: &Frontend, old: Option<&Shared>) -> AdminBoard {
+fn admin_board(frontend: &Frontend, old: Option<&SharedFrontend>) -> AdminBoard {
     let board = AdminBoard::new(frontend.backends.iter().map(|b| b.weight));
     let Some(old) = old else {
         return board;

@@ -30,7 +30,7 @@ use crate::ops::upgrade::adopt::Arrival;
 use crate::ops::upgrade::wire::{BackendStanding, Fate, Tag, Totals};
 use crate::settings::config::Frontend;
 
-use super::frontend::Shared;
+use super::frontend::SharedFrontend;
 use super::worker::Command;
 
 /// How long a worker may take to lend its listeners.
@@ -97,7 +97,7 @@ pub fn close_unclaimed(handed: Vec<(Tag, OwnedFd)>) {
 }
 
 /// Starts each backend of `shared` where the old process left it.
-pub fn seed(shared: &[Arc<Shared>], health: &[BackendStanding]) {
+pub fn seed(shared: &[Arc<SharedFrontend>], health: &[BackendStanding]) {
     for s in shared {
         for h in health.iter().filter(|h| h.frontend == s.frontend.name) {
             let index = s
@@ -113,7 +113,7 @@ pub fn seed(shared: &[Arc<Shared>], health: &[BackendStanding]) {
 }
 
 /// Where every checked backend of `running` stands.
-pub fn standings(running: &[Arc<Shared>]) -> Vec<BackendStanding> {
+pub fn standings(running: &[Arc<SharedFrontend>]) -> Vec<BackendStanding> {
     let mut all = Vec::new();
     for s in running {
         for (index, backend) in s.frontend.backends.iter().enumerate() {
@@ -131,7 +131,7 @@ pub fn standings(running: &[Arc<Shared>]) -> Vec<BackendStanding> {
 
 /// Every frontend's and backend's counters of `running`, summed over the
 /// workers: what a new process goes on from.
-pub fn totals(running: &[Arc<Shared>]) -> Vec<Totals> {
+pub fn totals(running: &[Arc<SharedFrontend>]) -> Vec<Totals> {
     let mut all = Vec::new();
     for s in running {
         let sum = |counter: FrontendCounter| {
@@ -172,7 +172,7 @@ pub fn totals(running: &[Arc<Shared>]) -> Vec<Totals> {
 /// as written: a total goes on from where the old process left it. A frontend or a
 /// backend this configuration no longer has, or a counter this binary does
 /// not know, is left out.
-pub fn seed_totals(shared: &[Arc<Shared>], totals: &[Totals]) {
+pub fn seed_totals(shared: &[Arc<SharedFrontend>], totals: &[Totals]) {
     for t in totals {
         let Some(s) = shared.iter().find(|s| s.frontend.name == t.frontend) else {
             continue;

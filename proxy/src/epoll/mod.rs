@@ -58,8 +58,10 @@
 //!   limit, the access-log buffer, the orders);
 //! - [`orders`]: kill and park, given to every connection of a worker at
 //!   once, heard on one registration;
-//! - [`frontend`]: one frontend as every worker shares it, and its listeners;
+//! - [`frontend`]: one frontend as every worker shares it (`SharedFrontend`),
+//!   as one worker sees it (`WorkerFrontend`), and its listeners;
 //! - [`connection`]: one connection's life, from accept to its access-log line;
+//! - [`trace`]: what its access-log line needs, gathered as it goes;
 //! - [`choose_group`]: which group a connection's TLS server name sends it to
 //!   (a frontend with `use-group` rules only);
 //! - [`connect`]: how a connection reaches a backend: pick, queue, connect, retry;
@@ -101,5 +103,6 @@ pub mod orders;
 pub mod plan;
 pub mod probe;
 pub mod resolver;
+pub mod trace;
 pub mod worker;
 pub mod worker_context;

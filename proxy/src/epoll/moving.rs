@@ -31,7 +31,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use runtime::net::TcpStream;
 use runtime::oneshot;
 
-use super::connection::{Elapsed, Extra, Local, Trace};
+use super::frontend::WorkerFrontend;
+use super::trace::{Elapsed, Extra, Trace};
 use crate::conn::relay::{Parked, Start};
 use crate::conn::side::Side;
 use crate::conn::snapshot;
@@ -58,7 +59,7 @@ pub(super) enum Handed {
 
 /// Hands a parked connection over, and waits for its fate.
 pub(super) async fn hand_over(
-    local: &Local,
+    local: &WorkerFrontend,
     (client, backend): (TcpStream, TcpStream),
     parked: Box<Parked>,
     (index, early): (usize, u64),
@@ -123,7 +124,13 @@ fn resume([client, backend]: [OwnedFd; 2], parked: Box<Parked>) -> Handed {
 }
 
 /// What travels with a connection (ops/upgrade/parcel.rs).
-fn parcel_of(local: &Local, trace: &Trace, parked: &Parked, index: usize, early: u64) -> Parcel {
+fn parcel_of(
+    local: &WorkerFrontend,
+    trace: &Trace,
+    parked: &Parked,
+    index: usize,
+    early: u64,
+) -> Parcel {
     let frontend = &local.shared.frontend;
     let group = frontend
         .group(trace.group)
@@ -168,7 +175,7 @@ fn parcel_of(local: &Local, trace: &Trace, parked: &Parked, index: usize, early:
 /// descriptor budget, so a connection beyond it is refused (the old
 /// process keeps it); the other ceilings take it over their limit, since
 /// it exists already and the old process counted it there.
-pub(super) fn adopt(local: &Rc<Local>, arrival: Arrival) -> Fate {
+pub(super) fn adopt(local: &Rc<WorkerFrontend>, arrival: Arrival) -> Fate {
     let Arrival {
         parcel,
         sockets,
@@ -210,7 +217,7 @@ pub(super) fn adopt(local: &Rc<Local>, arrival: Arrival) -> Fate {
 /// names: the same address in the same group; for a backend written with
 /// a host name, whose answer may differ here, the same name in the same
 /// group will do.
-fn server_index(local: &Local, parcel: &Parcel) -> Result<usize, String> {
+fn server_index(local: &WorkerFrontend, parcel: &Parcel) -> Result<usize, String> {
     let frontend = &local.shared.frontend;
     let in_group = |i: usize| {
         let group = frontend.group(frontend.group_of(i));
@@ -239,7 +246,7 @@ fn server_index(local: &Local, parcel: &Parcel) -> Result<usize, String> {
 
 /// The access-log facts of an adopted connection, as its old process had
 /// them.
-fn trace_of(local: &Local, parcel: &Parcel, index: usize, now: Instant) -> Trace {
+fn trace_of(local: &WorkerFrontend, parcel: &Parcel, index: usize, now: Instant) -> Trace {
     let accepted = UNIX_EPOCH + std::time::Duration::from_micros(parcel.accepted_unix_us);
     let started = now.checked_sub(parcel.age).unwrap_or(now);
     let mut trace = Trace::at(
@@ -270,7 +277,7 @@ fn trace_of(local: &Local, parcel: &Parcel, index: usize, now: Instant) -> Trace
 /// An adopted connection's life here: counted open, its places held, its
 /// relay resumed, and its access-log line at its close.
 async fn adopted(
-    local: Rc<Local>,
+    local: Rc<WorkerFrontend>,
     (client, backend): (TcpStream, TcpStream),
     (parked, global): (Box<Parked>, Permit),
     (index, early): (usize, u64),

@@ -22,7 +22,7 @@ use crate::ops::admin::access::{Access, read_token};
 use crate::ops::server_state::{self, ServerLine};
 use crate::settings::config::Global;
 
-use super::frontend::Shared;
+use super::frontend::SharedFrontend;
 
 /// Who may act, and where the states are kept, as `global` says; the
 /// token file read here, so that a start refuses one it cannot use.
@@ -43,7 +43,7 @@ pub fn operator(global: &Global) -> io::Result<Operator> {
 
 /// Restores `lines` on the boards of `shared`; logs how many servers were
 /// found, naming where the lines came from (`from`).
-pub fn restore(shared: &[Arc<Shared>], lines: &[ServerLine], from: &str) {
+pub fn restore(shared: &[Arc<SharedFrontend>], lines: &[ServerLine], from: &str) {
     if lines.is_empty() {
         return;
     }
@@ -83,8 +83,8 @@ pub fn read_state_file(path: Option<&Path>) -> Vec<ServerLine> {
 
 /// ` (servers added: s3; removed: s1)`, for a reload's line about a
 /// changed frontend; nothing when its servers are the same.
-pub fn servers_changed(old: &Shared, new: &Shared) -> String {
-    let names = |s: &Shared| -> Vec<String> {
+pub fn servers_changed(old: &SharedFrontend, new: &SharedFrontend) -> String {
+    let names = |s: &SharedFrontend| -> Vec<String> {
         let f = &s.frontend;
         (0..f.backends.len())
             .map(|i| match f.group_name_of(i) == f.name {

@@ -3,7 +3,7 @@
 //! listen address, or more where a handover gave this worker several:
 //! ops/upgrade/), one task per connection, the access-log flush timer, and
 //! the timer that closes pipes pooled unused.
-//! A frontend's accept loops share one state (`connection::Local`): whatever address
+//! A frontend's accept loops share one state (`frontend::WorkerFrontend`): whatever address
 //! a client came in on, it takes its places under the same limits.
 
 use std::cell::RefCell;
@@ -21,8 +21,9 @@ use crate::conn::accept::AcceptErrors;
 use crate::conn::splice;
 use crate::ops::metrics::counters;
 
-use super::connection::{self, Local, Places};
-use super::frontend::{Listener, Shared};
+use super::connection::{self, Admission};
+use super::frontend::WorkerFrontend;
+use super::frontend::{Listener, SharedFrontend};
 use super::moving;
 use super::orders::Order;
 use super::worker_context::WorkerContext;
@@ -82,7 +83,7 @@ pub struct Lent {
 #[derive(Debug)]
 pub struct Assignment {
     /// The frontend.
-    pub shared: Arc<Shared>,
+    pub shared: Arc<SharedFrontend>,
     /// Its listeners for this worker at the listen addresses new to it
     /// (each with the address it was configured for: usually one per
     /// address; after a handover, as many as the old process handed to
@@ -95,7 +96,7 @@ pub struct Assignment {
 /// reload).
 #[derive(Debug)]
 struct Running {
-    slot: Rc<RefCell<Rc<Local>>>,
+    slot: Rc<RefCell<Rc<WorkerFrontend>>>,
     accepting: Vec<Accepting>,
 }
 
@@ -110,9 +111,9 @@ struct Accepting {
 
 impl Running {
     /// A frontend new to this worker, with no listener yet.
-    fn new(shared: Arc<Shared>, context: &Rc<WorkerContext>) -> Running {
+    fn new(shared: Arc<SharedFrontend>, context: &Rc<WorkerContext>) -> Running {
         Running {
-            slot: Rc::new(RefCell::new(Rc::new(Local::new(shared, context)))),
+            slot: Rc::new(RefCell::new(Rc::new(WorkerFrontend::new(shared, context)))),
             accepting: Vec::new(),
         }
     }
@@ -346,8 +347,9 @@ fn apply(
                 let unchanged = Arc::ptr_eq(&running.slot.borrow().shared, &shared);
                 if !unchanged {
                     // New connections get the new pool; open ones keep the
-                    // Local (and backends) they started with.
-                    *running.slot.borrow_mut() = Rc::new(Local::new(shared.clone(), context));
+                    // WorkerFrontend (and backends) they started with.
+                    *running.slot.borrow_mut() =
+                        Rc::new(WorkerFrontend::new(shared.clone(), context));
                 }
                 running
             }
@@ -379,7 +381,7 @@ fn apply(
 /// clients"), and this loop accepts no one else meanwhile. If the loop
 /// ends meanwhile (its listener closed by a stop or a reload), the client is
 /// reset and logged `KQ` ([`Waiting`]).
-async fn admit(slot: &RefCell<Rc<Local>>) -> (Rc<Local>, Places) {
+async fn await_admission(slot: &RefCell<Rc<WorkerFrontend>>) -> (Rc<WorkerFrontend>, Admission) {
     loop {
         let local = slot.borrow().clone();
         if let Some(places) = local.try_admit() {
@@ -401,7 +403,7 @@ async fn admit(slot: &RefCell<Rc<Local>>) -> (Rc<Local>, Places) {
 /// over its `rate-limit sessions`, it stops accepting: new clients wait in
 /// the kernel's listen queue (HAProxy's behaviour) instead of being
 /// accepted and dropped.
-async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<Local>>>) {
+async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<WorkerFrontend>>>) {
     let mut errors = AcceptErrors::new();
     loop {
         let local = slot.borrow().clone();
@@ -425,7 +427,7 @@ async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<Local>>>) {
                 // have swapped it meanwhile.
                 // Taken here, before the next look for room, so that one
                 // freed place lets in one client, not the whole queue.
-                let (local, places) = admit(&slot).await;
+                let (local, places) = await_admission(&slot).await;
                 spawn_detached(connection::serve(waiting.admitted(), peer, local, places));
             }
             // Out of descriptors, say: the connection waits in the kernel's
@@ -441,7 +443,7 @@ async fn accept_loop(listener: Rc<TcpListener>, slot: Rc<RefCell<Rc<Local>>>) {
     }
 }
 
-/// A client accepted but not yet admitted (it may wait in [`admit`]): if
+/// A client accepted but not yet admitted (it may wait in [`await_admission`]): if
 /// the accept loop is dropped meanwhile (aborted by a stop or a reload that
 /// closes its listener), the client is reset and gets its access-log line
 /// (`KQ`, connection.rs `cut_while_waiting`) instead of vanishing with the
@@ -452,11 +454,15 @@ struct Waiting<'a> {
     peer: SocketAddr,
     accepted: SystemTime,
     started: Instant,
-    slot: &'a RefCell<Rc<Local>>,
+    slot: &'a RefCell<Rc<WorkerFrontend>>,
 }
 
 impl<'a> Waiting<'a> {
-    fn new(client: TcpStream, peer: SocketAddr, slot: &'a RefCell<Rc<Local>>) -> Waiting<'a> {
+    fn new(
+        client: TcpStream,
+        peer: SocketAddr,
+        slot: &'a RefCell<Rc<WorkerFrontend>>,
+    ) -> Waiting<'a> {
         Waiting {
             client: Some(client),
             peer,
@@ -524,7 +530,7 @@ mod tests {
         let global = Limit::new(Some(1));
         let context = Rc::new(WorkerContext::new(0, global.clone(), Some(log.sink())));
         let shared = frontend::share(&config.frontends[0], None, 1);
-        let slot = Rc::new(RefCell::new(Rc::new(Local::new(shared, &context))));
+        let slot = Rc::new(RefCell::new(Rc::new(WorkerFrontend::new(shared, &context))));
         let rt = runtime::Runtime::new().expect("a runtime");
         let mut client = rt.block_on(async {
             let listener = Rc::new(TcpListener::from_std(listener).expect("registered"));
@@ -536,7 +542,7 @@ mod tests {
             }
             let held = global.try_acquire().expect("the only place");
             let client = std::net::TcpStream::connect(addr).expect("connect");
-            // Accepted and waiting for a place: `admit` holds one more
+            // Accepted and waiting for a place: `await_admission` holds one more
             // reference to the frontend's state than `accept` does.
             let deadline = Instant::now() + Duration::from_secs(10);
             while Rc::strong_count(&slot.borrow()) < 3 {
