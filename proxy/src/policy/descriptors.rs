@@ -90,6 +90,8 @@ pub struct Opens {
     pub lookups: bool,
     /// The admin listener, with the most connections it takes at once.
     pub admin_connections: Option<u64>,
+    /// The admin Unix socket, with the most clients it serves at once.
+    pub admin_socket_clients: Option<u64>,
     /// Some frontend may splice (`splice auto` or `on`, the epoll mode):
     /// pipes get a ceiling ([`Budget::pipes`]) and are lent descriptors.
     pub splice: bool,
@@ -195,6 +197,14 @@ fn optional_items(opens: &Opens, listeners: u64) -> Vec<(u64, String)> {
                 "admin: epoll, eventfd, listener and {connections} connections, one more \
                  while a newcomer takes a place"
             ),
+        ));
+    }
+    if let Some(clients) = opens.admin_socket_clients {
+        // One more client for a moment: it is accepted, told to retry and
+        // closed (ops/admin/socket.rs).
+        items.push((
+            1 + clients + 1,
+            format!("admin socket: listener and {clients} clients, one more told to retry"),
         ));
     }
     if opens.upgrade {
@@ -421,6 +431,7 @@ mod tests {
             syslog: true,
             lookups: true,
             admin_connections: Some(64),
+            admin_socket_clients: None,
             splice: false,
             upgrade: false,
         };
@@ -438,6 +449,15 @@ mod tests {
         assert_eq!(
             Reserve::of(&upgradable).total(),
             Reserve::of(&big).total() + 2 + 12 + 2
+        );
+        // The admin socket: its listener, 16 clients and one told to retry.
+        let with_socket = Opens {
+            admin_socket_clients: Some(16),
+            ..big
+        };
+        assert_eq!(
+            Reserve::of(&with_socket).total(),
+            Reserve::of(&big).total() + 1 + 16 + 1
         );
         // No workers still counts one event loop.
         assert_eq!(

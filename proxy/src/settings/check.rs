@@ -21,6 +21,7 @@ use super::resolve::{self, Answers};
 use crate::conn::splice::Splice;
 use crate::ops::admin::AdminOptions;
 use crate::ops::admin::access::read_token;
+use crate::ops::admin::socket::MAX_CLIENTS;
 use crate::policy::descriptors::{Budget, Maxconn, Opens};
 
 /// Checks the file at `path`; returns the exit status.
@@ -176,6 +177,8 @@ pub struct Fixed {
     pub workers: usize,
     /// The admin listener is on.
     pub admin: bool,
+    /// The admin Unix socket is set.
+    pub admin_socket: bool,
     /// The access log goes to a file.
     pub access_log_file: bool,
     /// A `log` line: a syslog socket.
@@ -192,6 +195,7 @@ impl Fixed {
             inherited,
             workers,
             admin: config.global.admin.is_some(),
+            admin_socket: config.global.admin_socket.is_some(),
             access_log_file: matches!(config.global.access_log, Some(AccessLogTarget::File(_))),
             syslog: config.global.log.is_some(),
             upgrade: config.global.upgrade_socket.is_some(),
@@ -216,6 +220,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
         inherited,
         workers,
         admin,
+        admin_socket,
         access_log_file,
         syslog,
         upgrade,
@@ -239,6 +244,7 @@ pub fn opens(frontends: &[Frontend], fixed: Fixed) -> Opens {
             .flat_map(|f| &f.backends)
             .any(|b| b.addr.host().is_some()),
         admin_connections: admin.then(|| u64::from(AdminOptions::default().max_connections)),
+        admin_socket_clients: admin_socket.then_some(MAX_CLIENTS as u64),
         splice: frontends.iter().any(|f| f.splice != Splice::Off),
         upgrade,
     }
