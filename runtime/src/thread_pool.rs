@@ -413,7 +413,7 @@ fn report_panic(worker: &str, payload: &(dyn Any + Send)) {
 // ---------------------------------------------------------------------------------------------
 // The bridge: a blocking closure on the pool, awaited as a future.
 //
-//   async task                         slot: Mutex<Slot>                    pool worker
+//   async task                         slot: Mutex<ResultCell>                    pool worker
 //   poll: lock; done? take result;  ─▶ result / waker / done  ◀─ complete: lock; store result;
 //         else keep waker; unlock                                          take waker; unlock;
 //                                                                          wake
@@ -424,11 +424,11 @@ fn report_panic(worker: &str, payload: &(dyn Any + Send)) {
 /// It works with any executor that honours the `Waker` contract: the pool thread wakes the last
 /// waker the future was polled with.
 pub struct Blocking<T> {
-    slot: Arc<Mutex<Slot<T>>>,
+    slot: Arc<Mutex<ResultCell<T>>>,
 }
 
 /// Where the pool thread leaves the result for the future.
-struct Slot<T> {
+struct ResultCell<T> {
     result: Option<Result<T, JoinError>>,
     waker: Option<Waker>,
     /// Set once a result was stored. It tells "not finished yet" (`!done`) apart from "finished,
@@ -439,7 +439,7 @@ struct Slot<T> {
 /// The job's end of the slot. It always completes the future: with the closure's outcome when
 /// the job runs, or with `Cancelled` from its Drop when the job is dropped without running.
 struct Completer<T> {
-    slot: Arc<Mutex<Slot<T>>>,
+    slot: Arc<Mutex<ResultCell<T>>>,
 }
 
 /// Splits `f` into a pool job and the future that observes it.
@@ -448,7 +448,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let slot = Arc::new(Mutex::new(Slot {
+    let slot = Arc::new(Mutex::new(ResultCell {
         result: None,
         waker: None,
         done: false,

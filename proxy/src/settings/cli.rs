@@ -635,7 +635,7 @@ const UPGRADE: &[&str] = &["--upgrade-socket", "--upgrade-from"];
 const THREADS: &[&str] = &["--threads", "--workers", "--picker"];
 
 /// A rule of [`REFUSALS`]: the modes that refuse some flags, and why.
-struct Refusal {
+struct ModeRule {
     modes: &'static [Mode],
     flags: &'static [&'static str],
     /// What the error says after the flag and the mode (`{flag} ... the
@@ -646,32 +646,32 @@ struct Refusal {
 /// Which mode refuses which flag, checked in order: the first rule that
 /// matches says why. A flag no rule names is taken by every mode (the pool
 /// mode ignores `--workers`, the epoll mode `--threads`: both run alone).
-const REFUSALS: &[Refusal] = &[
-    Refusal {
+const REFUSALS: &[ModeRule] = &[
+    ModeRule {
         modes: &[Mode::Single, Mode::Pool, Mode::States],
         flags: UPGRADE,
         why: "is for the epoll mode, the one that can hand its listeners to a new process and \
               take them from an old one; stop this one and start the new one instead",
     },
-    Refusal {
+    ModeRule {
         modes: &[Mode::Single],
         flags: &["--grace"],
         why: "is for the modes that drain (pool, epoll, states); the single mode serves one \
               connection at a time and exits at once on SIGTERM",
     },
-    Refusal {
+    ModeRule {
         modes: &[Mode::Single, Mode::Pool, Mode::States],
         flags: &["--splice"],
         why: "is for the epoll mode's relay, the one that can move bytes by splice(2); this mode \
               copies them",
     },
-    Refusal {
+    ModeRule {
         modes: &[Mode::Single, Mode::Pool, Mode::States],
         flags: EPOLL_ONLY,
         why: "is for the epoll mode, which balances (health checks, retries, limits, access \
               log, metrics); this mode picks round-robin",
     },
-    Refusal {
+    ModeRule {
         modes: &[Mode::States],
         flags: THREADS,
         why: "sizes threads; the states mode is one thread, one event loop, written by hand",

@@ -27,7 +27,7 @@ pub struct Tally {
 
 /// Where a handover stands (the values of a record's `stage`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
+enum HandoverStage {
     /// None began.
     Idle = 0,
     /// Batches go (or come) now.
@@ -39,7 +39,7 @@ enum Stage {
 /// One way's record: its stage, its peer, its tally. Each field is written
 /// by one thread only; a reader may see a batch half counted, which a dump
 /// line can live with.
-struct Record {
+struct WayRecord {
     stage: AtomicU8,
     peer: AtomicU32,
     batches: AtomicU64,
@@ -48,10 +48,10 @@ struct Record {
     refused: AtomicU64,
 }
 
-impl Record {
-    const fn new() -> Record {
-        Record {
-            stage: AtomicU8::new(Stage::Idle as u8),
+impl WayRecord {
+    const fn new() -> WayRecord {
+        WayRecord {
+            stage: AtomicU8::new(HandoverStage::Idle as u8),
             peer: AtomicU32::new(0),
             batches: AtomicU64::new(0),
             sent: AtomicU64::new(0),
@@ -60,11 +60,11 @@ impl Record {
         }
     }
 
-    fn stage(&self) -> Stage {
+    fn stage(&self) -> HandoverStage {
         match self.stage.load(Ordering::Relaxed) {
-            0 => Stage::Idle,
-            1 => Stage::Running,
-            _ => Stage::Over,
+            0 => HandoverStage::Idle,
+            1 => HandoverStage::Running,
+            _ => HandoverStage::Over,
         }
     }
 
@@ -87,10 +87,10 @@ pub enum Way {
     In,
 }
 
-static OUT: Record = Record::new();
-static IN: Record = Record::new();
+static OUT: WayRecord = WayRecord::new();
+static IN: WayRecord = WayRecord::new();
 
-fn record(way: Way) -> &'static Record {
+fn record(way: Way) -> &'static WayRecord {
     match way {
         Way::Out => &OUT,
         Way::In => &IN,
@@ -101,7 +101,9 @@ fn record(way: Way) -> &'static Record {
 pub fn begin(way: Way, peer: u32) {
     let record = record(way);
     record.peer.store(peer, Ordering::Relaxed);
-    record.stage.store(Stage::Running as u8, Ordering::Relaxed);
+    record
+        .stage
+        .store(HandoverStage::Running as u8, Ordering::Relaxed);
 }
 
 /// A batch of `connections` sent (or received), their fates not known yet.
@@ -121,7 +123,9 @@ pub fn fates(way: Way, adopted: u64, refused: u64) {
 /// The handover is over; its tally.
 pub fn end(way: Way) -> Tally {
     let record = record(way);
-    record.stage.store(Stage::Over as u8, Ordering::Relaxed);
+    record
+        .stage
+        .store(HandoverStage::Over as u8, Ordering::Relaxed);
     record.tally()
 }
 
@@ -130,7 +134,7 @@ pub fn end(way: Way) -> Tally {
 /// began.
 pub fn handed_over() -> Option<String> {
     let record = record(Way::Out);
-    if record.stage() == Stage::Idle {
+    if record.stage() == HandoverStage::Idle {
         return None;
     }
     let (peer, t) = (record.peer.load(Ordering::Relaxed), record.tally());
@@ -147,13 +151,13 @@ pub fn lines() -> Vec<String> {
         let record = record(way);
         let (stage, peer) = (record.stage(), record.peer.load(Ordering::Relaxed));
         let what = match (way, stage) {
-            (_, Stage::Idle) => continue,
-            (Way::Out, Stage::Running) => "handing the established connections over to",
-            (Way::Out, Stage::Over) => "handed the established connections over to",
-            (Way::In, Stage::Running) => "adopting established connections from",
-            (Way::In, Stage::Over) => "adopted established connections from",
+            (_, HandoverStage::Idle) => continue,
+            (Way::Out, HandoverStage::Running) => "handing the established connections over to",
+            (Way::Out, HandoverStage::Over) => "handed the established connections over to",
+            (Way::In, HandoverStage::Running) => "adopting established connections from",
+            (Way::In, HandoverStage::Over) => "adopted established connections from",
         };
-        let now = if stage == Stage::Running {
+        let now = if stage == HandoverStage::Running {
             " so far"
         } else {
             ""
