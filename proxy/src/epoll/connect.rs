@@ -36,7 +36,7 @@ use crate::policy::limit::Permit;
 use super::backend_socket::Backend;
 use super::connection::Refusal;
 use super::frontend::WorkerFrontend;
-use super::trace::{Elapsed, Trace};
+use super::trace::{Micros, Trace};
 
 /// Why no backend could be picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl WorkerFrontend {
             }
             match self.attempt(index, trace.server_addr).await {
                 Ok(stream) => {
-                    trace.connect = Elapsed::of(Some(started.elapsed()));
+                    trace.connect = Micros::of(Some(started.elapsed()));
                     return Ok((index, stream, place));
                 }
                 Err(Failed::Fatal(refusal)) => return Err(refusal),

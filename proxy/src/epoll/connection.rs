@@ -46,7 +46,7 @@ use super::backend_socket::Backend;
 use super::frontend::{SharedFrontend, WorkerFrontend};
 use super::moving::{self, Handed};
 use super::orders::{Heard, Order};
-use super::trace::{Elapsed, Trace};
+use super::trace::{Micros, Trace};
 use super::worker_context::WorkerContext;
 use crate::conn::machine::{Ending, Outcome};
 use crate::conn::proxy_protocol::{self, Addresses};
@@ -278,7 +278,7 @@ pub(crate) fn cut_while_waiting(
     counters::inc(&local.counters.connections);
     let counted = local.worker.log_needs.counter;
     let trace = Trace {
-        wait: Elapsed::of(Some(started.elapsed())),
+        wait: Micros::of(Some(started.elapsed())),
         termination: Termination::new(Cause::Killed, Phase::Queue),
         phase: Phase::Queue,
         ..Trace::at(peer, accepted, started, counted)

@@ -32,7 +32,7 @@ use runtime::net::TcpStream;
 use runtime::oneshot;
 
 use super::frontend::WorkerFrontend;
-use super::trace::{Elapsed, Extra, Trace};
+use super::trace::{Extra, Micros, Trace};
 use crate::conn::relay::{Parked, Start};
 use crate::conn::side::Side;
 use crate::conn::snapshot;
@@ -258,8 +258,8 @@ fn trace_of(local: &WorkerFrontend, parcel: &Parcel, index: usize, now: Instant)
     trace.group = local.shared.frontend.group_of(index);
     trace.backend = u32::try_from(index).ok();
     trace.server_addr = Some(parcel.server);
-    trace.wait = Elapsed::of(parcel.wait);
-    trace.connect = Elapsed::of(parcel.connect);
+    trace.wait = Micros::of(parcel.wait);
+    trace.connect = Micros::of(parcel.connect);
     trace.retries = parcel.retries;
     trace.client_sent = parcel.client_sent;
     if parcel.sni.is_some() || parcel.destination.is_some() || parcel.backend_source.is_some() {

@@ -2,7 +2,7 @@
 //! it was accepted, from whom, which group and server, how long it waited
 //! and connected, the bytes each way, how it ended. A relaying connection
 //! carries its `Trace` for its whole life, so it is kept small: the two
-//! waits are four-byte `Elapsed` times, and what few connections have (a
+//! waits are four-byte `Micros` times, and what few connections have (a
 //! TLS server name, a PROXY destination, the backend's source address) is
 //! boxed apart in an `Extra`.
 //!
@@ -35,9 +35,9 @@ pub(super) struct Trace {
     /// address, or its host name's answer then (`%si:%sp`, `server_addr`).
     pub(super) server_addr: Option<SocketAddr>,
     /// Time spent waiting for places (HAProxy's `Tw`).
-    pub(super) wait: Elapsed,
+    pub(super) wait: Micros,
     /// Time from the first connect attempt to a connected backend (`Tc`).
-    pub(super) connect: Elapsed,
+    pub(super) connect: Micros,
     pub(super) retries: u32,
     pub(super) bytes_up: u64,
     pub(super) bytes_down: u64,
@@ -62,16 +62,16 @@ pub(super) struct Trace {
 /// A time a connection took, or none yet, in four bytes: microseconds,
 /// up to 71 minutes (longer reads as that), `u32::MAX` for none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Elapsed(u32);
+pub(super) struct Micros(u32);
 
-impl Elapsed {
+impl Micros {
     /// None yet.
-    pub(super) const NONE: Elapsed = Elapsed(u32::MAX);
+    pub(super) const NONE: Micros = Micros(u32::MAX);
 
     /// `d`, or none.
-    pub(super) fn of(d: Option<Duration>) -> Elapsed {
-        d.map_or(Elapsed::NONE, |d| {
-            Elapsed(
+    pub(super) fn of(d: Option<Duration>) -> Micros {
+        d.map_or(Micros::NONE, |d| {
+            Micros(
                 u32::try_from(d.as_micros())
                     .unwrap_or(u32::MAX - 1)
                     .min(u32::MAX - 1),
@@ -81,13 +81,13 @@ impl Elapsed {
 
     /// The time, if one was set.
     pub(super) fn get(self) -> Option<Duration> {
-        (self != Elapsed::NONE).then(|| Duration::from_micros(u64::from(self.0)))
+        (self != Micros::NONE).then(|| Duration::from_micros(u64::from(self.0)))
     }
 
     /// Sets `d` unless a time is set already (the first one counts).
     pub(super) fn first(&mut self, d: Duration) {
-        if *self == Elapsed::NONE {
-            *self = Elapsed::of(Some(d));
+        if *self == Micros::NONE {
+            *self = Micros::of(Some(d));
         }
     }
 }
@@ -142,8 +142,8 @@ impl Trace {
             group: 0,
             backend: None,
             server_addr: None,
-            wait: Elapsed::NONE,
-            connect: Elapsed::NONE,
+            wait: Micros::NONE,
+            connect: Micros::NONE,
             retries: 0,
             bytes_up: 0,
             bytes_down: 0,
@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn an_elapsed_time_keeps_the_first_and_says_none_until_set() {
-        let mut wait = Elapsed::NONE;
+        let mut wait = Micros::NONE;
         assert_eq!(wait.get(), None);
         wait.first(Duration::from_micros(1500));
         wait.first(Duration::from_secs(9));
@@ -177,11 +177,11 @@ mod tests {
             Some(Duration::from_micros(1500)),
             "the first counts"
         );
-        let long = Elapsed::of(Some(Duration::from_secs(5 * 3600)));
+        let long = Micros::of(Some(Duration::from_secs(5 * 3600)));
         assert_eq!(
             long.get(),
             Some(Duration::from_micros(u64::from(u32::MAX - 1)))
         );
-        assert_eq!(Elapsed::of(None), Elapsed::NONE);
+        assert_eq!(Micros::of(None), Micros::NONE);
     }
 }
