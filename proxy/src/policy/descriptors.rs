@@ -159,8 +159,8 @@ impl Reserve {
 }
 
 /// The items only some configurations have: health checks, an access-log
-/// file, a syslog socket, the admin listener, an upgrade socket (`listeners`: listen addresses ×
-/// workers).
+/// file, a syslog socket, the admin listener and socket, an upgrade socket (`listeners`: listen
+/// addresses × workers).
 fn optional_items(opens: &Opens, listeners: u64) -> Vec<(u64, String)> {
     let mut items = Vec::new();
     if opens.checks > 0 {
@@ -188,25 +188,7 @@ fn optional_items(opens: &Opens, listeners: u64) -> Vec<(u64, String)> {
             "host-name lookups: a file and a socket each, the resolver thread's and a reload's";
         items.push((4, what.to_string()));
     }
-    if let Some(connections) = opens.admin_connections {
-        // One more connection for a moment: a newcomer is accepted
-        // before the one that gives way to it is closed (ops/admin).
-        items.push((
-            3 + connections + 1,
-            format!(
-                "admin: epoll, eventfd, listener and {connections} connections, one more \
-                 while a newcomer takes a place"
-            ),
-        ));
-    }
-    if let Some(clients) = opens.admin_socket_clients {
-        // One more client for a moment: it is accepted, told to retry and
-        // closed (ops/admin/socket.rs).
-        items.push((
-            1 + clients + 1,
-            format!("admin socket: listener and {clients} clients, one more told to retry"),
-        ));
-    }
+    items.extend(admin_items(opens));
     if opens.upgrade {
         // The admin listener's copy is kept for the whole run, and lent.
         let admin = if opens.admin_connections.is_some() {
@@ -225,6 +207,32 @@ fn optional_items(opens: &Opens, listeners: u64) -> Vec<(u64, String)> {
                     ""
                 }
             ),
+        ));
+    }
+    items
+}
+
+/// The admin endpoint's items: its listener and connections, and its Unix
+/// socket and clients.
+fn admin_items(opens: &Opens) -> Vec<(u64, String)> {
+    let mut items = Vec::new();
+    if let Some(connections) = opens.admin_connections {
+        // One more connection for a moment: a newcomer is accepted
+        // before the one that gives way to it is closed (ops/admin).
+        items.push((
+            3 + connections + 1,
+            format!(
+                "admin: epoll, eventfd, listener and {connections} connections, one more \
+                 while a newcomer takes a place"
+            ),
+        ));
+    }
+    if let Some(clients) = opens.admin_socket_clients {
+        // One more client for a moment: it is accepted, told to retry and
+        // closed (ops/admin/socket.rs).
+        items.push((
+            1 + clients + 1,
+            format!("admin socket: listener and {clients} clients, one more told to retry"),
         ));
     }
     items
