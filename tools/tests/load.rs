@@ -6,16 +6,14 @@
 //! except that a duration run must stop near its duration, checked with a
 //! bound many times the slack it needs.
 
-mod common;
-
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener};
 use std::thread;
 use std::time::Duration;
 
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
-use common::within;
 use testkit::json::{self, Json};
+use testkit::watchdog::{IO_BOUND, within};
 use tools::load::{
     BulkOptions, BulkReport, ECHO_TAG, LoadOptions, LoadReport, MIB, Pattern, open_idle, run_bulk,
     run_closed_loop,
@@ -151,7 +149,7 @@ fn counting_echo(
         let mut carried = Vec::new();
         for _ in 0..connections {
             let (conn, _) = listener.accept()?;
-            conn.set_read_timeout(Some(common::IO_BOUND))?;
+            conn.set_read_timeout(Some(IO_BOUND))?;
             let mut writer = conn.try_clone()?;
             let mut lines = Vec::new();
             for line in BufReader::new(conn).lines() {
@@ -256,7 +254,7 @@ fn corrupting_echo(position: u64) -> (SocketAddr, thread::JoinHandle<io::Result<
     let addr = listener.local_addr().expect("address");
     let server = thread::spawn(move || {
         let (mut conn, _) = listener.accept()?;
-        conn.set_read_timeout(Some(common::IO_BOUND))?;
+        conn.set_read_timeout(Some(IO_BOUND))?;
         let mut buf = vec![0u8; 64 * 1024];
         let mut seen = 0u64;
         loop {

@@ -1,13 +1,12 @@
 //! The `loadgen` program, run as a real process: usage errors exit 2,
 //! `--json` prints exactly one line of JSON, each run reports what it did.
 
-mod common;
-
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use testkit::json::{self, Json};
+use testkit::watchdog::within;
 use tools::load::MIB;
 use tools::process::child::{Capture, Finished, Spawn};
 
@@ -107,7 +106,7 @@ fn help_exits_with_status_0() {
 
 #[test]
 fn a_json_closed_loop_prints_one_line_that_adds_up() {
-    common::within(60, || {
+    within(60, || {
         let fixture = start(FixtureMode::Reply);
         let addr = fixture.addrs()[0];
         let output = loadgen(
@@ -127,7 +126,7 @@ fn a_json_closed_loop_prints_one_line_that_adds_up() {
 
 #[test]
 fn a_duration_summary_names_the_client_cpu() {
-    common::within(60, || {
+    within(60, || {
         let fixture = start(FixtureMode::Reply);
         let addr = fixture.addrs()[0];
         let started = Instant::now();
@@ -144,7 +143,7 @@ fn a_duration_summary_names_the_client_cpu() {
 
 #[test]
 fn keepalive_against_an_echo_fixture() {
-    common::within(60, || {
+    within(60, || {
         let fixture = start(FixtureMode::Echo);
         let addr = fixture.addrs()[0];
         let output = loadgen(
@@ -160,7 +159,7 @@ fn keepalive_against_an_echo_fixture() {
 
 #[test]
 fn bulk_reports_intact_bytes_and_a_broken_run_exits_1() {
-    common::within(60, || {
+    within(60, || {
         let fixture = start(FixtureMode::Echo);
         let addr = fixture.addrs()[0];
         let output = loadgen(&format!("--target {addr} --bulk 8 --streams 2 --json"), 30);
@@ -180,7 +179,7 @@ fn bulk_reports_intact_bytes_and_a_broken_run_exits_1() {
 
 #[test]
 fn idle_opens_holds_verifies_and_closes() {
-    common::within(60, || {
+    within(60, || {
         let fixture = start(FixtureMode::Echo);
         let addr = fixture.addrs()[0];
         let output = loadgen(&format!("--target {addr} --idle 50 --hold 200ms"), 30);

@@ -13,11 +13,12 @@
 //!   the load client's reports;
 //! - [`prometheus`]: the text exposition format 0.0.4, as `/metrics` writes it.
 //!
-//! And two tools that read nothing the proxy writes: [`sim`], the seeded
+//! And three tools that read nothing the proxy writes: [`sim`], the seeded
 //! simulator of the relay's contract, with its command line (`relay-sim`)
-//! and the fuzz target `relay_machine`; and [`webdriver`], a WebDriver
+//! and the fuzz target `relay_machine`; [`webdriver`], a WebDriver
 //! client by hand, that drives a headless browser through the stats page
-//! (`tests/stats_page.rs`).
+//! (`tests/stats_page.rs`); and [`watchdog`], the bound on a test that
+//! blocks, for the tools' and the backend's tests.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
@@ -26,4 +27,5 @@ pub mod json;
 pub mod prometheus;
 pub mod sim;
 pub mod tcplog;
+pub mod watchdog;
 pub mod webdriver;

@@ -1,18 +1,19 @@
-//! Helpers shared by the tools' integration tests: a watchdog and the
-//! bound on a blocking test socket. (The fixture's own tests have theirs in
-//! backend/tests/common.)
+//! A watchdog for tests that block: a test body that hangs fails within a
+//! bound instead of holding the whole run, and a blocking socket's reads
+//! and writes get a bound of their own ([`IO_BOUND`]).
 //!
-//! Each test binary uses a different subset, hence the `dead_code` allowance.
-#![allow(dead_code)]
+//! The tools' and the fixture backend's integration tests use it; the
+//! runtime's tests keep their own copy, since the runtime is below
+//! everything this crate depends on.
 
 use std::panic;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::Duration;
 
-/// How long a blocking test socket waits for the fixture before the read
-/// fails: a bound, so a fixture that never answers fails the test instead
-/// of hanging it. Far above any delay a test uses.
+/// How long a blocking test socket waits for its peer before the read
+/// fails: a bound, so a peer that never answers fails the test instead of
+/// hanging it. Far above any delay a test uses.
 pub const IO_BOUND: Duration = Duration::from_secs(10);
 
 /// Runs `f` on a fresh thread and returns its result; panics if it takes
@@ -38,5 +39,27 @@ pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'stat
         Err(RecvTimeoutError::Timeout) => {
             panic!("watchdog: `{name}` did not finish within {secs} s (hung?)")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_that_finishes_returns_its_value() {
+        assert_eq!(within(5, || 7), 7);
+    }
+
+    #[test]
+    #[should_panic(expected = "did not finish within 1 s")]
+    fn a_body_that_hangs_fails_within_the_bound() {
+        within(1, || thread::sleep(Duration::from_secs(30)));
+    }
+
+    #[test]
+    #[should_panic(expected = "the body's own panic")]
+    fn a_body_that_panics_panics_with_its_own_message() {
+        within(5, || panic!("the body's own panic"));
     }
 }
