@@ -70,18 +70,13 @@ fn row(rows: &[Json], frontend: &str, svname: &str) -> Json {
 
 /// Reads the rows until `condition` holds of them, within [`SOON`].
 fn rows_until(admin: SocketAddr, what: &str, condition: impl Fn(&[Json]) -> bool) -> Vec<Json> {
-    let deadline = Instant::now() + SOON;
-    loop {
-        let rows = rows(admin);
-        if condition(&rows) {
-            return rows;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not {what} within {SOON:?}: {rows:?}"
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
+    let mut last = Vec::new();
+    let held = common::wait_until(SOON, || {
+        last = rows(admin);
+        condition(&last)
+    });
+    assert!(held, "not {what} within {SOON:?}: {last:?}");
+    last
 }
 
 /// A number of a row.
@@ -322,33 +317,35 @@ fn shown_until(
     what: &str,
     condition: impl Fn(&[(String, String, String, u64)]) -> bool,
 ) -> Vec<(String, String, String, u64)> {
-    let deadline = Instant::now() + SOON;
-    loop {
-        let value = session.run(SHOWN).unwrap_or_else(|e| panic!("{e}"));
-        let Json::Array(rows) = value else {
-            panic!("the page's rows: {value:?}");
-        };
-        let rows: Vec<_> = rows
-            .iter()
-            .map(|r| match r {
-                Json::Array(f) => (
-                    f[0].string().to_string(),
-                    f[1].string().to_string(),
-                    f[2].string().to_string(),
-                    f[3].whole(),
-                ),
-                other => panic!("a row: {other:?}"),
-            })
-            .collect();
-        if condition(&rows) {
-            return rows;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the page did not show {what} within {SOON:?}: {rows:?}"
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
+    let mut last = Vec::new();
+    let held = common::wait_until(SOON, || {
+        last = shown(session);
+        condition(&last)
+    });
+    assert!(
+        held,
+        "the page did not show {what} within {SOON:?}: {last:?}"
+    );
+    last
+}
+
+/// The page's rows now: (key, classes, state, chart lines).
+fn shown(session: &Session) -> Vec<(String, String, String, u64)> {
+    let value = session.run(SHOWN).unwrap_or_else(|e| panic!("{e}"));
+    let Json::Array(rows) = value else {
+        panic!("the page's rows: {value:?}");
+    };
+    rows.iter()
+        .map(|r| match r {
+            Json::Array(f) => (
+                f[0].string().to_string(),
+                f[1].string().to_string(),
+                f[2].string().to_string(),
+                f[3].whole(),
+            ),
+            other => panic!("a row: {other:?}"),
+        })
+        .collect()
 }
 
 fn state_of<'a>(rows: &'a [(String, String, String, u64)], key: &str) -> Option<&'a str> {
