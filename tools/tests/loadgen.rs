@@ -53,7 +53,7 @@ fn usage_errors_exit_with_status_2_and_say_why() {
         ("", "--target ADDR is required"),
         ("--target", "needs a value"),
         ("--target localhost:80", "not IP:PORT"),
-        ("--target 127.0.0.1:9 --clients 0", "above zero"),
+        ("--target 127.0.0.1:9 --clients 0", "at least 1"),
         ("--target 127.0.0.1:9 --requests many", "whole number"),
         ("--target 127.0.0.1:9 --duration 5", "no unit"),
         ("--target 127.0.0.1:9 --duration 0s", "above zero"),
@@ -74,7 +74,7 @@ fn usage_errors_exit_with_status_2_and_say_why() {
         ("--target 127.0.0.1:9 --bulk 1 --idle 2", "give one"),
         ("--target 127.0.0.1:9 --idle 2 --json", "does not apply"),
         ("--target 127.0.0.1:9 --streams 2", "does not apply"),
-        ("--target 127.0.0.1:9 --keepalive 0", "above zero"),
+        ("--target 127.0.0.1:9 --keepalive 0", "at least 1"),
         ("--target 127.0.0.1:9 --target 127.0.0.1:9", "given twice"),
         ("--frobnicate", "unknown option"),
     ] {

@@ -778,11 +778,9 @@ fn parse_picker(value: &str) -> Result<PickerKind, String> {
 }
 
 fn parse_count(value: &str) -> Result<usize, String> {
-    match value.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".to_string()),
-        Ok(n) if n <= 1 << 20 => Ok(n),
-        Ok(_) => Err(format!("{value} is unreasonably large")),
-        Err(_) => Err(format!("'{value}' is not a whole number")),
+    match flags::count(value)? {
+        n if n <= 1 << 20 => Ok(n),
+        _ => Err(format!("{value} is unreasonably large")),
     }
 }
 

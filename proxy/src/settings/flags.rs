@@ -129,6 +129,16 @@ fn unknown<S>(arg: &str, flags: &[Flag<S>]) -> String {
     format!("unknown option '{arg}'{}", did_you_mean(arg, &names))
 }
 
+/// A flag's count: a whole number of at least 1 (clients, threads,
+/// requests...), the one reader of it for the proxy and the tools.
+pub fn count(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(0) => Err(format!("'{value}': at least 1 is needed")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{value}' is not a whole number")),
+    }
+}
+
 /// The help's list of flags: one entry per flag, `-h` and `-V` last. A
 /// flag too long for the column of names has its help on the next line,
 /// so every help starts in the same column.
@@ -151,6 +161,14 @@ pub fn help<S>(flags: &[Flag<S>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_is_a_whole_number_of_at_least_one() {
+        assert_eq!(count("8"), Ok(8));
+        assert!(count("0").unwrap_err().contains("at least 1"));
+        assert!(count("many").unwrap_err().contains("not a whole number"));
+        assert!(count("-3").unwrap_err().contains("not a whole number"));
+    }
 
     #[derive(Debug, Default)]
     struct Settings {

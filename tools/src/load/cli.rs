@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use crate::load::{
     BulkOptions, LoadOptions, MIB, Pattern, cpu_share, open_idle, run_bulk, run_closed_loop,
 };
-use proxy::settings::flags::{self, Flag, Read, UsageError};
+use proxy::settings::flags::{self, Flag, Read, UsageError, count};
 use proxy::settings::words::parse_duration;
 
 /// From this share of one core up, the summary warns that the client may
@@ -238,7 +238,7 @@ const FLAGS: &[Flag<Flags>] = &[
         arg: "MIB",
         needs: "a value: a number of MiB",
         help: "MIB mebibytes through the target and back",
-        set: |f, v| set(&mut f.bulk_mib, positive(v)?),
+        set: |f, v| set(&mut f.bulk_mib, count(v)? as u64),
     },
     Flag {
         name: "--streams",
@@ -286,19 +286,6 @@ fn address(value: &str) -> Result<SocketAddr, String> {
     value
         .parse()
         .map_err(|_| format!("'{value}' is not IP:PORT (e.g. 127.0.0.1:8080)"))
-}
-
-/// A whole number above zero.
-fn positive(value: &str) -> Result<u64, String> {
-    match value.parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("'{value}': expected a whole number above zero")),
-    }
-}
-
-/// A whole number above zero that counts things in memory.
-fn count(value: &str) -> Result<usize, String> {
-    usize::try_from(positive(value)?).map_err(|_| format!("'{value}' is too large"))
 }
 
 /// A duration above zero, read by the proxy's parser (the workspace's one:
@@ -623,7 +610,7 @@ mod tests {
         assert!(error("").contains("--target ADDR is required"));
         assert!(error("--target").contains("needs a value"));
         assert!(error("--target localhost").contains("not IP:PORT"));
-        assert!(error("--target 127.0.0.1:9 --clients 0").contains("above zero"));
+        assert!(error("--target 127.0.0.1:9 --clients 0").contains("at least 1"));
         assert!(error("--target 127.0.0.1:9 --clients 1 --clients 2").contains("given twice"));
         assert!(error("--target 127.0.0.1:9 --requests 5 --duration 1s").contains("give one"));
         assert!(error("--target 127.0.0.1:9 --bulk 1 --idle 1").contains("give one"));

@@ -35,7 +35,7 @@ use crate::load::{LoadOptions, run_closed_loop};
 use crate::process::child::{Capture, ChildProcess, Ready, Spawn};
 use backend::fixture::{Fixture, FixtureMode, FixtureOptions};
 use nix::sys::signal::Signal;
-use proxy::settings::flags::{self, Flag, Read};
+use proxy::settings::flags::{self, Flag, Read, count};
 
 const TSAN_RACE: &str = "WARNING: ThreadSanitizer: data race";
 /// A sanitizer build starts slowly and serves slowly: generous bounds.
@@ -115,13 +115,6 @@ const FLAGS: &[Flag<Options>] = &[
         },
     },
 ];
-
-fn count(value: &str) -> Result<usize, String> {
-    match value.parse::<usize>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("'{value}' is not a whole number of at least 1")),
-    }
-}
 
 /// The `race_load` binary: 0 (the run done, whatever it found), 1 (it
 /// could not run), 2 (bad command line).
