@@ -68,8 +68,6 @@ struct Carrier {
     splicing: bool,
     /// Switch to splice before the next read (`auto` saw a full read; `on`).
     wants_splice: bool,
-    /// Bytes that went by splice.
-    spliced: u64,
 }
 
 impl Carrier {
@@ -198,7 +196,7 @@ impl Carrier {
             Poll::Ready(moved) => moved,
         };
         if let Ok(n) = moved {
-            self.spliced += n as u64;
+            sp.count(n);
         }
         Some(ready_or_retry(Event::wrote(from, moved), cx))
     }
@@ -409,8 +407,7 @@ where
         timeouts,
         machine,
         carriers,
-        spliced_before,
-        sp: SpliceState::new(splicing),
+        sp: SpliceState::new(splicing, spliced_before),
         timer: Timer::default(),
         interrupt: Some(interrupt),
     }
@@ -426,7 +423,6 @@ pub struct RelayOrPark<'a, I> {
     timeouts: &'a Timeouts,
     machine: Machine,
     carriers: [Carrier; 2],
-    spliced_before: u64,
     sp: SpliceState<'a>,
     timer: Timer,
     /// `None` once it completed: a finished future is not polled again.
@@ -497,7 +493,7 @@ where
     /// The relay's end: parked whole (`parked`, if its pipes could be read
     /// out), or over, both sockets set to reset unless it ended cleanly.
     fn finish(&mut self, parked: bool) -> Stopped {
-        let spliced = self.spliced_before + self.carriers.iter().map(|c| c.spliced).sum::<u64>();
+        let spliced = self.sp.spliced();
         if parked {
             match park_carriers(&self.machine, &mut self.carriers) {
                 Some(held) => {
@@ -672,10 +668,11 @@ mod tests {
             let (source, mut writer) = pair();
             let (destination, mut reader) = pair();
             let pipes = Pipes::new(Limit::new(Some(1)), Limit::new(None));
-            let mut sp = SpliceState::new(Splicing {
+            let splicing = Splicing {
                 mode: Splice::On,
                 pipes: &pipes,
-            });
+            };
+            let mut sp = SpliceState::new(splicing, 0);
             let mut carrier = Carrier::new(Splice::On);
             let now = Instant::now();
             let mut machine = Machine::relaying(now);

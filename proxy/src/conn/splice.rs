@@ -174,6 +174,9 @@ thread_local! {
 #[derive(Debug)]
 pub(crate) struct SpliceState<'a> {
     splicing: Splicing<'a>,
+    /// Bytes spliced out, both directions, since the connection began (a
+    /// resumed connection starts from its old process's count).
+    spliced: u64,
     /// The error that made it fall back, if one did (an errno).
     fallback: Option<i32>,
     /// `pipe2` failed (EMFILE and the like): no more tries.
@@ -181,13 +184,24 @@ pub(crate) struct SpliceState<'a> {
 }
 
 impl<'a> SpliceState<'a> {
-    /// A connection that has not spliced yet.
-    pub(crate) fn new(splicing: Splicing<'a>) -> SpliceState<'a> {
+    /// A connection that spliced `spliced` bytes so far (0 if new).
+    pub(crate) fn new(splicing: Splicing<'a>, spliced: u64) -> SpliceState<'a> {
         SpliceState {
             splicing,
+            spliced,
             fallback: None,
             no_pipes: false,
         }
+    }
+
+    /// Counts `n` bytes spliced out.
+    pub(crate) fn count(&mut self, n: usize) {
+        self.spliced += n as u64;
+    }
+
+    /// Bytes spliced out since the connection began.
+    pub(crate) fn spliced(&self) -> u64 {
+        self.spliced
     }
 
     /// The frontend's option.
