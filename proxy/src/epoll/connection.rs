@@ -45,7 +45,7 @@ use runtime::notify::Notified;
 use super::backend_socket::Backend;
 use super::frontend::{SharedFrontend, WorkerFrontend};
 use super::moving::{self, Handed};
-use super::orders::{Heard, Order};
+use super::orders::Order;
 use super::trace::{Micros, Trace};
 use super::worker_context::WorkerContext;
 use crate::conn::machine::{Ending, Outcome};
@@ -70,7 +70,7 @@ pub(super) struct Connected<'a> {
     backend: Backend,
     index: usize,
     early_payload: u64,
-    _places: (Option<SourcePermit>, Permit, Option<Active<'a>>),
+    _places: (Option<Box<SourcePermit>>, Permit, Option<Active<'a>>),
 }
 
 /// The places a connection holds under the global and frontend maxconn.
@@ -107,35 +107,64 @@ impl Refusal {
 /// The future of [`WorkerFrontend::interrupt`], written by hand: a relaying
 /// connection keeps it for its whole life, and an `async` block would keep
 /// a reference to each thing it waits on besides the waits themselves.
-pub(super) struct Interrupting<'a, 'n> {
+///
+/// One registration hears all three: the worker's orders and a cut of any
+/// server wake the same notify (`orders.rs`), and each wake-up looks at the
+/// kill order, its server's cut count and the park order, in that order.
+pub(super) struct Interrupting<'a> {
     local: &'a WorkerFrontend,
-    heard: Heard<'a>,
-    cut: Pin<&'a mut Notified<'n>>,
-    server_cut: &'a Cell<bool>,
+    /// Made before the first look, and again after each wake-up: an order
+    /// or a cut given in between is seen by one or the other.
+    notified: Notified<'a>,
+    /// Its server, and that server's cut count when the relay began.
+    server: u32,
+    cuts: u32,
+    /// Whether a park order may still stop it: not for a connection the
+    /// new process refused, nor once a park found nowhere to go.
+    parks: bool,
+    /// Stopped by a cut of its server (`DD`, or `KD` by the operator).
+    pub(super) server_cut: bool,
 }
 
-impl Future for Interrupting<'_, '_> {
+impl Interrupting<'_> {
+    /// What stops the relay now, if anything does.
+    fn look(&mut self) -> Option<Interrupt> {
+        let worker = &self.local.worker;
+        if worker.orders.given(Order::Kill) {
+            return Some(Interrupt::Stop);
+        }
+        if self.local.shared.board.cuts(self.server as usize) != self.cuts {
+            self.server_cut = true;
+            return Some(Interrupt::Stop);
+        }
+        if self.parks && worker.orders.given(Order::Park) {
+            if worker.moving.outbound.borrow().is_some() {
+                return Some(Interrupt::Park);
+            }
+            // Park, with nowhere to go any more: kill and cuts alone, from
+            // now on.
+            self.parks = false;
+        }
+        None
+    }
+}
+
+impl Future for Interrupting<'_> {
     type Output = Interrupt;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Interrupt> {
         let this = &mut *self;
-        if this.cut.as_mut().poll(cx).is_ready() {
-            this.server_cut.set(true);
-            return Poll::Ready(Interrupt::Stop);
-        }
+        // At most twice round: a wake-up for something else (a park with
+        // nowhere to go, another server's cut) makes a new `Notified`,
+        // which then waits for the next.
         loop {
-            if Pin::new(&mut this.heard).poll(cx).is_pending() {
+            if let Some(interrupt) = this.look() {
+                return Poll::Ready(interrupt);
+            }
+            if Pin::new(&mut this.notified).poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            let worker = &this.local.worker;
-            if worker.orders.given(Order::Kill) {
-                return Poll::Ready(Interrupt::Stop);
-            }
-            if worker.moving.outbound.borrow().is_some() {
-                return Poll::Ready(Interrupt::Park);
-            }
-            // Park, with nowhere to go any more: kill alone, from now on.
-            this.heard = worker.orders.heard(&[Order::Kill]);
+            this.notified = this.local.worker.orders.notified();
         }
     }
 }
@@ -151,46 +180,43 @@ pub(crate) fn serve(
 ) -> impl Future<Output = ()> {
     // A block, not an `async fn`, so that what it captures is kept once
     // (WorkerFrontend::relay_phase says why); the trace made now, at the accept, so
-    // that the block keeps it and not the peer's address besides.
+    // that the block keeps it and not the peer's address besides. The
+    // client is an `Option` the relay takes it from when the connection
+    // moves to a new process: the relay borrows this one place instead of
+    // keeping a second.
     let mut trace = Trace::new(peer, local.worker.log_needs.counter);
+    let mut client = Some(client);
     async move {
-        let counters = local.counters.clone();
-        counters::inc(&counters.connections);
-        let _active = Active::with_peak(&counters.active, &counters.max_active);
-        // Steps 1 to 4 race the kill order here; the relay listens for it
-        // itself (it must reset both sockets when it comes). The prepared
-        // connection is taken apart at once, each part a local of its own:
-        // what the relay does not need is not kept while it runs.
-        let (backend, index, early, backend_places) = {
-            let kill = local.worker.orders.heard(&[Order::Kill]);
-            // Boxed: the setup lives a few round trips, and its future, the
-            // widest of the connection's steps, would otherwise widen the
-            // state every connection keeps for its whole life.
-            let prepare = Box::pin(local.prepare(&client, &mut trace));
-            match select(prepare, kill).await {
-                Either::Left(Ok(c)) => (c.backend, c.index, c.early_payload, c._places),
-                Either::Left(Err(refusal)) => {
-                    return local.turn_away(client, trace, refusal, places);
-                }
-                // Cut before its relay began: the phase says where it was, as
-                // HAProxy's `K` codes do. Dropping `prepare` dropped the
-                // backend's socket if it had one (connecting, or sending a PROXY
-                // header), with a reset (backend_socket.rs, `Backend`).
-                Either::Right(()) => {
-                    let cut = Termination::new(Cause::Killed, trace.phase);
-                    let refusal = Refusal::new("cut by the stop", cut);
-                    return local.turn_away(client, trace, refusal, places);
-                }
-            }
+        counters::inc(&local.counters.connections);
+        let _active = Active::with_peak(&local.counters.active, &local.counters.max_active);
+        let Some(stream) = client.as_ref() else {
+            return;
         };
-        let sockets = (client, backend.into_relay());
-        let start = Start::Fresh;
-        let relayed = local.relay_phase(sockets, (index, early), start, &mut trace);
-        let relayed = relayed.await;
+        // The prepared connection is taken apart at once, each part a local
+        // of its own: what the relay does not need is not kept while it runs.
+        let (backend, index, early, backend_places) =
+            match local.prepare_or_kill(stream, &mut trace).await {
+                Ok(c) => (c.backend, c.index, c.early_payload, c._places),
+                Err(refusal) => {
+                    if let Some(client) = client.take() {
+                        local.turn_away(client, trace, refusal, places);
+                    }
+                    return;
+                }
+            };
+        let backend = backend.into_relay();
+        let relayed = local.relay_phase(
+            &mut client,
+            backend,
+            (index, early),
+            Start::Fresh,
+            &mut trace,
+        );
+        relayed.await;
         // Its backend's places go with its backend's socket, before its line.
         drop(backend_places);
         // `None`: moved to a new process, which logs it at its close.
-        if let Some(client) = relayed {
+        if let Some(client) = client.take() {
             local.close(client, &trace, places);
         }
     }
@@ -309,6 +335,9 @@ impl WorkerFrontend {
             .get(worker.index)
             .cloned()
             .unwrap_or_else(|| Arc::new(FrontendCounters::new(shared.frontend.backends.len())));
+        // Its relaying connections hear their servers' cuts through the
+        // worker's orders (orders.rs).
+        shared.board.wake_on_cuts(worker.orders.notify());
         WorkerFrontend {
             shared,
             worker: worker.clone(),
@@ -318,6 +347,31 @@ impl WorkerFrontend {
             // up, as a new balancer has them) and the address book (which
             // may have servers without an address yet).
             seen_generation: Cell::new((u64::MAX, u64::MAX)),
+        }
+    }
+
+    /// Steps 1 to 4, raced against the kill order; the relay listens for
+    /// it itself (it must reset both sockets when it comes).
+    async fn prepare_or_kill(
+        &self,
+        client: &TcpStream,
+        trace: &mut Trace,
+    ) -> Result<Connected<'_>, Refusal> {
+        let kill = self.worker.orders.heard(&[Order::Kill]);
+        // Boxed: the setup lives a few round trips, and its future, the
+        // widest of the connection's steps, would otherwise widen the
+        // state every connection keeps for its whole life.
+        let prepare = Box::pin(self.prepare(client, trace));
+        match select(prepare, kill).await {
+            Either::Left(prepared) => prepared,
+            // Cut before its relay began: the phase says where it was, as
+            // HAProxy's `K` codes do. Dropping `prepare` dropped the
+            // backend's socket if it had one (connecting, or sending a PROXY
+            // header), with a reset (backend_socket.rs, `Backend`).
+            Either::Right(()) => {
+                let cut = Termination::new(Cause::Killed, trace.phase);
+                Err(Refusal::new("cut by the stop", cut))
+            }
         }
     }
 
@@ -414,8 +468,10 @@ impl WorkerFrontend {
 
     /// Step 2: the access rules, the source's rate (this connection
     /// counted, refused or not), then a place under `maxconn-per-source`
-    /// (held until the connection ends).
-    fn admit(&self, ip: IpAddr) -> Result<Option<SourcePermit>, Refusal> {
+    /// (held until the connection ends; boxed: few frontends limit their
+    /// sources, and every connection keeps the room for one for its whole
+    /// life).
+    fn admit(&self, ip: IpAddr) -> Result<Option<Box<SourcePermit>>, Refusal> {
         if !self.shared.frontend.access.admits(ip) {
             return Err(Refusal::denied("denied by allow/deny"));
         }
@@ -432,7 +488,7 @@ impl WorkerFrontend {
             return Ok(None);
         };
         match sources.try_acquire(ip) {
-            Some(permit) => Ok(Some(permit)),
+            Some(permit) => Ok(Some(Box::new(permit))),
             None => Err(Refusal::denied(format!(
                 "over maxconn-per-source {}",
                 sources.max()
@@ -475,60 +531,67 @@ impl WorkerFrontend {
     /// state), until both sides are done, one fails, a timeout expires or
     /// the kill switch fires, parking and handing the connection over
     /// whenever a new process asks (epoll/moving.rs); its outcome into the
-    /// counters and the trace. `None` once it moved, else the client's
-    /// socket, to be logged and closed.
+    /// counters and the trace. `client` is left `None` once the connection
+    /// moved (or was lost on its way), else it is to be logged and closed.
     ///
     /// A function that returns an `async` block, not an `async fn`: the
     /// block keeps what it captures in place, where an `async fn` keeps
     /// each argument and the local it moves it into, both for the whole
-    /// relay (docs/EPOLL.md, "What an idle connection keeps").
+    /// relay (docs/EPOLL.md, "What an idle connection keeps"). The client
+    /// is borrowed, not moved in, for the same reason: its owner's place is
+    /// the only one kept.
     #[allow(clippy::manual_async_fn)] // the point: see above
     pub(super) fn relay_phase<'a>(
         &'a self,
-        mut sockets: (TcpStream, TcpStream),
+        client: &'a mut Option<TcpStream>,
+        mut backend: TcpStream,
         (index, early): (usize, u64),
         mut start: Start,
         trace: &'a mut Trace,
-    ) -> impl Future<Output = Option<TcpStream>> + 'a {
+    ) -> impl Future<Output = ()> + 'a {
         async move {
             trace.phase = Phase::Data;
             self.with_balancer(index, |b, i| b.connection_opened(i));
-            // One wait for a cut of its server, made as the relay begins,
-            // for the whole relay, across its parks.
-            let server_cut = Cell::new(false);
-            let mut cut = std::pin::pin!(self.shared.board.cut(index));
-            let mut refused = false;
-            let mut outcome = loop {
-                let interrupt = self.interrupt(cut.as_mut(), &server_cut, refused);
-                let interrupt = std::pin::pin!(interrupt);
-                let pair = [&sockets.0, &sockets.1];
+            // Its server's cut count as the relay begins, for the whole
+            // relay, across its parks: a later cut stops it.
+            let cuts = self.shared.board.cuts(index);
+            let mut parks = true;
+            let (mut outcome, server_cut) = loop {
+                let Some(stream) = client.as_ref() else {
+                    return;
+                };
+                let mut interrupt = self.interrupt(index, cuts, parks);
                 let (timeouts, splicing) = self.relay_settings();
-                let run = relay::relay_or_park(pair, timeouts, splicing, start, interrupt);
+                let pair = [stream, &backend];
+                let run = relay::relay_or_park(pair, timeouts, splicing, start, &mut interrupt);
                 let parked = match run.await {
-                    Stopped::Over(outcome) => break outcome,
+                    Stopped::Over(outcome) => break (outcome, interrupt.server_cut),
                     Stopped::Parked(parked) => parked,
+                };
+                let Some(stream) = client.take() else {
+                    return;
                 };
                 // Boxed: a handover happens once in a connection's life, and
                 // its future would otherwise widen every connection's.
-                let handed = moving::hand_over(self, sockets, parked, (index, early), trace);
+                let handed =
+                    moving::hand_over(self, (stream, backend), parked, (index, early), trace);
                 match Box::pin(handed).await {
                     Handed::Adopted => {
                         counters::inc(&self.worker.moves.handed_over);
                         self.with_balancer(index, |b, i| b.connection_closed(i));
-                        return None;
+                        return;
                     }
                     Handed::Resumed(c, b, parked) => {
                         counters::inc(&self.worker.moves.resumed);
-                        (sockets, start) = ((c, b), Start::Resume(parked));
-                        refused = true;
+                        (*client, backend, start) = (Some(c), b, Start::Resume(parked));
+                        parks = false;
                     }
                     Handed::Lost(parked) => return self.lost(*parked, index, trace),
                 }
             };
             outcome.upstream += early;
             self.with_balancer(index, |b, i| b.connection_closed(i));
-            self.finish(index, &outcome, server_cut.get(), trace);
-            Some(sockets.0)
+            self.finish(index, &outcome, server_cut, trace);
         }
     }
 
@@ -536,23 +599,17 @@ impl WorkerFrontend {
     /// (`DD`: its server marked down, or its group's normal server back;
     /// health.rs, "When a server changes"; `server_cut` is then set), both
     /// as a stop; the park order, while there is somewhere to park to,
-    /// unless `refused`: a connection the new process refused stays here,
-    /// since asked again it would only be refused again.
-    fn interrupt<'a, 'n>(
-        &'a self,
-        cut: Pin<&'a mut Notified<'n>>,
-        server_cut: &'a Cell<bool>,
-        refused: bool,
-    ) -> Interrupting<'a, 'n> {
-        let listens: &[Order] = match refused {
-            true => &[Order::Kill],
-            false => &[Order::Kill, Order::Park],
-        };
+    /// if it `parks`: a connection the new process refused stays here,
+    /// since asked again it would only be refused again. `cuts` is its
+    /// server's cut count when its relay began.
+    fn interrupt(&self, index: usize, cuts: u32, parks: bool) -> Interrupting<'_> {
         Interrupting {
             local: self,
-            heard: self.worker.orders.heard(listens),
-            cut,
-            server_cut,
+            notified: self.worker.orders.notified(),
+            server: u32::try_from(index).unwrap_or(u32::MAX),
+            cuts,
+            parks,
+            server_cut: false,
         }
     }
 
@@ -593,12 +650,11 @@ impl WorkerFrontend {
     /// A refused connection that could not be registered again: its
     /// sockets are gone with the error; it is counted as cut, and has no
     /// socket to log with.
-    fn lost(&self, parked: relay::Parked, index: usize, trace: &mut Trace) -> Option<TcpStream> {
+    fn lost(&self, parked: relay::Parked, index: usize, trace: &mut Trace) {
         let mut machine = parked.machine;
         machine.on(crate::conn::machine::Event::Stop, Instant::now());
         self.with_balancer(index, |b, i| b.connection_closed(i));
         self.finish(index, &machine.outcome(), false, trace);
-        None
     }
 
     /// Adds a finished relay to the frontend's and the backend's counters.
@@ -706,7 +762,7 @@ impl WorkerFrontend {
             false => None,
         };
         let record = Record {
-            accepted: trace.accepted,
+            accepted: trace.accepted(),
             client: trace.client,
             frontend: &frontend.name,
             group: group.map_or(&frontend.name, |g| g.name),

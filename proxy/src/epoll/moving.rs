@@ -136,10 +136,6 @@ fn parcel_of(
         .group(trace.group)
         .map_or(frontend.name.as_str(), |g| g.name);
     let now = Instant::now();
-    let accepted = trace
-        .accepted
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
     Parcel {
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         frontend: frontend.name.clone(),
@@ -150,7 +146,7 @@ fn parcel_of(
             .get(index)
             .map_or_else(|| "-".to_string(), |b| b.name.clone()),
         client: trace.client,
-        accepted_unix_us: u64::try_from(accepted.as_micros()).unwrap_or(u64::MAX),
+        accepted_unix_us: trace.accepted_us,
         age: now.saturating_duration_since(trace.started),
         wait: trace.wait.get(),
         connect: trace.connect.get(),
@@ -275,31 +271,37 @@ fn trace_of(local: &WorkerFrontend, parcel: &Parcel, index: usize, now: Instant)
 }
 
 /// An adopted connection's life here: counted open, its places held, its
-/// relay resumed, and its access-log line at its close.
-async fn adopted(
+/// relay resumed, and its access-log line at its close. A function that
+/// returns a block, as `serve` is (connection.rs), so that what it keeps
+/// for the relay's whole life is kept once.
+fn adopted(
     local: Rc<WorkerFrontend>,
     (client, backend): (TcpStream, TcpStream),
     (parked, global): (Box<Parked>, Permit),
     (index, early): (usize, u64),
     mut trace: Trace,
-) {
-    let shared = &local.shared;
-    let _places = (
-        global,
-        shared.limit.acquire_over(),
-        shared
-            .sources
-            .as_ref()
-            .map(|s| s.acquire_over(trace.client.ip())),
-        shared.backend_limits.get(index).map(|l| l.acquire_over()),
-    );
-    let counters = local.counters.clone();
-    let _active = Active::new(&counters.active);
-    let _server_active = counters.backends.get(index).map(|c| Active::new(&c.active));
-    counters::inc(&local.worker.moves.adopted);
-    let start = Start::Resume(parked);
-    let relayed = local.relay_phase((client, backend), (index, early), start, &mut trace);
-    if let Some(client) = relayed.await {
-        local.log(&client, &trace);
+) -> impl Future<Output = ()> {
+    let mut client = Some(client);
+    async move {
+        let shared = &local.shared;
+        let _places = (
+            global,
+            shared.limit.acquire_over(),
+            shared
+                .sources
+                .as_ref()
+                .map(|s| s.acquire_over(trace.client.ip())),
+            shared.backend_limits.get(index).map(|l| l.acquire_over()),
+        );
+        let counters = &local.counters;
+        let _active = Active::new(&counters.active);
+        let _server_active = counters.backends.get(index).map(|c| Active::new(&c.active));
+        counters::inc(&local.worker.moves.adopted);
+        let start = Start::Resume(parked);
+        let relayed = local.relay_phase(&mut client, backend, (index, early), start, &mut trace);
+        relayed.await;
+        if let Some(client) = client {
+            local.log(&client, &trace);
+        }
     }
 }

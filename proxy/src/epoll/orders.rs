@@ -11,15 +11,19 @@
 //! One set of flags and one [`Notify`] for both, so that a relaying
 //! connection waits on a single registration for the two of them: an idle
 //! connection keeps its waits for its whole life, and each costs room in
-//! its future and a slot in the notify's waiter list. A connection takes its
+//! its future and a slot in the notify's waiter list. The same notify is
+//! what a cut of a server wakes (`policy/health.rs`, "When a server
+//! changes"): the health boards of the worker's frontends hold it too, so
+//! one registration hears the orders and the cuts. A connection takes its
 //! `Notified` before it looks at the flags, so an order given in between is
 //! not missed; an order it does not listen for wakes it, and it waits
 //! again. Nothing is paid on the polls between: the flags are a `Cell`,
-//! and the waiter list is this worker's own, which no other thread locks.
+//! and the waiter list is locked only by an order or a cut.
 
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use runtime::notify::{Notified, Notify};
@@ -33,11 +37,12 @@ pub enum Order {
     Park = 2,
 }
 
-/// The orders given so far, and the notify that says a new one came.
+/// The orders given so far, and the notify that says a new one came (or
+/// that a server was cut).
 #[derive(Debug, Default)]
 pub struct Orders {
     given: Cell<u8>,
-    notify: Notify,
+    notify: Arc<Notify>,
 }
 
 impl Orders {
@@ -51,6 +56,18 @@ impl Orders {
     /// Has `order` been given?
     pub fn given(&self, order: Order) -> bool {
         self.given.get() & order as u8 != 0
+    }
+
+    /// A future that completes at the next order or cut given after it
+    /// was made: for a waiter that looks at more than the orders (a
+    /// relaying connection, which also looks at its server's cuts).
+    pub fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// The notify an order wakes, for a health board to wake at a cut.
+    pub fn notify(&self) -> &Arc<Notify> {
+        &self.notify
     }
 
     /// A future that completes once one of `orders` is given (at once if

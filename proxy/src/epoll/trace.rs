@@ -1,8 +1,9 @@
 //! What one connection's access-log line needs, gathered as it goes: when
 //! it was accepted, from whom, which group and server, how long it waited
 //! and connected, the bytes each way, how it ended. A relaying connection
-//! carries its `Trace` for its whole life, so it is kept small: the two
-//! waits are four-byte `Micros` times, and what few connections have (a
+//! carries its `Trace` for its whole life, so it is kept small: the accept
+//! date is eight bytes of microseconds, the two waits are four-byte
+//! `Micros` times, and what few connections have (a
 //! TLS server name, a PROXY destination, the backend's source address) is
 //! boxed apart in an `Extra`.
 //!
@@ -11,7 +12,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::ops::access_log::termination::{Phase, Termination};
 
@@ -21,7 +22,9 @@ static ACCEPTED: AtomicU64 = AtomicU64::new(0);
 /// What happened to one connection, gathered for its access-log line.
 #[derive(Debug)]
 pub(super) struct Trace {
-    pub(super) accepted: SystemTime,
+    /// When it was accepted, in microseconds since the Unix epoch (half a
+    /// `SystemTime`): [`Trace::accepted`].
+    pub(super) accepted_us: u64,
     pub(super) started: Instant,
     /// The client: the peer address, or the one its PROXY header gave.
     pub(super) client: SocketAddr,
@@ -106,6 +109,11 @@ pub(super) struct Extra {
 }
 
 impl Trace {
+    /// When it was accepted, by the wall clock.
+    pub(super) fn accepted(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_micros(self.accepted_us)
+    }
+
     /// What only some connections have, or nothing.
     pub(super) fn extra(&self) -> &Extra {
         static NONE: Extra = Extra {
@@ -135,8 +143,9 @@ impl Trace {
         started: Instant,
         counted: bool,
     ) -> Trace {
+        let since_epoch = accepted.duration_since(UNIX_EPOCH).unwrap_or_default();
         Trace {
-            accepted,
+            accepted_us: u64::try_from(since_epoch.as_micros()).unwrap_or(u64::MAX),
             started,
             client: peer,
             group: 0,

@@ -38,15 +38,23 @@
 //! server's line asks ([`OnChange`], HAProxy's words):
 //!
 //! - `on-marked-down shutdown-sessions`: marked down, its open connections
-//!   are cut (each waits on [`HealthBoard::cut`] from its worker, and resets
-//!   both sides, logged `DD`), instead of going on with a server that is
-//!   probably gone;
+//!   are cut (each resets both sides, logged `DD`), instead of going on
+//!   with a server that is probably gone;
 //! - `on-marked-up shutdown-backup-sessions`: back up, the connections to
 //!   its group's backups are cut, so that clients come back to it;
 //! - `slowstart T`: back up (never at startup), its weight and `maxconn`
 //!   start at a sliver and grow to full over T ([`HealthBoard::weight_percent_now`]),
 //!   so that a cold server is not handed its full share at once. Its
 //!   weight grows at each check, when the generation moves.
+//!
+//! A cut is a count per server ([`HealthBoard::cuts`]) and a wake-up of
+//! every worker that asked for one ([`HealthBoard::wake_on_cuts`]): a
+//! relaying connection notes its server's count as its relay begins, and
+//! each time its worker wakes it, compares. No connection waits on its
+//! server by itself: the wait it already keeps for its worker's orders
+//! (`epoll/orders.rs`) hears cuts too, so an idle connection keeps one
+//! registration, not two. The price is paid at a cut, which is rare: every
+//! connection of the frontend's workers wakes once and looks.
 //!
 //! Every change is logged once with its reason, DOWN as a warning:
 //!
@@ -111,10 +119,10 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use runtime::notify::{Notified, Notify};
+use runtime::notify::Notify;
 
 use super::admin_state::{AdminBoard, AdminState, WeightOutOfRange};
 use super::agent_state::AgentState;
@@ -174,6 +182,9 @@ pub struct HealthBoard {
     /// What the operator says of each server (`policy/admin_state.rs`):
     /// its changes bump [`HealthBoard::generation`] too.
     admin: AdminBoard,
+    /// What a cut wakes: the orders' notify of every worker that relays
+    /// for this frontend (module docs, "When a server changes").
+    cut_listeners: Mutex<Vec<Arc<Notify>>>,
 }
 
 #[derive(Debug)]
@@ -202,8 +213,9 @@ struct ServerHealth {
     percent: AtomicU32,
     /// What its changes of state do.
     on_change: OnChange,
-    /// Notified when its connections are to be cut.
-    cut: Notify,
+    /// How many times its connections were cut: a relaying connection
+    /// made before the last cut holds an older count.
+    cuts: AtomicU32,
     /// While in its slowstart: when it ends, in nanoseconds from the
     /// board's epoch; 0 otherwise.
     ramp_until: AtomicU64,
@@ -275,7 +287,7 @@ impl HealthBoard {
                 agent_out: AtomicBool::new(false),
                 percent: AtomicU32::new(100),
                 on_change: OnChange::default(),
-                cut: Notify::new(),
+                cuts: AtomicU32::new(0),
                 ramp_until: AtomicU64::new(0),
             })
             .collect();
@@ -285,6 +297,7 @@ impl HealthBoard {
             generation: AtomicU64::new(0),
             epoch: Instant::now(),
             admin: AdminBoard::default(),
+            cut_listeners: Mutex::new(Vec::new()),
         }
     }
 
@@ -350,7 +363,7 @@ impl HealthBoard {
             "{}: cutting its connections (operator: shutdown sessions)",
             self.name(server)
         );
-        server.cut.notify_all();
+        self.cut_connections(server);
         true
     }
 
@@ -622,7 +635,7 @@ impl HealthBoard {
             if let Some(index) = self.index_of(server) {
                 self.admin.note_cut(index, false);
             }
-            server.cut.notify_all();
+            self.cut_connections(server);
         }
     }
 
@@ -650,18 +663,45 @@ impl HealthBoard {
                 if let Some(index) = self.index_of(backup) {
                     self.admin.note_cut(index, false);
                 }
-                backup.cut.notify_all();
+                self.cut_connections(backup);
             }
         }
     }
 
-    /// Completes when server `index`'s connections are to be cut (it was
-    /// marked down with `on-marked-down shutdown-sessions`, or a normal
-    /// server of its group came back with `on-marked-up
-    /// shutdown-backup-sessions`), for a connection made before then: make
-    /// it when the connection starts relaying.
-    pub fn cut(&self, index: usize) -> Notified<'_> {
-        self.servers[index].cut.notified()
+    /// How many times server `index`'s connections were cut so far (it was
+    /// marked down with `on-marked-down shutdown-sessions`, a normal server
+    /// of its group came back with `on-marked-up shutdown-backup-sessions`,
+    /// or the operator said `shutdown sessions`): a connection notes it as
+    /// its relay begins, and is cut once it changes.
+    pub fn cuts(&self, index: usize) -> u32 {
+        self.servers
+            .get(index)
+            .map_or(0, |s| s.cuts.load(Ordering::Acquire))
+    }
+
+    /// Makes every cut wake `notify` (a worker's orders, which its relaying
+    /// connections wait on), once per worker however often it asks.
+    pub fn wake_on_cuts(&self, notify: &Arc<Notify>) {
+        let mut listeners = self
+            .cut_listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !listeners.iter().any(|n| Arc::ptr_eq(n, notify)) {
+            listeners.push(notify.clone());
+        }
+    }
+
+    /// Cuts `server`'s connections: its count first (Release), then the
+    /// wake-ups, so that a woken connection sees the new count.
+    fn cut_connections(&self, server: &ServerHealth) {
+        server.cuts.fetch_add(1, Ordering::Release);
+        let listeners = self
+            .cut_listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for notify in listeners.iter() {
+            notify.notify_all();
+        }
     }
 
     /// How far server `index` is into its slowstart at `now`: (elapsed,
@@ -766,6 +806,7 @@ pub fn reason(e: &io::Error) -> String {
 mod tests {
     use super::super::check::Status;
     use super::*;
+    use runtime::notify::Notified;
 
     fn check(fall: u32, rise: u32) -> Option<Check> {
         let (inter, timeout) = (Duration::from_millis(50), Duration::from_millis(500));
@@ -951,12 +992,21 @@ mod tests {
         ]);
         // Up from the start: no slowstart (HAProxy's: never at startup).
         assert_eq!(board.weight_percent_now(0, Instant::now()), 100);
-        let cut = board.cut(0);
-        let untouched = board.cut(2);
+        let worker = Arc::new(Notify::new());
+        board.wake_on_cuts(&worker);
+        board.wake_on_cuts(&worker);
+        assert_eq!(board.cut_listeners.lock().map(|l| l.len()).ok(), Some(1));
+        let woken = worker.notified();
+        let before = [board.cuts(0), board.cuts(2)];
         board.check_result(0, failed("refused"), TOOK);
         assert!(!board.is_up(0));
-        assert!(fires(cut), "marked down: its connections are cut");
-        assert!(!fires(untouched), "another server's are not");
+        assert!(fires(woken), "a cut wakes the workers");
+        assert_ne!(
+            board.cuts(0),
+            before[0],
+            "marked down: its connections are cut"
+        );
+        assert_eq!(board.cuts(2), before[1], "another server's are not");
         // Back up: its weight and maxconn start at a sliver.
         board.check_result(0, Verdict::passed("connected"), TOOK);
         let now = Instant::now();
@@ -972,10 +1022,12 @@ mod tests {
         );
         assert_eq!(board.maxconn_now(0, None, now), None);
         // Server 2 back up cuts server 1's connections (its backup).
-        let backup = board.cut(1);
+        let backup = board.cuts(1);
         board.check_result(2, failed("refused"), TOOK);
+        let woken = worker.notified();
         board.check_result(2, Verdict::passed("connected"), TOOK);
-        assert!(fires(backup));
+        assert!(fires(woken));
+        assert_ne!(board.cuts(1), backup);
     }
 
     #[test]
