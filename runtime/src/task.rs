@@ -280,15 +280,15 @@ impl<T> Drop for Completion<T> {
 }
 
 pin_project_lite::pin_project! {
-    /// The future the executor actually stores: the user's future, plus
-    /// delivery of its output (or its panic) to the `JoinHandle`, if the
-    /// task has one (a detached task has none, and no room kept for it).
+    /// The future the executor stores for a task with a handle: the user's
+    /// future, plus delivery of its output (or its panic) to the
+    /// `JoinHandle`.
     pub(crate) struct Spawned<F: Future> {
         #[pin]
         future: F,
         // Declared after `future`, so dropped after it: when the handle
         // learns of a cancellation, the future's destructor has already run.
-        completion: Option<Completion<F::Output>>,
+        completion: Completion<F::Output>,
     }
 }
 
@@ -299,17 +299,34 @@ impl<F: Future> Future for Spawned<F> {
         let this = self.project();
         // A panicking task must not unwind through the executor and take
         // every other task down with it: catch it and report it to the handle.
-        // (A detached task's panic was said by the panic hook; nobody
-        // awaits its payload.)
         let output = match catch_unwind(AssertUnwindSafe(|| this.future.poll(cx))) {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(value)) => Ok(value),
             Err(payload) => Err(JoinError::Panicked(payload)),
         };
-        if let Some(completion) = this.completion {
-            completion.0.finish(output);
-        }
+        this.completion.0.finish(output);
         Poll::Ready(())
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future the executor stores for a task without a handle: the
+    /// user's future alone, no room kept for a delivery (a server's
+    /// connections are such tasks, thousands of them).
+    pub(crate) struct Detached<F> {
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Detached<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Caught as a spawned task's is; its panic was said by the panic
+        // hook, and nobody awaits its payload.
+        let polled = catch_unwind(AssertUnwindSafe(|| self.project().future.poll(cx)));
+        polled.unwrap_or(Poll::Ready(()))
     }
 }
 
@@ -325,17 +342,14 @@ pub(crate) fn spawned<F: Future>(
     });
     let task = Spawned {
         future,
-        completion: Some(Completion(slot.clone())),
+        completion: Completion(slot.clone()),
     };
     (task, JoinHandle { header, slot })
 }
 
 /// Wraps `future` for the executor, with no handle to await it.
-pub(crate) fn detached<F: Future>(future: F) -> Spawned<F> {
-    Spawned {
-        future,
-        completion: None,
-    }
+pub(crate) fn detached<F: Future<Output = ()>>(future: F) -> Detached<F> {
+    Detached { future }
 }
 
 /// Awaits a spawned task's output. Dropping it *detaches* the task: the task
