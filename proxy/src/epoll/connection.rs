@@ -46,7 +46,7 @@ use super::backend_socket::Backend;
 use super::frontend::{SharedFrontend, WorkerFrontend};
 use super::moving::{self, Handed};
 use super::orders::Order;
-use super::trace::{Micros, Trace};
+use super::trace::{Micros, Relayed, Trace};
 use super::worker_context::WorkerContext;
 use crate::conn::machine::{Ending, Outcome};
 use crate::conn::proxy_protocol::{self, Addresses};
@@ -212,12 +212,12 @@ pub(crate) fn serve(
             Start::Fresh,
             &mut trace,
         );
-        relayed.await;
+        let relayed = relayed.await;
         // Its backend's places go with its backend's socket, before its line.
         drop(backend_places);
         // `None`: moved to a new process, which logs it at its close.
         if let Some(client) = client.take() {
-            local.close(client, &trace, places);
+            local.close(client, &trace, relayed, places);
         }
     }
 }
@@ -227,15 +227,15 @@ impl WorkerFrontend {
     /// [`WorkerFrontend::refused`] says, then closed.
     fn turn_away(&self, client: TcpStream, mut trace: Trace, refusal: Refusal, places: Admission) {
         self.refused(&client, &mut trace, refusal);
-        self.close(client, &trace, places);
+        self.close(client, &trace, Relayed::default(), places);
     }
 
     /// A connection's end: its access-log line, then its client's socket
     /// closed, then its places given back. The descriptor goes first: the
     /// place freed may let another client be accepted at once, and the
     /// descriptor budget counts two descriptors per place (descriptors.rs).
-    fn close(&self, client: TcpStream, trace: &Trace, places: Admission) {
-        self.log(&client, trace);
+    fn close(&self, client: TcpStream, trace: &Trace, relayed: Relayed, places: Admission) {
+        self.log(&client, trace, relayed);
         drop(client);
         drop(places);
     }
@@ -316,7 +316,7 @@ pub(crate) fn cut_while_waiting(
         local.shared.frontend.name
     );
     let _ = client.set_reset_on_close();
-    local.log(&client, &trace);
+    local.log(&client, &trace, Relayed::default());
     drop(client);
 }
 
@@ -531,8 +531,9 @@ impl WorkerFrontend {
     /// state), until both sides are done, one fails, a timeout expires or
     /// the kill switch fires, parking and handing the connection over
     /// whenever a new process asks (epoll/moving.rs); its outcome into the
-    /// counters and the trace. `client` is left `None` once the connection
-    /// moved (or was lost on its way), else it is to be logged and closed.
+    /// counters and the trace; the bytes it moved. `client` is left `None`
+    /// once the connection moved (or was lost on its way), else it is to be
+    /// logged and closed.
     ///
     /// A function that returns an `async` block, not an `async fn`: the
     /// block keeps what it captures in place, where an `async fn` keeps
@@ -548,7 +549,7 @@ impl WorkerFrontend {
         (index, early): (usize, u64),
         mut start: Start,
         trace: &'a mut Trace,
-    ) -> impl Future<Output = ()> + 'a {
+    ) -> impl Future<Output = Relayed> + 'a {
         async move {
             trace.phase = Phase::Data;
             self.with_balancer(index, |b, i| b.connection_opened(i));
@@ -558,7 +559,7 @@ impl WorkerFrontend {
             let mut parks = true;
             let (mut outcome, server_cut) = loop {
                 let Some(stream) = client.as_ref() else {
-                    return;
+                    return Relayed::default();
                 };
                 let mut interrupt = self.interrupt(index, cuts, parks);
                 let (timeouts, splicing) = self.relay_settings();
@@ -569,7 +570,7 @@ impl WorkerFrontend {
                     Stopped::Parked(parked) => parked,
                 };
                 let Some(stream) = client.take() else {
-                    return;
+                    return Relayed::default();
                 };
                 // Boxed: a handover happens once in a connection's life, and
                 // its future would otherwise widen every connection's.
@@ -579,19 +580,26 @@ impl WorkerFrontend {
                     Handed::Adopted => {
                         counters::inc(&self.worker.moves.handed_over);
                         self.with_balancer(index, |b, i| b.connection_closed(i));
-                        return;
+                        return Relayed::default();
                     }
                     Handed::Resumed(c, b, parked) => {
                         counters::inc(&self.worker.moves.resumed);
                         (*client, backend, start) = (Some(c), b, Start::Resume(parked));
                         parks = false;
                     }
-                    Handed::Lost(parked) => return self.lost(*parked, index, trace),
+                    Handed::Lost(parked) => {
+                        self.lost(*parked, index, trace);
+                        return Relayed::default();
+                    }
                 }
             };
             outcome.upstream += early;
             self.with_balancer(index, |b, i| b.connection_closed(i));
             self.finish(index, &outcome, server_cut, trace);
+            Relayed {
+                up: outcome.upstream,
+                down: outcome.downstream,
+            }
         }
     }
 
@@ -635,8 +643,6 @@ impl WorkerFrontend {
             .map_or(0, |limit| limit.open());
         self.count_outcome(index, outcome);
         trace.client_sent |= outcome.upstream > 0;
-        trace.bytes_up = outcome.upstream;
-        trace.bytes_down = outcome.downstream;
         // A cut is the operator's (`shutdown sessions server`: `KD`, as
         // HAProxy's) or its health's (`DD`): the board remembers which.
         let by_operator = server_cut && self.shared.board.admin().cut_by_operator(index);
@@ -741,7 +747,7 @@ impl WorkerFrontend {
 
     /// Writes the connection's access-log line into the worker's buffer,
     /// unless `dontlognull` leaves out a client that sent nothing.
-    pub(super) fn log(&self, client: &TcpStream, trace: &Trace) {
+    pub(super) fn log(&self, client: &TcpStream, trace: &Trace, relayed: Relayed) {
         let Some(sink) = &self.worker.sink else {
             return;
         };
@@ -777,8 +783,8 @@ impl WorkerFrontend {
             wait: trace.wait.get(),
             connect: trace.connect.get(),
             total: trace.started.elapsed(),
-            bytes_down: trace.bytes_down,
-            bytes_up: trace.bytes_up,
+            bytes_down: relayed.down,
+            bytes_up: relayed.up,
             termination: trace.termination,
             retries: trace.retries,
             // Every retry goes to another backend (a redispatch).

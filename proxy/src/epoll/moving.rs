@@ -299,9 +299,9 @@ fn adopted(
         counters::inc(&local.worker.moves.adopted);
         let start = Start::Resume(parked);
         let relayed = local.relay_phase(&mut client, backend, (index, early), start, &mut trace);
-        relayed.await;
+        let relayed = relayed.await;
         if let Some(client) = client {
-            local.log(&client, &trace);
+            local.log(&client, &trace, relayed);
         }
     }
 }

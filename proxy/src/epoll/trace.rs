@@ -42,8 +42,6 @@ pub(super) struct Trace {
     /// Time from the first connect attempt to a connected backend (`Tc`).
     pub(super) connect: Micros,
     pub(super) retries: u32,
-    pub(super) bytes_up: u64,
-    pub(super) bytes_down: u64,
     pub(super) termination: Termination,
     /// The backend's open connections at the end of the relay, this one
     /// included (`%sc`).
@@ -60,6 +58,17 @@ pub(super) struct Trace {
     pub(super) id: u64,
     /// How many upgrades moved it to a new process (epoll/moving.rs).
     pub(super) moves: u32,
+}
+
+/// The bytes a relay moved each way, for the access-log line. Not part of
+/// the [`Trace`]: they are known only at the relay's end, right before the
+/// line, and the trace is kept for the connection's whole life.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Relayed {
+    /// From the client to the backend.
+    pub(super) up: u64,
+    /// From the backend to the client.
+    pub(super) down: u64,
 }
 
 /// A time a connection took, or none yet, in four bytes: microseconds,
@@ -154,8 +163,6 @@ impl Trace {
             wait: Micros::NONE,
             connect: Micros::NONE,
             retries: 0,
-            bytes_up: 0,
-            bytes_down: 0,
             termination: Termination::COMPLETE,
             server_open: 0,
             phase: Phase::Request,
