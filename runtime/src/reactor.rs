@@ -315,10 +315,12 @@ impl ScheduledIo {
 /// bytes per registered descriptor and no allocation of its own. Its
 /// `AsyncFd` keeps the key and looks it up for every operation
 /// ([`Reactor::source`]). The slab's `RefCell` is borrowed mutably only to
-/// register and to forget, never while code outside the reactor runs:
+/// register and to forget, and no borrow is held while a task's code runs:
 /// `dispatch` collects wakers under a shared borrow and the driver wakes
-/// them after it, and a forgotten `ScheduledIo` (with its wakers) is dropped
-/// after the borrow ends.
+/// them after it, a forgotten `ScheduledIo` (with its wakers) is dropped
+/// after the borrow ends, and the only outside code run under a borrow is
+/// a waker's clone, or the drop of the one it replaces, when a poll stores
+/// it (reference counting, for every waker of this crate).
 #[derive(Debug)]
 pub(crate) struct Reactor {
     epoll: Epoll,
@@ -345,9 +347,10 @@ impl Reactor {
     }
 
     /// Registers `fd` for both directions, edge-triggered, and returns its
-    /// token, which is also its key for [`Reactor::source`]. Before `fd` closes, the caller frees the
-    /// token with [`Reactor::forget`] (the descriptor is its file's only
-    /// one) or [`Reactor::deregister`] (it may have copies).
+    /// token, which is also its key for [`Reactor::source`]. Before `fd`
+    /// closes, the caller frees the token with [`Reactor::forget`] (the
+    /// descriptor is its file's only one) or [`Reactor::deregister`] (it
+    /// may have copies).
     ///
     /// `assume_ready` starts both directions as ready: for a socket known to
     /// be connected (just accepted), the first read or write then tries the
