@@ -31,9 +31,18 @@
 //! connecting: `AsyncFd::new_alone`) is its file's only descriptor, and
 //! its `close` removes it from the set: one system call fewer per socket.
 //!
+//! An `AsyncFd` is its token and its reactor: what the reactor knows of the
+//! descriptor (`ScheduledIo`) lives in the reactor's slab, and each
+//! operation looks it up by the token, a borrow held for that one call and
+//! never across `op`, which may register or close descriptors of its own.
+//! The `Rc<Reactor>` keeps that slab alive for as long as the `AsyncFd`,
+//! so one dropped after its runtime, or under another, still frees its own
+//! token in its own reactor.
+//!
 //! An `AsyncFd` belongs to the runtime (thread) that created it: it is
 //! neither `Send` nor `Sync`.
 
+use std::cell::Ref;
 use std::fmt;
 use std::future::poll_fn;
 use std::io;
@@ -76,7 +85,7 @@ use crate::slab::Key;
 /// ```
 pub struct AsyncFd<T: AsRawFd> {
     inner: Option<T>,
-    io: Rc<ScheduledIo>,
+    /// The token: the key of its `ScheduledIo` in the reactor's slab.
     key: Key,
     reactor: Rc<Reactor>,
     /// The only descriptor of its open file: closing it is enough to take it
@@ -115,10 +124,9 @@ impl<T: AsRawFd> AsyncFd<T> {
     fn register(inner: T, origin: Origin) -> io::Result<AsyncFd<T>> {
         let reactor = context::driver()?.reactor.clone();
         let assume_ready = origin == Origin::CreatedConnected;
-        let (key, io) = reactor.register(inner.as_raw_fd(), assume_ready)?;
+        let key = reactor.register(inner.as_raw_fd(), assume_ready)?;
         Ok(AsyncFd {
             inner: Some(inner),
-            io,
             key,
             reactor,
             alone: origin != Origin::Adopted,
@@ -132,10 +140,17 @@ impl<T: AsRawFd> AsyncFd<T> {
             .expect("inner is only taken in Drop and into_inner")
     }
 
+    /// What the reactor knows of this descriptor, borrowed for one call.
+    fn source(&self) -> Ref<'_, ScheduledIo> {
+        self.reactor
+            .source(self.key)
+            .expect("the token is registered from `register` until Drop or into_inner")
+    }
+
     /// Ready in `direction` (as far as the reactor knows), or remember the
     /// task and return Pending.
     pub fn poll_ready(&self, direction: Interest, cx: &mut Context<'_>) -> Poll<()> {
-        self.io.poll_ready(direction, cx)
+        self.source().poll_ready(direction, cx)
     }
 
     /// Waits until the reactor reports `direction` ready.
@@ -146,25 +161,25 @@ impl<T: AsRawFd> AsyncFd<T> {
     /// Forgets the readiness of `direction`: call this when an operation
     /// done outside [`AsyncFd::poll_io`] returned EAGAIN.
     pub fn clear_ready(&self, direction: Interest) {
-        self.io.clear_ready(direction)
+        self.source().clear_ready(direction)
     }
 
     /// Ready once the descriptor hung up or failed (EPOLLHUP or EPOLLERR).
     /// Meant for a descriptor whose read side is finished: the waiting
     /// task is kept in the reader's slot.
     pub fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<()> {
-        self.io.poll_hang_up(cx)
+        self.source().poll_hang_up(cx)
     }
 
     /// Is the next read sure to return end of file (the reactor's
     /// `at_eof`: FIN seen, nothing left to read)?
     pub fn at_eof(&self) -> bool {
-        self.io.at_eof()
+        self.source().at_eof()
     }
 
     /// Has the reactor seen the peer close its sending side (RDHUP/HUP)?
     pub fn is_read_closed(&self) -> bool {
-        self.io.is_read_closed()
+        self.source().is_read_closed()
     }
 
     /// Runs `op` until it does not block, waiting for readiness in between.
@@ -177,13 +192,15 @@ impl<T: AsRawFd> AsyncFd<T> {
     ) -> Poll<io::Result<R>> {
         ready!(coop::poll_proceed(cx));
         loop {
-            if self.io.poll_ready(direction, cx).is_pending() {
+            if self.source().poll_ready(direction, cx).is_pending() {
                 // Nothing completed: this poll costs the task no budget.
                 coop::refund();
                 return Poll::Pending;
             }
             match op(self.get_ref()) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.io.clear_ready(direction),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.source().clear_ready(direction)
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // Data, end of file, or a real error: all charged to the budget,
                 // so a task looping on an error (EMFILE) still yields.
@@ -204,12 +221,12 @@ impl<T: AsRawFd> AsyncFd<T> {
         asked: usize,
         op: impl FnMut(&T) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
-        if direction == Interest::Read && asked > 0 && self.io.at_eof() {
+        if direction == Interest::Read && asked > 0 && self.source().at_eof() {
             return Poll::Ready(Ok(0));
         }
         let result = ready!(self.poll_io(direction, cx, op));
         if let Ok(moved) = result {
-            self.io.after_transfer(direction, asked, moved);
+            self.source().after_transfer(direction, asked, moved);
         }
         Poll::Ready(result)
     }
@@ -218,7 +235,7 @@ impl<T: AsRawFd> AsyncFd<T> {
     /// socket whose connect ended (writable), this alone tells failure from
     /// success; only a failure needs `SO_ERROR` to learn which error.
     pub fn has_failed(&self) -> bool {
-        self.io.has_failed()
+        self.source().has_failed()
     }
 
     /// Async form of [`AsyncFd::poll_io`].
@@ -270,5 +287,48 @@ impl<T: AsRawFd + fmt::Debug> fmt::Debug for AsyncFd<T> {
             .field("token", &self.key)
             .field("alone", &self.alone)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registered_socket_is_three_words_and_its_state_lives_in_the_slab() {
+        // Kept per socket for its whole life: thousands of idle connections
+        // hold two each (docs/EPOLL.md, "What an idle connection keeps").
+        let size = std::mem::size_of::<AsyncFd<std::net::TcpStream>>();
+        assert_eq!(size, 24, "{size}");
+        assert_eq!(std::mem::size_of::<ScheduledIo>(), 40);
+    }
+
+    #[test]
+    fn an_operation_may_register_and_close_descriptors_of_its_own() {
+        use std::io::{Read, Write};
+        use std::os::unix::net::UnixStream;
+        // `op` runs with no borrow of the reactor's slab held: registering
+        // (a mutable borrow) and forgetting (another) inside it must work.
+        let rt = crate::Runtime::new().unwrap();
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        theirs.write_all(b"x").unwrap();
+        let got = rt.block_on(async {
+            let fd = AsyncFd::new(ours).unwrap();
+            let mut buf = [0u8; 4];
+            let n = fd
+                .io(Interest::Read, |mut socket| {
+                    let (a, _b) = UnixStream::pair()?;
+                    a.set_nonblocking(true)?;
+                    let inner = AsyncFd::new(a)?;
+                    drop(inner);
+                    socket.read(&mut buf)
+                })
+                .await
+                .unwrap();
+            assert_eq!(crate::context::driver().unwrap().reactor.registered(), 1);
+            buf[..n].to_vec()
+        });
+        assert_eq!(got, b"x");
     }
 }

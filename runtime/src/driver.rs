@@ -39,7 +39,7 @@ impl Driver {
     pub(crate) fn new() -> io::Result<Driver> {
         Ok(Driver {
             reactor: Rc::new(Reactor::new()?),
-            timers: RefCell::new(TimerStore::default()),
+            timers: RefCell::new(TimerStore::new()),
             wakers: RefCell::new(Vec::new()),
         })
     }

@@ -101,10 +101,9 @@
 //! `TcpStream::from_std`, a listener) may have such copies, so those are
 //! still removed with `EPOLL_CTL_DEL` before they close (`async_fd.rs`).
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, Ref, RefCell};
 use std::io;
 use std::os::fd::RawFd;
-use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -148,8 +147,9 @@ mod bits {
 /// has seen and not yet been told is gone, and at most one waiting task per
 /// direction (one reader, one writer, the way a relay uses a socket).
 ///
-/// The wakers sit in `Cell`s, taken out and put back around each change:
-/// a registered descriptor keeps this for its whole life, and a `RefCell`
+/// It lives in the reactor's slab, by value. The wakers sit in `Cell`s,
+/// taken out and put back around each change, so every operation needs
+/// only a shared borrow of the slab ([`Reactor::source`]); a `RefCell`
 /// would add a borrow flag to each slot (an idle connection holds two).
 #[derive(Default)]
 pub(crate) struct ScheduledIo {
@@ -310,10 +310,21 @@ impl ScheduledIo {
 }
 
 /// The epoll set and the table of what is registered in it.
+///
+/// Each descriptor's `ScheduledIo` lives in the slab itself, by value: 48
+/// bytes per registered descriptor and no allocation of its own. Its
+/// `AsyncFd` keeps the key and looks it up for every operation
+/// ([`Reactor::source`]). The slab's `RefCell` is borrowed mutably only to
+/// register and to forget, and no borrow is held while a task's code runs:
+/// `dispatch` collects wakers under a shared borrow and the driver wakes
+/// them after it, a forgotten `ScheduledIo` (with its wakers) is dropped
+/// after the borrow ends, and the only outside code run under a borrow is
+/// a waker's clone, or the drop of the one it replaces, when a poll stores
+/// it (reference counting, for every waker of this crate).
 #[derive(Debug)]
 pub(crate) struct Reactor {
     epoll: Epoll,
-    sources: RefCell<Slab<Rc<ScheduledIo>>>,
+    sources: RefCell<Slab<ScheduledIo>>,
     events: RefCell<Vec<EpollEvent>>,
     /// Set when the eventfd fired during the last turn.
     woken_remotely: Cell<bool>,
@@ -336,9 +347,10 @@ impl Reactor {
     }
 
     /// Registers `fd` for both directions, edge-triggered, and returns its
-    /// token and shared state. Before `fd` closes, the caller frees the
-    /// token with [`Reactor::forget`] (the descriptor is its file's only
-    /// one) or [`Reactor::deregister`] (it may have copies).
+    /// token, which is also its key for [`Reactor::source`]. Before `fd`
+    /// closes, the caller frees the token with [`Reactor::forget`] (the
+    /// descriptor is its file's only one) or [`Reactor::deregister`] (it
+    /// may have copies).
     ///
     /// `assume_ready` starts both directions as ready: for a socket known to
     /// be connected (just accepted), the first read or write then tries the
@@ -347,29 +359,34 @@ impl Reactor {
     /// does). It is safe under edge triggering: the socket is registered
     /// before the first attempt, so if that attempt meets EAGAIN and clears
     /// the readiness, the next change still makes an edge.
-    pub(crate) fn register(
-        &self,
-        fd: RawFd,
-        assume_ready: bool,
-    ) -> io::Result<(Key, Rc<ScheduledIo>)> {
-        let io = Rc::new(ScheduledIo::default());
+    pub(crate) fn register(&self, fd: RawFd, assume_ready: bool) -> io::Result<Key> {
+        let io = ScheduledIo::default();
         if assume_ready {
             io.readiness.set(bits::READABLE | bits::WRITABLE);
         }
-        let key = self.sources.borrow_mut().insert_with(|_| io.clone());
+        let key = self.sources.borrow_mut().insert_with(|_| io);
         let interest = sys::EPOLLIN | sys::EPOLLOUT | sys::EPOLLRDHUP | sys::EPOLLET;
         if let Err(e) = self.epoll.add(fd, interest, key) {
-            self.sources.borrow_mut().remove(key);
+            self.forget(key);
             return Err(e);
         }
-        Ok((key, io))
+        Ok(key)
+    }
+
+    /// The state of the descriptor registered under `key`, borrowed from
+    /// the slab: hold it for one call, not across code that may register
+    /// or close a descriptor. None once the key was freed.
+    pub(crate) fn source(&self, key: Key) -> Option<Ref<'_, ScheduledIo>> {
+        Ref::filter_map(self.sources.borrow(), |sources| sources.get(key)).ok()
     }
 
     /// Frees the token of a descriptor about to be closed that is its open
     /// file's only descriptor: the close itself takes the file out of the
     /// epoll set (module docs, "closing without `EPOLL_CTL_DEL`").
     pub(crate) fn forget(&self, key: Key) {
-        self.sources.borrow_mut().remove(key);
+        let removed = self.sources.borrow_mut().remove(key);
+        // Dropped here, with the borrow over: a waker's drop is code of its own.
+        drop(removed);
     }
 
     /// Stops watching `fd` and frees its token: for a descriptor that may
@@ -452,30 +469,40 @@ mod tests {
     fn a_stale_token_never_reaches_the_slots_next_tenant() {
         let reactor = Reactor::new().unwrap();
         let (a, _a_peer) = UnixStream::pair().unwrap();
-        let (old_key, _) = reactor.register(a.as_raw_fd(), false).unwrap();
+        let old_key = reactor.register(a.as_raw_fd(), false).unwrap();
         reactor.deregister(old_key, a.as_raw_fd()).unwrap();
         drop(a);
+        assert!(
+            reactor.source(old_key).is_none(),
+            "a freed key finds nothing"
+        );
         // The same slab slot (and likely the same fd number) goes to a new socket.
         let (b, _b_peer) = UnixStream::pair().unwrap();
-        let (new_key, io) = reactor.register(b.as_raw_fd(), false).unwrap();
+        let new_key = reactor.register(b.as_raw_fd(), false).unwrap();
         assert_eq!(old_key & 0xffff_ffff, new_key & 0xffff_ffff, "slot reused");
+        assert!(
+            reactor.source(old_key).is_none(),
+            "nor does it find the newcomer"
+        );
+        let io = || reactor.source(new_key).unwrap();
 
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
-        assert!(io.poll_ready(Interest::Read, &mut cx).is_pending());
+        assert!(io().poll_ready(Interest::Read, &mut cx).is_pending());
 
         // An event for the old registration, as if it had been queued before the close.
         let mut wakers = Vec::new();
         reactor.dispatch(old_key, sys::EPOLLIN, &mut wakers);
         assert!(wakers.is_empty(), "stale event woke the new source");
-        assert!(!io.is_ready(Interest::Read));
+        assert!(!io().is_ready(Interest::Read));
 
         reactor.dispatch(new_key, sys::EPOLLIN, &mut wakers);
         wakers.drain(..).for_each(Waker::wake);
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
-        assert!(io.is_ready(Interest::Read));
+        assert!(io().is_ready(Interest::Read));
         reactor.deregister(new_key, b.as_raw_fd()).unwrap();
+        assert_eq!(reactor.registered(), 0);
     }
 
     #[test]

@@ -2,17 +2,18 @@
 //! timer store (`timer.rs`).
 //!
 //! A [`Sleep`] registers its deadline with the store the first time it is
-//! polled and returns `Pending`; the driver wakes it when the deadline has
-//! passed (and removes the entry), after which the next poll returns
-//! `Ready`. Dropping a `Sleep` early removes its entry, so cancelled
-//! timeouts (the common case in a proxy: most connections do not time out)
-//! leave nothing behind.
+//! polled and returns `Pending`, keeping the key the store hands back; the
+//! driver wakes it when the deadline has passed (and takes the timer off
+//! its heap), after which the next poll returns `Ready` and gives the key
+//! back. Dropping a `Sleep` early removes its timer, so cancelled timeouts
+//! (the common case in a proxy: most connections do not time out) leave
+//! nothing behind.
 //!
 //! ```text
-//!   poll #1: deadline passed? no  -> store.insert(deadline, waker) -> Pending
+//!   poll #1: deadline passed? no  -> key = store.insert(deadline, waker) -> Pending
 //!   ...      driver.turn: epoll_wait(until the earliest deadline)
-//!            deadline passed -> entry removed, waker woken
-//!   poll #2: entry gone         -> Ready
+//!            deadline passed -> timer fired, waker woken
+//!   poll #2: store.renew(key): fired -> store.remove(key) -> Ready
 //! ```
 //!
 //! Deadlines are absolute (`Instant`), so a task that is polled late does
@@ -109,6 +110,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 #[must_use = "futures do nothing unless awaited"]
 pub struct Sleep {
     deadline: Instant,
+    /// While its timer is in a store: that store's driver, and the key.
     registered: Option<(Rc<Driver>, TimerKey)>,
     fired: bool,
 }
@@ -131,9 +133,11 @@ impl Sleep {
         self.fired = false;
     }
 
+    /// Gives the timer's key back to its store, whether it is pending
+    /// (cancelled) or has fired.
     fn unregister(&mut self) {
         if let Some((driver, key)) = self.registered.take() {
-            driver.timers.borrow_mut().remove(&key);
+            driver.timers.borrow_mut().remove(key);
         }
     }
 }
@@ -149,8 +153,8 @@ impl Future for Sleep {
             if driver.timers.borrow_mut().renew(key, cx.waker()) {
                 return Poll::Pending;
             }
-            // The driver removed the entry: the deadline passed.
-            self.registered = None;
+            // The driver fired the timer: the deadline passed.
+            self.unregister();
             self.fired = true;
             return Poll::Ready(());
         }

@@ -378,3 +378,11 @@ fn sleep_outside_a_runtime_panics() {
         .unwrap_or_default();
     assert!(msg.contains("outside a runtime"), "unclear message: {msg}");
 }
+
+// A connection's idle timer keeps a Sleep for its whole life: its deadline
+// and its key in the store, no second copy of the deadline.
+#[test]
+fn a_sleep_is_at_most_forty_bytes() {
+    let size = std::mem::size_of::<time::Sleep>();
+    assert!(size <= 40, "{size}");
+}
