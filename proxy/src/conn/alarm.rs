@@ -28,6 +28,12 @@ pub struct Alarm {
 }
 
 impl Alarm {
+    /// An alarm armed for `armed` (none: disarmed), for a driver whose
+    /// timer remembers the time itself (the async relay's `Sleep`).
+    pub fn armed_at(armed: Option<Instant>) -> Alarm {
+        Alarm { armed }
+    }
+
     /// Given the machine's deadline `due`, the time to arm the timer at
     /// now, if it must move (the table above); `None`: leave it.
     pub fn arm(&mut self, due: Option<Instant>) -> Option<Instant> {
@@ -73,5 +79,19 @@ mod tests {
         assert_eq!(alarm.arm(Some(at(45))), Some(at(45)), "re-armed once");
         assert_eq!(alarm.arm(None), None);
         assert_eq!(alarm.armed(), None, "closed: disarmed");
+    }
+
+    #[test]
+    fn an_alarm_made_from_its_timers_time_follows_the_same_rule() {
+        let t0 = Instant::now();
+        let at = |s| t0 + Duration::from_secs(s);
+        assert_eq!(Alarm::armed_at(Some(at(600))).arm(Some(at(700))), None);
+        assert_eq!(
+            Alarm::armed_at(Some(at(600))).arm(Some(at(30))),
+            Some(at(30))
+        );
+        assert_eq!(Alarm::armed_at(None).arm(Some(at(45))), Some(at(45)));
+        let mut closed = Alarm::armed_at(Some(at(600)));
+        assert_eq!((closed.arm(None), closed.armed()), (None, None));
     }
 }

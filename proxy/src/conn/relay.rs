@@ -604,30 +604,38 @@ fn watch_hang_ups(
 
 /// The runtime's timer for the machine's deadline, armed by the
 /// [`Alarm`]'s rule: moved only to come earlier, and re-armed once when it
-/// fires before a deadline that bytes pushed back.
+/// fires before a deadline that bytes pushed back. The time armed is the
+/// sleep's own deadline until it fires: the alarm is made from it at each
+/// look rather than kept beside it (16 bytes an idle connection does not
+/// keep).
 #[derive(Default)]
 struct Timer {
     sleep: Option<Sleep>,
-    alarm: Alarm,
 }
 
 impl Timer {
+    /// The time the timer is armed for: its sleep's, unless it fired.
+    fn alarm(&self) -> Alarm {
+        let armed = self.sleep.as_ref().filter(|s| !s.is_elapsed());
+        Alarm::armed_at(armed.map(Sleep::deadline))
+    }
+
     /// Pending while the connection lives; Ready once its deadline came.
     fn poll(&mut self, machine: &mut Machine, t: &Timeouts, cx: &mut Context<'_>) -> Poll<()> {
         loop {
-            if let Some(at) = self.alarm.arm(machine.deadline(t)) {
+            let mut alarm = self.alarm();
+            if let Some(at) = alarm.arm(machine.deadline(t)) {
                 match &mut self.sleep {
                     Some(sleep) => sleep.reset(at),
                     None => self.sleep = Some(time::sleep_until(at)),
                 }
             }
-            let Some(sleep) = self.sleep.as_mut().filter(|_| self.alarm.armed().is_some()) else {
+            let Some(sleep) = self.sleep.as_mut().filter(|_| alarm.armed().is_some()) else {
                 return Poll::Pending; // no limit the clock can say
             };
             if Pin::new(sleep).poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            self.alarm.fired();
             machine.on_deadline(Instant::now(), t);
             if machine.is_closed() {
                 return Poll::Ready(());
