@@ -134,7 +134,12 @@ impl Carrier {
                 self.release();
                 None
             }
-            Poll::Ready(result) => Some(ready_or_retry(Event::read(from, result, false), cx)),
+            Poll::Ready(result) => {
+                if let Ok(n) = result {
+                    held.grow_if_filled(n);
+                }
+                Some(ready_or_retry(Event::read(from, result, false), cx))
+            }
             Poll::Pending => {
                 // Empty, and the source dry: back to the pool meanwhile.
                 self.release();

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!   copy:    client ──read──> [64 KiB buffer] ──write──> backend
-//!   splice:  client ──splice──> [pipe, 256 KiB] ──splice──> backend
+//!   splice:  client ──splice──> [pipe, 256 KiB, 1 MiB once full] ──splice──> backend
 //! ```
 //!
 //! This file holds the pipes a direction moves through, the pool they come
@@ -49,6 +49,23 @@
 //! and an accept loop that finds no room while pipes are lent empties its
 //! worker's pool ([`give_back_pooled`]).
 //!
+//! ## Long streams get long pipes
+//!
+//! A splice into a pipe that fills it says the source had more queued than
+//! the pipe holds: a long stream, whose sender keeps its queue full. Such a
+//! pipe grows to [`LONG_PIPE_SIZE`] (`F_SETPIPE_SZ`, which keeps what it
+//! holds) and keeps that size while it lives, pooled or not. On this
+//! machine's loopback most of the proxy's CPU per GiB is paid per splice
+//! (the segments each call makes, the wake-up of the peer it sends to,
+//! docs/EPOLL.md, "What splice saves"), so a stream that moves four times
+//! as much per call pays about a third less. Long pipes are few: the
+//! kernel counts a user's pipe pages against `pipe-user-pages-soft` (64 MiB
+//! by default) and, past it, makes new pipes of two pages and refuses to
+//! grow them, for every process of that user. So long pipes may take a
+//! quarter of that limit ([`long_pipes`]: 16 by default), a place each; a
+//! pipe that cannot have one, or that the kernel refuses, stays at
+//! [`PIPE_SIZE`] and moves less per call, nothing else.
+//!
 //! ## Falling back
 //!
 //! An error that means "these descriptors cannot splice" ([`cannot_splice`]:
@@ -67,7 +84,7 @@
 
 use std::cell::RefCell;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use runtime::pipe::Pipe;
@@ -82,6 +99,10 @@ use crate::policy::limit::{Limit, Loan, Permit};
 /// call. (64 KiB, the kernel's default, cost the same CPU per GiB in a hand
 /// measurement on a busy 2-core machine; 256 KiB makes a quarter of the calls.)
 pub const PIPE_SIZE: usize = 256 * 1024;
+
+/// The size a pipe grows to once a splice filled it (a long stream; module
+/// docs): `pipe-max-size`'s default, the most an unprivileged user may ask.
+pub const LONG_PIPE_SIZE: usize = 1024 * 1024;
 
 /// How many empty pipes a worker keeps for reuse.
 pub const POOL_LIMIT: usize = 64;
@@ -153,6 +174,51 @@ pub(crate) struct Held {
     pub(crate) pipe: Pipe,
     _place: Permit,
     loan: Loan,
+    /// Its place among the long pipes, once it grew.
+    long: Option<Permit>,
+}
+
+impl Held {
+    /// After a splice into it moved `moved` bytes: if that filled it, a long
+    /// stream fills it (module docs), so it grows to [`LONG_PIPE_SIZE`],
+    /// if a place among the long pipes is free and the kernel agrees.
+    pub(crate) fn grow_if_filled(&mut self, moved: usize) {
+        if self.long.is_some() || moved < self.pipe.size() || self.pipe.size() >= LONG_PIPE_SIZE {
+            return;
+        }
+        let Some(place) = long_pipes().try_acquire() else {
+            return;
+        };
+        if self.pipe.grow(LONG_PIPE_SIZE).is_ok() {
+            self.long = Some(place);
+        }
+    }
+}
+
+/// The process's places for long pipes: a quarter of the pipe pages a user
+/// may have (`/proc/sys/fs/pipe-user-pages-soft`) in pipes of
+/// [`LONG_PIPE_SIZE`], at least one; 16 where that limit is unknown, and 64
+/// where there is none (0).
+pub(crate) fn long_pipes() -> &'static Arc<Limit> {
+    static LONG: OnceLock<Arc<Limit>> = OnceLock::new();
+    LONG.get_or_init(|| {
+        let soft = std::fs::read_to_string("/proc/sys/fs/pipe-user-pages-soft");
+        let pages = soft.ok().and_then(|s| s.trim().parse::<u64>().ok());
+        Limit::new(Some(long_pipes_for(pages)))
+    })
+}
+
+/// [`long_pipes`]' count for a `pipe-user-pages-soft` of `pages`.
+fn long_pipes_for(pages: Option<u64>) -> u32 {
+    const PAGE: u64 = 4096;
+    match pages {
+        None => 16,
+        Some(0) => 64,
+        Some(pages) => {
+            let quarter = pages * PAGE / 4 / LONG_PIPE_SIZE as u64;
+            u32::try_from(quarter.max(1)).unwrap_or(u32::MAX)
+        }
+    }
 }
 
 /// Why no pipe was had.
@@ -255,6 +321,7 @@ pub(crate) fn take(pipes: &Pipes) -> Result<Held, NoPipe> {
             pipe,
             _place: place,
             loan,
+            long: None,
         }),
         Err(_) => Err(NoPipe::Failed),
     }
@@ -322,6 +389,35 @@ pub fn cannot_splice(err: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pipe_that_a_splice_filled_grows_once_and_one_that_it_did_not_stays() {
+        let pipes = Pipes::new(Limit::new(Some(2)), Limit::new(None));
+        let mut full = take(&pipes).expect("a pipe");
+        let mut partly = take(&pipes).expect("another");
+        assert_eq!(full.pipe.size(), PIPE_SIZE);
+        partly.grow_if_filled(PIPE_SIZE - 1);
+        full.grow_if_filled(PIPE_SIZE);
+        assert_eq!(
+            partly.pipe.size(),
+            PIPE_SIZE,
+            "not filled: not a long stream"
+        );
+        assert_eq!(full.pipe.size(), LONG_PIPE_SIZE);
+        assert!(full.long.is_some(), "it holds a place among the long pipes");
+        let before = long_pipes().open();
+        full.grow_if_filled(LONG_PIPE_SIZE);
+        assert_eq!(long_pipes().open(), before, "grown once");
+    }
+
+    #[test]
+    fn long_pipes_take_a_quarter_of_a_users_pipe_pages() {
+        // Debian's default, 64 MiB: 16 MiB of long pipes.
+        assert_eq!(long_pipes_for(Some(16384)), 16);
+        assert_eq!(long_pipes_for(Some(1024)), 1, "at least one");
+        assert_eq!(long_pipes_for(Some(0)), 64, "no limit");
+        assert_eq!(long_pipes_for(None), 16, "unknown");
+    }
 
     #[test]
     fn names_parse_back() {
