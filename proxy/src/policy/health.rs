@@ -624,7 +624,8 @@ impl HealthBoard {
     }
 
     /// A server just marked down: its connections cut, if it says so
-    /// (each connection waits on [`HealthBoard::cut`], on its own worker).
+    /// (each sees its server's [`HealthBoard::cuts`] move when its worker
+    /// wakes it).
     fn went_down(&self, server: &ServerHealth) {
         server.ramp_until.store(0, Ordering::Relaxed);
         if server.on_change.cut_when_down {
