@@ -884,10 +884,12 @@ mod tests {
             std::mem::size_of::<Trace>(),
             std::mem::size_of::<TcpStream>()
         );
-        // Kept for the connection's whole life: held under 1 KiB, with
-        // the rest of what an idle connection keeps (docs/EPOLL.md, "What
-        // an idle connection keeps").
-        assert!(bytes > 0 && bytes < 1024, "{bytes}");
+        // Kept for the connection's whole life. The rest of what an idle
+        // connection keeps (its task's header, two sockets' slots, a timer,
+        // a waiter) is some 270 bytes (docs/EPOLL.md, "What an idle
+        // connection keeps"): under 768 here, the whole stays under 1 KiB
+        // with room for the allocator's rounding.
+        assert!(bytes > 0 && bytes < 768, "{bytes}");
     }
 
     // A refused client whose connection is reset, or whose FIN
