@@ -62,7 +62,7 @@
 //! kernel counts a user's pipe pages against `pipe-user-pages-soft` (64 MiB
 //! by default) and, past it, makes new pipes of two pages and refuses to
 //! grow them, for every process of that user. So long pipes may take a
-//! quarter of that limit ([`long_pipes`]: 16 by default), a place each; a
+//! quarter of that limit (`long_pipes`: 16 by default), a place each; a
 //! pipe that cannot have one, or that the kernel refuses, stays at
 //! [`PIPE_SIZE`] and moves less per call, nothing else.
 //!
