@@ -145,32 +145,3 @@ impl fmt::Debug for Pipe {
             .finish()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Runtime;
-    use crate::net::{TcpListener, TcpStream};
-    use std::future::poll_fn;
-
-    #[test]
-    fn a_pipe_grown_with_bytes_in_it_keeps_them() {
-        let rt = Runtime::new().expect("runtime");
-        let got = rt.block_on(async {
-            let listener = TcpListener::bind("127.0.0.1:0".parse().expect("addr"))?;
-            let client = TcpStream::connect(listener.local_addr()?).await?;
-            let (server, _) = listener.accept().await?;
-            client.write_all(b"kept across the growth").await?;
-            let mut pipe = Pipe::new(64 * 1024)?;
-            assert_eq!(pipe.size(), 64 * 1024);
-            poll_fn(|cx| server.poll_splice_to(cx, &mut pipe)).await?;
-            pipe.grow(256 * 1024)?;
-            assert_eq!((pipe.size(), pipe.len()), (256 * 1024, 22));
-            poll_fn(|cx| server.poll_splice_from(cx, &mut pipe)).await?;
-            let mut buf = [0u8; 32];
-            let n = client.read(&mut buf).await?;
-            Ok::<_, io::Error>(buf[..n].to_vec())
-        });
-        assert_eq!(got.expect("spliced"), b"kept across the growth");
-    }
-}

@@ -1,7 +1,7 @@
 //! `splice(2)` through a [`Pipe`] on real loopback sockets: bytes moved end
 //! to end without entering user space, end of file, a destination that
 //! stops reading (backpressure: the pipe holds the bytes, the splice
-//! waits), and the pipe read back by copy.
+//! waits), the pipe read back by copy, and a pipe grown with bytes in it.
 
 mod common;
 
@@ -203,4 +203,24 @@ fn splicing_into_a_pipe_that_holds_bytes_is_refused() {
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         })
     })
+}
+
+#[test]
+fn a_pipe_grown_with_bytes_in_it_keeps_them() {
+    let rt = Runtime::new().expect("runtime");
+    let got = rt.block_on(async {
+        let (ours, mut peer) = pair().await?;
+        peer.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        peer.write_all(b"kept across the growth")?;
+        let mut pipe = Pipe::new(64 * 1024)?;
+        assert_eq!(pipe.size(), 64 * 1024);
+        poll_fn(|cx| ours.poll_splice_to(cx, &mut pipe)).await?;
+        pipe.grow(PIPE_SIZE)?;
+        assert_eq!((pipe.size(), pipe.len()), (PIPE_SIZE, 22));
+        poll_fn(|cx| ours.poll_splice_from(cx, &mut pipe)).await?;
+        let mut buf = [0u8; 32];
+        let n = peer.read(&mut buf)?;
+        Ok::<_, io::Error>(buf[..n].to_vec())
+    });
+    assert_eq!(got.expect("spliced"), b"kept across the growth");
 }
