@@ -111,6 +111,15 @@ fn lasting_config(a: SocketAddr, b: SocketAddr, connect: &str) -> String {
     )
 }
 
+/// The proxy on the configuration file `config`, with a second's grace at
+/// its stop.
+fn proxy_on(config: &Path) -> ChildProcess {
+    let args = ["--config", &config.display().to_string(), "--grace", "1s"].map(String::from);
+    child::proxy(proxy_exe(), &args)
+        .start()
+        .expect("start the proxy")
+}
+
 fn admin_addr(proxy: &ChildProcess) -> SocketAddr {
     let line = expect_log_within(proxy, "admin listening on ", SOON);
     child::listening_addr(&line).unwrap_or_else(|| panic!("no address in {line:?}"))
@@ -150,16 +159,7 @@ fn totals_and_health_last_across_a_reload() {
     let (hole, _fillers) = unanswering_backend();
     let b = hole.local_addr().expect("the blackhole's address");
     let config = ConfigFile::new("reload", &lasting_config(a, b, "1s"));
-    let args = [
-        "--config",
-        &config.path().display().to_string(),
-        "--grace",
-        "1s",
-    ]
-    .map(String::from);
-    let proxy = child::proxy(proxy_exe(), &args)
-        .start()
-        .expect("start the proxy");
+    let proxy = proxy_on(config.path());
     let (admin, web) = (admin_addr(&proxy), web_addr(&proxy));
     rows_until(admin, "b down", |r| {
         row(r, "web", "b").get("state").string() == "down"
@@ -383,10 +383,7 @@ fn the_page_shows_rows_states_sorts_and_a_server_going_down() {
     let dir = TestDir::new("page");
     let conf = dir.file("lb.conf");
     std::fs::write(&conf, page_config(b1.addr(), b2.addr(), b3.addr())).expect("write");
-    let args = ["--config", &conf.display().to_string(), "--grace", "1s"].map(String::from);
-    let proxy = child::proxy(proxy_exe(), &args)
-        .start()
-        .expect("start the proxy");
+    let proxy = proxy_on(&conf);
     let admin = admin_addr(&proxy);
     let web = web_addr(&proxy);
     let db = child::listening_addr(&expect_log_within(
@@ -545,10 +542,7 @@ fn the_views_answer_while_junk_holds_the_admin_endpoint() {
         backend.addr()
     );
     std::fs::write(&conf, text).expect("write");
-    let args = ["--config", &conf.display().to_string(), "--grace", "1s"].map(String::from);
-    let proxy = child::proxy(proxy_exe(), &args)
-        .start()
-        .expect("start the proxy");
+    let proxy = proxy_on(&conf);
     let (admin, web) = (admin_addr(&proxy), web_addr(&proxy));
     clients(admin, web, backend.addr().port(), 3, 3);
     // Every place taken by a client that sent half a request line and
@@ -622,10 +616,7 @@ fn a_queued_client_a_peak_and_a_redispatch_show_in_their_rows() {
         live.addr()
     );
     std::fs::write(&conf, text).expect("write");
-    let args = ["--config", &conf.display().to_string(), "--grace", "1s"].map(String::from);
-    let proxy = child::proxy(proxy_exe(), &args)
-        .start()
-        .expect("start the proxy");
+    let proxy = proxy_on(&conf);
     let (admin, web) = (admin_addr(&proxy), web_addr(&proxy));
     // Two clients: each is sent to `dead` first or second, and reaches
     // `live` on its retry if not at once; the first holds live's one place.
