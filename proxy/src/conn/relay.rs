@@ -136,7 +136,7 @@ impl Carrier {
             }
             Poll::Ready(result) => {
                 if let Ok(n) = result {
-                    held.grow_if_filled(n);
+                    sp.grow_if_filled(held, n);
                 }
                 Some(ready_or_retry(Event::read(from, result, false), cx))
             }

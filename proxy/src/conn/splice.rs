@@ -62,7 +62,7 @@
 //! kernel counts a user's pipe pages against `pipe-user-pages-soft` (64 MiB
 //! by default) and, past it, makes new pipes of two pages and refuses to
 //! grow them, for every process of that user. So long pipes may take a
-//! quarter of that limit (`long_pipes`: 16 by default), a place each; a
+//! quarter of that limit ([`long_pipes`]: 16 by default), a place each; a
 //! pipe that cannot have one, or that the kernel refuses, stays at
 //! [`PIPE_SIZE`] and moves less per call, nothing else.
 //!
@@ -84,7 +84,7 @@
 
 use std::cell::RefCell;
 use std::io;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use runtime::pipe::Pipe;
@@ -149,12 +149,25 @@ pub struct Pipes {
     pub ceiling: Arc<Limit>,
     /// The global `maxconn`, which lends each pipe its descriptors.
     pub lender: Arc<Limit>,
+    /// The process's places for long pipes ([`long_pipes`]).
+    pub long: Arc<Limit>,
 }
 
 impl Pipes {
-    /// Pipes under `ceiling`, lent their descriptors by `lender`.
+    /// Pipes under `ceiling`, lent their descriptors by `lender`, none of
+    /// them long.
     pub fn new(ceiling: Arc<Limit>, lender: Arc<Limit>) -> Pipes {
-        Pipes { ceiling, lender }
+        let long = Limit::new(Some(0));
+        Pipes {
+            ceiling,
+            lender,
+            long,
+        }
+    }
+
+    /// The same pipes, which may grow long under `long`'s places.
+    pub fn with_long(self, long: Arc<Limit>) -> Pipes {
+        Pipes { long, ..self }
     }
 }
 
@@ -181,12 +194,12 @@ pub(crate) struct Held {
 impl Held {
     /// After a splice into it moved `moved` bytes: if that filled it, a long
     /// stream fills it (module docs), so it grows to [`LONG_PIPE_SIZE`],
-    /// if a place among the long pipes is free and the kernel agrees.
-    pub(crate) fn grow_if_filled(&mut self, moved: usize) {
+    /// if one of `long`'s places is free and the kernel agrees.
+    fn grow_if_filled(&mut self, moved: usize, long: &Arc<Limit>) {
         if self.long.is_some() || moved < self.pipe.size() || self.pipe.size() >= LONG_PIPE_SIZE {
             return;
         }
-        let Some(place) = long_pipes().try_acquire() else {
+        let Some(place) = long.try_acquire() else {
             return;
         };
         if self.pipe.grow(LONG_PIPE_SIZE).is_ok() {
@@ -195,17 +208,14 @@ impl Held {
     }
 }
 
-/// The process's places for long pipes: a quarter of the pipe pages a user
-/// may have (`/proc/sys/fs/pipe-user-pages-soft`) in pipes of
-/// [`LONG_PIPE_SIZE`], at least one; 16 where that limit is unknown, and 64
-/// where there is none (0).
-pub(crate) fn long_pipes() -> &'static Arc<Limit> {
-    static LONG: OnceLock<Arc<Limit>> = OnceLock::new();
-    LONG.get_or_init(|| {
-        let soft = std::fs::read_to_string("/proc/sys/fs/pipe-user-pages-soft");
-        let pages = soft.ok().and_then(|s| s.trim().parse::<u64>().ok());
-        Limit::new(Some(long_pipes_for(pages)))
-    })
+/// The process's places for long pipes, made once at startup: a quarter of
+/// the pipe pages a user may have (`/proc/sys/fs/pipe-user-pages-soft`) in
+/// pipes of [`LONG_PIPE_SIZE`], at least one; 16 where that limit is
+/// unknown, and 64 where there is none (0).
+pub fn long_pipes() -> Arc<Limit> {
+    let soft = std::fs::read_to_string("/proc/sys/fs/pipe-user-pages-soft");
+    let pages = soft.ok().and_then(|s| s.trim().parse::<u64>().ok());
+    Limit::new(Some(long_pipes_for(pages)))
 }
 
 /// [`long_pipes`]' count for a `pipe-user-pages-soft` of `pages`.
@@ -268,6 +278,12 @@ impl<'a> SpliceState<'a> {
     /// Bytes spliced out since the connection began.
     pub(crate) fn spliced(&self) -> u64 {
         self.spliced
+    }
+
+    /// A splice into `held` moved `moved` bytes: if that filled it, it
+    /// grows, under the process's places for long pipes.
+    pub(crate) fn grow_if_filled(&self, held: &mut Held, moved: usize) {
+        held.grow_if_filled(moved, &self.splicing.pipes.long);
     }
 
     /// The frontend's option.
@@ -392,22 +408,27 @@ mod tests {
 
     #[test]
     fn a_pipe_that_a_splice_filled_grows_once_and_one_that_it_did_not_stays() {
-        let pipes = Pipes::new(Limit::new(Some(2)), Limit::new(None));
+        let long = Limit::new(Some(1));
+        let pipes = Pipes::new(Limit::new(Some(3)), Limit::new(None)).with_long(long.clone());
         let mut full = take(&pipes).expect("a pipe");
         let mut partly = take(&pipes).expect("another");
         assert_eq!(full.pipe.size(), PIPE_SIZE);
-        partly.grow_if_filled(PIPE_SIZE - 1);
-        full.grow_if_filled(PIPE_SIZE);
+        partly.grow_if_filled(PIPE_SIZE - 1, &pipes.long);
+        full.grow_if_filled(PIPE_SIZE, &pipes.long);
         assert_eq!(
             partly.pipe.size(),
             PIPE_SIZE,
             "not filled: not a long stream"
         );
         assert_eq!(full.pipe.size(), LONG_PIPE_SIZE);
-        assert!(full.long.is_some(), "it holds a place among the long pipes");
-        let before = long_pipes().open();
-        full.grow_if_filled(LONG_PIPE_SIZE);
-        assert_eq!(long_pipes().open(), before, "grown once");
+        assert_eq!(long.open(), 1, "it holds a place among the long pipes");
+        full.grow_if_filled(LONG_PIPE_SIZE, &pipes.long);
+        assert_eq!(long.open(), 1, "grown once");
+        let mut third = take(&pipes).expect("a third");
+        third.grow_if_filled(PIPE_SIZE, &pipes.long);
+        assert_eq!(third.pipe.size(), PIPE_SIZE, "no place left: it stays");
+        drop(full);
+        assert_eq!(long.open(), 0, "closed, its place is back");
     }
 
     #[test]

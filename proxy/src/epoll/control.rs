@@ -23,6 +23,7 @@ use runtime::combinator::{Either, select};
 use runtime::signal::{Signal, Signals};
 use runtime::{mpsc, oneshot, time};
 
+use crate::conn::splice;
 use crate::log::syslog::Syslog;
 use crate::log::syslog::header::Severity;
 use crate::ops::access_log::format::Format;
@@ -317,6 +318,8 @@ struct Control {
     global: Arc<Limit>,
     /// The splice path's pipes, every worker's (renewed with the budget).
     pipes: Arc<Limit>,
+    /// The places for long pipes, every worker's (`conn/splice.rs`).
+    long_pipes: Arc<Limit>,
     /// The descriptor budget the global maxconn was judged by, and that
     /// maxconn (both renewed by a reload).
     budget: Budget,
@@ -391,6 +394,7 @@ impl Control {
             // that accepting stops before a backend socket could not be made.
             global: lending(plan.maxconn.get(), plan.budget.lendable()),
             pipes: Limit::new(Some(plan.budget.pipes(plan.maxconn))),
+            long_pipes: splice::long_pipes(),
             budget: plan.budget.clone(),
             maxconn: plan.maxconn,
             fixed: plan.fixed,
@@ -447,7 +451,7 @@ impl Control {
         }
         let receivers = Arc::new(Mutex::new(receivers));
         let global = self.global.clone();
-        let pipes = self.pipes.clone();
+        let pipes = (self.pipes.clone(), self.long_pipes.clone());
         let access_log = self.access_log.clone();
         let moves = self.moves.clone();
         // Detached: the workers run until the process exits.
@@ -463,7 +467,7 @@ impl Control {
                     global.clone(),
                     access_log.as_ref().map(|log| log.sink()),
                 )
-                .with_pipes(pipes.clone())
+                .with_pipes(pipes.0.clone(), pipes.1.clone())
                 .with_moves(moves.clone());
                 worker(commands, Rc::new(context))
             })?;
@@ -474,7 +478,7 @@ impl Control {
     fn worker_context(&self, index: usize) -> WorkerContext {
         let sink = self.access_log.as_ref().map(|log| log.sink());
         WorkerContext::new(index, self.global.clone(), sink)
-            .with_pipes(self.pipes.clone())
+            .with_pipes(self.pipes.clone(), self.long_pipes.clone())
             .with_moves(self.moves.clone())
     }
 

@@ -105,11 +105,11 @@ impl WorkerContext {
         }
     }
 
-    /// The same context with the process's pipe ceiling, so that its
-    /// connections may splice (`conn/splice.rs`), lent descriptors by its
-    /// global `maxconn`.
-    pub fn with_pipes(self, ceiling: Arc<Limit>) -> WorkerContext {
-        let pipes = Pipes::new(ceiling, self.global.clone());
+    /// The same context with the process's pipe ceiling and its places for
+    /// long pipes, so that its connections may splice (`conn/splice.rs`),
+    /// lent descriptors by its global `maxconn`.
+    pub fn with_pipes(self, ceiling: Arc<Limit>, long: Arc<Limit>) -> WorkerContext {
+        let pipes = Pipes::new(ceiling, self.global.clone()).with_long(long);
         WorkerContext { pipes, ..self }
     }
 
